@@ -1,0 +1,66 @@
+// vitreg bench MODEL: forward latency and throughput on random input.
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <random>
+
+#include "common.hpp"
+#include "vitreg/error.hpp"
+
+namespace vitreg::cli {
+
+void register_bench(CLI::App& app, Command& run) {
+    auto* cmd = app.add_subcommand("bench", "time the forward: ms/image (median, p95) and GFLOP/s");
+    struct Args {
+        ModelArgs model;
+        int batch = 1, threads = 0, iters = 10, warmup = 2;
+        std::string size;
+    };
+    auto a = std::make_shared<Args>();
+    add_model_args(*cmd, a->model);
+    cmd->add_option("--batch", a->batch, "images per forward")->check(CLI::Range(1, 1024))->capture_default_str();
+    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+    cmd->add_option("--size", a->size, "input HxW in pixels (default: the native grid)");
+    cmd->add_option("--iters", a->iters, "timed forwards")->check(CLI::Range(1, 100000))->capture_default_str();
+    cmd->add_option("--warmup", a->warmup, "untimed forwards first")->check(CLI::Range(0, 1000))->capture_default_str();
+    cmd->callback([&run, a] {
+        run = [a] {
+            const Model m = load_model(a->model);
+            int h = m.config().native_size(), w = h;
+            if (!a->size.empty()) {
+                const auto x = a->size.find('x');
+                try {
+                    if (x == std::string::npos) throw std::invalid_argument("x");
+                    h = std::stoi(a->size.substr(0, x));
+                    w = std::stoi(a->size.substr(x + 1));
+                } catch (const std::exception&) {
+                    throw UsageError("bad --size '" + a->size + "' (expected HxW)");
+                }
+            }
+            std::vector<float> pixels(static_cast<std::size_t>(a->batch) * 3 * h * w);
+            std::mt19937 rng(0);
+            std::normal_distribution<float> normal;
+            for (auto& v : pixels) v = normal(rng);
+            const ForwardOptions opt{a->threads};
+            for (int i = 0; i < a->warmup; ++i) m.forward(pixels.data(), a->batch, h, w, opt);
+            std::vector<double> ms;
+            for (int i = 0; i < a->iters; ++i) {
+                const auto t0 = std::chrono::steady_clock::now();
+                m.forward(pixels.data(), a->batch, h, w, opt);
+                ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a->batch);
+            }
+            std::sort(ms.begin(), ms.end());
+            const double median = ms[ms.size() / 2];
+            const double p95 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(ms.size())))];
+            const double gflops = m.flops_per_image(h, w) / (median * 1e6);
+            std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
+                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << ": " << median
+                      << " ms/image median, " << p95 << " p95, " << std::setprecision(1) << gflops << " GFLOP/s ("
+                      << std::setprecision(2) << m.flops_per_image(h, w) / 1e9 << " GFLOP/image)\n";
+            return 0;
+        };
+    });
+}
+
+}  // namespace vitreg::cli

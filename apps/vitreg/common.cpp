@@ -1,0 +1,27 @@
+#include "common.hpp"
+
+#include <iostream>
+
+#include "vitreg/checkpoint.hpp"
+
+namespace vitreg::cli {
+
+void add_model_args(CLI::App& cmd, ModelArgs& args) {
+    cmd.add_option("MODEL", args.model, "a .safetensors file, a folder with model.safetensors (+ config.json), or a shipped name")
+        ->required();
+    cmd.add_option("--attention", args.attention, "run with another normalizer than trained (a retrofit)")
+        ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
+    cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
+        ->check(CLI::IsMember({"offset", "antialias", "size"}));
+}
+
+Model load_model(const ModelArgs& args) {
+    ConfigOverrides o;
+    if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
+    if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
+    Model m = Model::load(resolve_model_path(args.model), o);
+    for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";
+    return m;
+}
+
+}  // namespace vitreg::cli

@@ -1,0 +1,29 @@
+#pragma once
+// What the vitreg subcommands share: how a model is named on the command line and loaded.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "vitreg/model.hpp"
+
+namespace vitreg::cli {
+
+// The subcommand to run once parsing succeeded; returns the exit status.
+using Command = std::function<int()>;
+
+struct ModelArgs {
+    std::string model;
+    std::string attention;   // "" = as trained
+    std::string pos_interp;  // "" = per checkpoint origin
+};
+
+// MODEL positional plus --attention / --pos-interp.
+void add_model_args(CLI::App& cmd, ModelArgs& args);
+// Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
+Model load_model(const ModelArgs& args);
+
+void register_info(CLI::App& app, Command& run);
+void register_extract(CLI::App& app, Command& run);
+void register_bench(CLI::App& app, Command& run);
+
+}  // namespace vitreg::cli

@@ -1,0 +1,30 @@
+// vitreg: ViT feature extraction and attention-artifact analysis on the CPU.
+#include <iostream>
+
+#include "common.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/version.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"vitreg: ViT feature extraction with registers, softmax-1 and sink attention"};
+    app.set_version_flag("--version", std::string("vitreg ") + VITREG_VERSION);
+    app.require_subcommand(1);
+    vitreg::cli::Command run;
+    vitreg::cli::register_info(app, run);
+    vitreg::cli::register_extract(app, run);
+    vitreg::cli::register_bench(app, run);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    try {
+        return run();
+    } catch (const vitreg::Error& e) {
+        std::cerr << "vitreg: " << e.what() << "\n";
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::cerr << "vitreg: out of memory\n";
+        return 1;
+    }
+}

@@ -1,0 +1,29 @@
+#pragma once
+// What one forward returns: the final-normed CLS, register and patch tokens of each image.
+#include <vector>
+
+namespace vitreg {
+
+struct Features {
+    int batch = 0;
+    int dim = 0;
+    int registers = 0;
+    int grid_h = 0;
+    int grid_w = 0;
+    std::vector<float> cls;        // [batch, dim]            x_norm_clstoken
+    std::vector<float> reg_tokens;  // [batch, registers, dim] x_norm_regtokens
+    std::vector<float> patches;    // [batch, grid_h*grid_w, dim] x_norm_patchtokens, row-major grid
+
+    int patch_count() const { return grid_h * grid_w; }
+    const float* cls_of(int b) const { return cls.data() + static_cast<std::size_t>(b) * dim; }
+    const float* registers_of(int b) const {
+        return reg_tokens.data() + static_cast<std::size_t>(b) * registers * dim;
+    }
+    const float* patches_of(int b) const {
+        return patches.data() + static_cast<std::size_t>(b) * patch_count() * dim;
+    }
+    // Mean of the normed patch tokens of image b (the "pooled" feature), [dim].
+    std::vector<float> pooled_of(int b) const;
+};
+
+}  // namespace vitreg

@@ -1,0 +1,38 @@
+#pragma once
+// Output files, each written to a temporary name in the target folder and renamed into
+// place, so a reader never sees a half-written file.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vitreg {
+
+// Writes `bytes` to `path` atomically (temp file, fsync, rename). Throws IoError.
+void write_file_atomic(const std::string& path, const std::string& bytes);
+
+// A float32 array to be written: shape and row-major data.
+struct ArrayRef {
+    std::vector<std::int64_t> shape;
+    const float* data = nullptr;
+    std::size_t numel() const {
+        std::size_t n = 1;
+        for (auto s : shape) n *= static_cast<std::size_t>(s);
+        return n;
+    }
+};
+
+// The bytes of a NumPy .npy file (format 1.0, '<f4', C order).
+std::string npy_bytes(const ArrayRef& array);
+void write_npy(const std::string& path, const ArrayRef& array);
+
+// The bytes of a safetensors file holding F32 tensors (sorted by name) and string metadata.
+std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+void write_safetensors(const std::string& path, const std::map<std::string, ArrayRef>& tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+// mkdir -p; throws IoError naming the folder.
+void make_dirs(const std::string& path);
+
+}  // namespace vitreg

@@ -1,0 +1,50 @@
+#include "vitreg/config.hpp"
+
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+std::string to_string(AttentionKind k) {
+    switch (k) {
+        case AttentionKind::Softmax: return "softmax";
+        case AttentionKind::Softmax1: return "softmax1";
+        case AttentionKind::Sink: return "sink";
+    }
+    return "?";
+}
+
+std::string to_string(PosInterp p) {
+    switch (p) {
+        case PosInterp::Offset: return "offset";
+        case PosInterp::Antialias: return "antialias";
+        case PosInterp::Size: return "size";
+    }
+    return "?";
+}
+
+std::string to_string(MlpKind m) { return m == MlpKind::Gelu ? "gelu" : "swiglu"; }
+
+std::string to_string(Layout l) {
+    switch (l) {
+        case Layout::Dinov2: return "dinov2";
+        case Layout::TimmReg: return "timm-reg";
+        case Layout::HF: return "hf";
+    }
+    return "?";
+}
+
+AttentionKind parse_attention_kind(const std::string& s) {
+    if (s == "softmax") return AttentionKind::Softmax;
+    if (s == "softmax1") return AttentionKind::Softmax1;
+    if (s == "sink") return AttentionKind::Sink;
+    throw UsageError("unknown attention kind '" + s + "' (expected softmax, softmax1 or sink)");
+}
+
+PosInterp parse_pos_interp(const std::string& s) {
+    if (s == "offset") return PosInterp::Offset;
+    if (s == "antialias") return PosInterp::Antialias;
+    if (s == "size") return PosInterp::Size;
+    throw UsageError("unknown position interpolation '" + s + "' (expected offset, antialias or size)");
+}
+
+}  // namespace vitreg

@@ -1,0 +1,47 @@
+#pragma once
+// The forward's compute kernels over token matrices [rows, width] (row-major float32).
+// Work is cut into tiles whose bounds depend only on the problem size, never on the thread
+// count, so every thread count gives bit-identical results.
+#include <Eigen/Core>
+#include <vector>
+
+#include "vitreg/config.hpp"
+
+namespace vitreg::kernels {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// y = x · W^T + b, with W stored transposed ([in, out]) as the GEMM wants it.
+struct Linear {
+    RowMatrix wt;
+    Eigen::VectorXf bias;
+    int in() const { return static_cast<int>(wt.rows()); }
+    int out() const { return static_cast<int>(wt.cols()); }
+};
+
+struct Norm {
+    Eigen::VectorXf weight, bias;
+};
+
+// What happens to a tile of x·W^T right after the GEMM, while it is in cache.
+enum class Epilogue {
+    Bias,          // out = y + b
+    BiasGelu,      // out = gelu(y + b), exact erf GELU
+    ScaledResidual  // out += scale ⊙ (y + b)   (LayerScale and the residual add)
+};
+
+void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+            const Eigen::VectorXf* scale = nullptr);
+
+void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps, float* out);
+
+// h[rows, H] = silu(u[:, :H]) * u[:, H:] for u [rows, 2H].
+void swiglu(const float* u, int rows, int hidden, float* h);
+
+// Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
+// (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
+// head, query block) with the full key range, so memory is O(tokens × block).
+void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
+               const Eigen::VectorXf& sinks, float* out);
+
+}  // namespace vitreg::kernels

@@ -1,0 +1,233 @@
+#include "vitreg/model.hpp"
+
+#include <tbb/task_arena.h>
+
+#include <map>
+#include <mutex>
+
+#include "kernels.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/pos_embed.hpp"
+
+namespace vitreg {
+
+using kernels::Epilogue;
+using kernels::Linear;
+using kernels::Norm;
+using kernels::RowMatrix;
+
+namespace {
+
+struct Block {
+    Norm norm1, norm2;
+    Linear qkv, proj, fc1, fc2;  // SwiGLU: fc1 = w12 [D → 2H], fc2 = w3 [H → D]
+    Eigen::VectorXf ls1, ls2;
+    Eigen::VectorXf sinks;  // [heads], zeros unless the checkpoint has sink logits
+};
+
+// Activation buffers are 64-byte aligned: Eigen's vectorized reductions (LayerNorm's mean)
+// peel unaligned heads, so a buffer's alignment would otherwise change the summation order
+// from one run to the next.
+using Buffer = std::vector<float, Eigen::aligned_allocator<float>>;
+
+Eigen::VectorXf to_vector(const std::vector<float>& v) {
+    return Eigen::Map<const Eigen::VectorXf>(v.data(), static_cast<Eigen::Index>(v.size()));
+}
+
+// `stored` is the weight's shape on disk when it is not [out, in] (the patch conv).
+Linear load_linear(const Checkpoint& ck, const std::string& name, int out, int in,
+                   std::vector<std::int64_t> stored = {}) {
+    if (stored.empty()) stored = {out, in};
+    const auto w = ck.load(name + ".weight", stored);
+    Linear l;
+    l.wt = Eigen::Map<const RowMatrix>(w.data(), out, in).transpose();
+    l.bias = to_vector(ck.load(name + ".bias", {out}));
+    return l;
+}
+
+Norm load_norm(const Checkpoint& ck, const std::string& name, int dim) {
+    return Norm{to_vector(ck.load(name + ".weight", {dim})), to_vector(ck.load(name + ".bias", {dim}))};
+}
+
+}  // namespace
+
+struct Model::Impl {
+    Config config;
+    std::string path;
+    Linear patch_embed;          // [3*p*p → D], input ordered (channel, ky, kx) like the conv weight
+    Eigen::VectorXf cls;         // CLS token with its position embedding added
+    RowMatrix registers;         // [R, D], no position embedding
+    std::vector<float> pos_grid;  // [M*M, D] patch position embeddings
+    std::vector<Block> blocks;
+    Norm norm;
+
+    mutable std::mutex pos_mutex;
+    mutable std::map<std::pair<int, int>, std::shared_ptr<const std::vector<float>>> pos_cache;
+
+    std::shared_ptr<const std::vector<float>> pos_for(int h, int w) const {
+        {
+            std::lock_guard<std::mutex> lock(pos_mutex);
+            auto it = pos_cache.find({h, w});
+            if (it != pos_cache.end()) return it->second;
+        }
+        auto p = std::make_shared<const std::vector<float>>(
+            resample_pos_embed(pos_grid, config.grid, config.dim, h, w, config.pos_interp));
+        std::lock_guard<std::mutex> lock(pos_mutex);
+        return pos_cache.emplace(std::make_pair(h, w), p).first->second;
+    }
+
+    Features run(const float* pixels, int batch, int height, int width) const;
+};
+
+Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
+    const Checkpoint ck(path, overrides);
+    auto impl = std::make_shared<Impl>();
+    const Config& c = ck.config();
+    impl->config = c;
+    impl->path = ck.path();
+    const int D = c.dim, p = c.patch, M = c.grid;
+
+    impl->patch_embed = load_linear(ck, "patch_embed.proj", D, 3 * p * p, {D, 3, p, p});
+    const auto cls = ck.load("cls_token", {1, 1, D});
+    impl->cls = to_vector(cls);
+    if (c.registers > 0) {
+        const auto r = ck.load("register_tokens", {1, c.registers, D});
+        impl->registers = Eigen::Map<const RowMatrix>(r.data(), c.registers, D);
+    }
+    if (c.layout == Layout::TimmReg) {
+        // timm folded pos_embed[0] into cls_token; pos_embed covers patches only.
+        impl->pos_grid = ck.load("pos_embed", {1, M * M, D});
+    } else {
+        auto pos = ck.load("pos_embed", {1, 1 + M * M, D});
+        impl->cls += Eigen::Map<const Eigen::VectorXf>(pos.data(), D);
+        impl->pos_grid.assign(pos.begin() + D, pos.end());
+    }
+
+    const bool swiglu = c.mlp == MlpKind::SwiGlu;
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string b = "blocks." + std::to_string(i) + ".";
+        Block blk;
+        blk.norm1 = load_norm(ck, b + "norm1", D);
+        blk.norm2 = load_norm(ck, b + "norm2", D);
+        blk.qkv = load_linear(ck, b + "attn.qkv", 3 * D, D);
+        blk.proj = load_linear(ck, b + "attn.proj", D, D);
+        if (swiglu) {
+            blk.fc1 = load_linear(ck, b + "mlp.w12", 2 * c.mlp_hidden, D);
+            blk.fc2 = load_linear(ck, b + "mlp.w3", D, c.mlp_hidden);
+        } else {
+            blk.fc1 = load_linear(ck, b + "mlp.fc1", c.mlp_hidden, D);
+            blk.fc2 = load_linear(ck, b + "mlp.fc2", D, c.mlp_hidden);
+        }
+        blk.ls1 = c.layer_scale ? to_vector(ck.load(b + "ls1.gamma", {D})) : Eigen::VectorXf::Ones(D);
+        blk.ls2 = c.layer_scale ? to_vector(ck.load(b + "ls2.gamma", {D})) : Eigen::VectorXf::Ones(D);
+        blk.sinks = c.has_sinks ? to_vector(ck.load(b + "attn.sinks", {c.heads})) : Eigen::VectorXf::Zero(c.heads);
+        impl->blocks.push_back(std::move(blk));
+    }
+    impl->norm = load_norm(ck, "norm", D);
+
+    Model m;
+    m.impl_ = std::move(impl);
+    return m;
+}
+
+const Config& Model::config() const { return impl_->config; }
+const std::string& Model::path() const { return impl_->path; }
+
+double Model::flops_per_image(int height, int width) const {
+    const Config& c = impl_->config;
+    const double D = c.dim, H = c.mlp_hidden, p = c.patch;
+    const double patches = double(height / c.patch) * double(width / c.patch);
+    const double N = 1 + c.registers + patches;
+    const double mlp = c.mlp == MlpKind::SwiGlu ? 2 * N * D * 2 * H + 2 * N * H * D : 2 * N * D * H * 2;
+    const double block = 2 * N * D * 3 * D + 2 * 2 * N * N * D + 2 * N * D * D + mlp;
+    return 2 * patches * 3 * p * p * D + c.depth * block;
+}
+
+Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
+    const Config& c = impl_->config;
+    if (batch <= 0) throw UsageError("forward: batch must be positive");
+    if (height <= 0 || width <= 0 || height % c.patch || width % c.patch)
+        throw UsageError("forward: input " + std::to_string(width) + "x" + std::to_string(height) +
+                         " is not a positive multiple of the patch size " + std::to_string(c.patch));
+    tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+    Features f;
+    arena.execute([&] { f = impl_->run(pixels, batch, height, width); });
+    return f;
+}
+
+Features Model::Impl::run(const float* pixels, int batch, int height, int width) const {
+    const Config& c = config;
+    const int D = c.dim, p = c.patch, R = c.registers;
+    const int gh = height / p, gw = width / p, np = gh * gw;
+    const int N = 1 + R + np, rows = batch * N;
+    const int pp3 = 3 * p * p;
+
+    // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM.
+    Buffer patches(static_cast<std::size_t>(batch) * np * pp3);
+    for (int b = 0; b < batch; ++b)
+        for (int py = 0; py < gh; ++py)
+            for (int px = 0; px < gw; ++px) {
+                float* dst = patches.data() + (static_cast<std::size_t>(b) * np + py * gw + px) * pp3;
+                for (int ch = 0; ch < 3; ++ch)
+                    for (int ky = 0; ky < p; ++ky) {
+                        const float* src = pixels + ((static_cast<std::size_t>(b) * 3 + ch) * height + py * p + ky) * width + px * p;
+                        std::copy(src, src + p, dst + (ch * p + ky) * p);
+                    }
+            }
+    Buffer embedded(static_cast<std::size_t>(batch) * np * D);
+    kernels::linear(patches.data(), batch * np, patch_embed, embedded.data(), Epilogue::Bias);
+
+    // Tokens [CLS, registers, patches]; position embeddings on CLS and patches only.
+    const auto pos = pos_for(gh, gw);
+    Buffer x(static_cast<std::size_t>(rows) * D);
+    for (int b = 0; b < batch; ++b) {
+        float* seq = x.data() + static_cast<std::size_t>(b) * N * D;
+        Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
+        if (R) Eigen::Map<RowMatrix>(seq + D, R, D) = registers;
+        Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(1 + R) * D, np, D) =
+            Eigen::Map<const RowMatrix>(embedded.data() + static_cast<std::size_t>(b) * np * D, np, D) +
+            Eigen::Map<const RowMatrix>(pos->data(), np, D);
+    }
+
+    Buffer normed(x.size()), qkv(static_cast<std::size_t>(rows) * 3 * D), mixed(x.size());
+    const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
+    Buffer hidden(static_cast<std::size_t>(rows) * hidden_width);
+    Buffer gated(c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
+    for (const Block& blk : blocks) {
+        kernels::layer_norm(x.data(), rows, D, blk.norm1, c.eps, normed.data());
+        kernels::linear(normed.data(), rows, blk.qkv, qkv.data(), Epilogue::Bias);
+        kernels::attention(qkv.data(), batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed.data());
+        kernels::linear(mixed.data(), rows, blk.proj, x.data(), Epilogue::ScaledResidual, &blk.ls1);
+        kernels::layer_norm(x.data(), rows, D, blk.norm2, c.eps, normed.data());
+        if (c.mlp == MlpKind::SwiGlu) {
+            kernels::linear(normed.data(), rows, blk.fc1, hidden.data(), Epilogue::Bias);
+            kernels::swiglu(hidden.data(), rows, c.mlp_hidden, gated.data());
+            kernels::linear(gated.data(), rows, blk.fc2, x.data(), Epilogue::ScaledResidual, &blk.ls2);
+        } else {
+            kernels::linear(normed.data(), rows, blk.fc1, hidden.data(), Epilogue::BiasGelu);
+            kernels::linear(hidden.data(), rows, blk.fc2, x.data(), Epilogue::ScaledResidual, &blk.ls2);
+        }
+    }
+    kernels::layer_norm(x.data(), rows, D, norm, c.eps, normed.data());
+
+    Features f;
+    f.batch = batch;
+    f.dim = D;
+    f.registers = R;
+    f.grid_h = gh;
+    f.grid_w = gw;
+    f.cls.resize(static_cast<std::size_t>(batch) * D);
+    f.reg_tokens.resize(static_cast<std::size_t>(batch) * R * D);
+    f.patches.resize(static_cast<std::size_t>(batch) * np * D);
+    for (int b = 0; b < batch; ++b) {
+        const float* seq = normed.data() + static_cast<std::size_t>(b) * N * D;
+        std::copy(seq, seq + D, f.cls.begin() + static_cast<std::size_t>(b) * D);
+        std::copy(seq + D, seq + static_cast<std::size_t>(1 + R) * D, f.reg_tokens.begin() + static_cast<std::size_t>(b) * R * D);
+        std::copy(seq + static_cast<std::size_t>(1 + R) * D, seq + static_cast<std::size_t>(N) * D,
+                  f.patches.begin() + static_cast<std::size_t>(b) * np * D);
+    }
+    return f;
+}
+
+}  // namespace vitreg

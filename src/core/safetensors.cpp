@@ -1,0 +1,234 @@
+#include "vitreg/safetensors.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "json_limits.hpp"
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+std::string to_string(DType d) {
+    switch (d) {
+        case DType::F32: return "F32";
+        case DType::F16: return "F16";
+        case DType::BF16: return "BF16";
+    }
+    return "?";
+}
+
+std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
+
+float half_to_float(std::uint16_t h) {
+    const std::uint32_t sign = (h & 0x8000u) << 16;
+    std::uint32_t exp = (h >> 10) & 0x1f;
+    std::uint32_t mant = h & 0x3ffu;
+    std::uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: renormalize
+            exp = 127 - 15 + 1;
+            while ((mant & 0x400u) == 0) {
+                mant <<= 1;
+                --exp;
+            }
+            bits = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+float bf16_to_float(std::uint16_t b) {
+    const std::uint32_t bits = std::uint32_t(b) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+std::int64_t TensorView::numel() const {
+    std::int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return n;
+}
+
+std::string TensorView::shape_string() const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::vector<float> TensorView::to_float() const {
+    const auto n = static_cast<std::size_t>(numel());
+    std::vector<float> out(n);
+    if (dtype == DType::F32) {
+        std::memcpy(out.data(), data, n * 4);
+    } else {
+        const bool half = dtype == DType::F16;
+        for (std::size_t i = 0; i < n; ++i) {
+            std::uint16_t v;
+            std::memcpy(&v, data + 2 * i, 2);
+            out[i] = half ? half_to_float(v) : bf16_to_float(v);
+        }
+    }
+    return out;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+    throw CheckpointError(path + ": " + what);
+}
+
+DType parse_dtype(const std::string& path, const std::string& name, const std::string& s) {
+    if (s == "F32") return DType::F32;
+    if (s == "F16") return DType::F16;
+    if (s == "BF16") return DType::BF16;
+    fail(path, "tensor '" + name + "' has dtype '" + s + "', which vitreg does not read (F32, F16, BF16 only)");
+}
+
+std::uint64_t read_u64_le(const unsigned char* p) {
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+    return v;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimits& limits) : path_(path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(path, "not a regular file");
+    }
+    map_size_ = static_cast<std::size_t>(st.st_size);
+    if (map_size_ < 8) {
+        ::close(fd);
+        fail(path, "file is " + std::to_string(map_size_) + " bytes, too short for a safetensors header");
+    }
+    map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (map_ == MAP_FAILED) {
+        map_ = nullptr;
+        fail(path, std::string("cannot map: ") + std::strerror(errno));
+    }
+    try {
+        const auto* bytes = static_cast<const unsigned char*>(map_);
+        const std::uint64_t header_len = read_u64_le(bytes);
+        if (header_len > limits.max_header_bytes)
+            fail(path, "header claims " + std::to_string(header_len) + " bytes, over the limit of " +
+                           std::to_string(limits.max_header_bytes));
+        if (header_len > map_size_ - 8)
+            fail(path, "header claims " + std::to_string(header_len) + " bytes but the file has only " +
+                           std::to_string(map_size_ - 8) + " after the length (truncated?)");
+        const char* hbegin = reinterpret_cast<const char*>(bytes + 8);
+        nlohmann::json header;
+        try {
+            header = parse_json_bounded(std::string_view(hbegin, header_len));
+        } catch (const std::exception& e) {
+            fail(path, std::string("header is not valid JSON: ") + e.what());
+        }
+        if (!header.is_object()) fail(path, "header is not a JSON object");
+        if (header.size() > limits.max_tensors + 1) fail(path, "header lists too many tensors");
+
+        const unsigned char* data = bytes + 8 + header_len;
+        const std::uint64_t data_size = map_size_ - 8 - header_len;
+        std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+        for (auto it = header.begin(); it != header.end(); ++it) {
+            const std::string& name = it.key();
+            const auto& entry = it.value();
+            if (name == "__metadata__") {
+                if (!entry.is_object()) fail(path, "__metadata__ is not an object");
+                for (auto m = entry.begin(); m != entry.end(); ++m) {
+                    if (!m.value().is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
+                    metadata_[m.key()] = m.value().get<std::string>();
+                }
+                continue;
+            }
+            if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+                !entry.contains("data_offsets"))
+                fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
+            const auto& jd = entry["dtype"];
+            const auto& js = entry["shape"];
+            const auto& jo = entry["data_offsets"];
+            if (!jd.is_string()) fail(path, "tensor '" + name + "': dtype is not a string");
+            if (!js.is_array() || js.size() > 8) fail(path, "tensor '" + name + "': shape is not an array of rank <= 8");
+            if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+                fail(path, "tensor '" + name + "': data_offsets is not a pair of non-negative integers");
+            TensorView v;
+            v.name = name;
+            v.dtype = parse_dtype(path, name, jd.get<std::string>());
+            std::uint64_t numel = 1;
+            for (const auto& d : js) {
+                if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape holds a non-integer or negative size");
+                const std::uint64_t s = d.get<std::uint64_t>();
+                if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
+                    fail(path, "tensor '" + name + "': shape overflows");
+                numel *= s;
+                v.shape.push_back(static_cast<std::int64_t>(s));
+            }
+            const std::uint64_t begin = jo[0].get<std::uint64_t>(), end = jo[1].get<std::uint64_t>();
+            if (begin > end || end > data_size)
+                fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(begin) + ", " +
+                               std::to_string(end) + "] fall outside the " + std::to_string(data_size) +
+                               "-byte data section (truncated file?)");
+            if (end - begin != numel * dtype_size(v.dtype))
+                fail(path, "tensor '" + name + "': " + std::to_string(end - begin) + " bytes for shape " +
+                               v.shape_string() + " of " + to_string(v.dtype) + " (expected " +
+                               std::to_string(numel * dtype_size(v.dtype)) + ")");
+            v.data = data + begin;
+            v.nbytes = static_cast<std::size_t>(end - begin);
+            if (v.nbytes) ranges.emplace_back(begin, end);
+            tensors_.emplace(name, std::move(v));
+        }
+        std::sort(ranges.begin(), ranges.end());
+        for (std::size_t i = 1; i < ranges.size(); ++i)
+            if (ranges[i].first < ranges[i - 1].second) fail(path, "two tensors overlap in the data section");
+    } catch (...) {
+        ::munmap(map_, map_size_);
+        map_ = nullptr;
+        throw;
+    }
+}
+
+SafetensorsFile::~SafetensorsFile() {
+    if (map_) ::munmap(map_, map_size_);
+}
+
+bool SafetensorsFile::has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+const TensorView& SafetensorsFile::get(const std::string& name) const {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) fail(path_, "missing tensor '" + name + "'");
+    return it->second;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+    std::vector<std::string> out;
+    for (const auto& kv : tensors_) out.push_back(kv.first);
+    return out;
+}
+
+DType SafetensorsFile::dominant_dtype() const {
+    std::size_t bytes[3] = {0, 0, 0};
+    for (const auto& kv : tensors_) bytes[static_cast<int>(kv.second.dtype)] += kv.second.nbytes;
+    return static_cast<DType>(std::max_element(bytes, bytes + 3) - bytes);
+}
+
+}  // namespace vitreg

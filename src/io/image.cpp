@@ -1,0 +1,98 @@
+#include "vitreg/image.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "vitreg/error.hpp"
+
+// stb_image lives privately in this translation unit; no file I/O of its own.
+#define STB_IMAGE_IMPLEMENTATION
+#define STB_IMAGE_STATIC
+#define STBI_NO_STDIO
+#define STBI_NO_HDR
+#define STBI_NO_LINEAR
+#define STBI_FAILURE_USERMSG
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#endif
+#include <stb_image.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace vitreg {
+
+namespace {
+
+void check_pixel_count(std::int64_t w, std::int64_t h, const std::string& name, const ImageLimits& limits) {
+    if (w * h > limits.max_pixels)
+        throw ImageError(name + ": image is " + std::to_string(w) + "x" + std::to_string(h) + ", over the limit of " +
+                         std::to_string(limits.max_pixels) + " pixels");
+}
+
+}  // namespace
+
+Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std::string& name, const ImageLimits& limits) {
+    if (size == 0) throw ImageError(name + ": empty file");
+    if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+        throw ImageError(name + ": file too large to decode");
+    int w = 0, h = 0, comp = 0;
+    // stb refuses huge PNGs with a generic message; read IHDR's size to say what is wrong.
+    static const unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size >= 24 && std::memcmp(data, kPng, 8) == 0) {
+        auto be32 = [&](std::size_t at) {
+            return std::int64_t(data[at]) << 24 | std::int64_t(data[at + 1]) << 16 | std::int64_t(data[at + 2]) << 8 | data[at + 3];
+        };
+        check_pixel_count(be32(16), be32(20), name, limits);
+    }
+    if (!stbi_info_from_memory(data, static_cast<int>(size), &w, &h, &comp)) {
+        const char* why = stbi_failure_reason();
+        throw ImageError(name + ": not a decodable image (" + std::string(why ? why : "unknown format") + ")");
+    }
+    if (w <= 0 || h <= 0) throw ImageError(name + ": image has no pixels");
+    check_pixel_count(w, h, name, limits);
+    // stb decodes a cut-off JPEG without complaint; its end-of-image marker tells.
+    if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) {
+        std::size_t end = size;
+        while (end > 2 && (data[end - 1] == 0x00 || data[end - 1] == 0x0A || data[end - 1] == 0x0D || data[end - 1] == 0x20)) --end;
+        if (end < 4 || data[end - 2] != 0xFF || data[end - 1] != 0xD9)
+            throw ImageError(name + ": truncated JPEG (no end-of-image marker)");
+    }
+    int got_w = 0, got_h = 0, got_c = 0;
+    unsigned char* px = stbi_load_from_memory(data, static_cast<int>(size), &got_w, &got_h, &got_c, 3);
+    if (!px) {
+        const char* why = stbi_failure_reason();
+        throw ImageError(name + ": cannot decode (" + std::string(why ? why : "corrupt data") + ")");
+    }
+    Image img;
+    img.width = got_w;
+    img.height = got_h;
+    img.rgb.assign(px, px + static_cast<std::size_t>(got_w) * got_h * 3);
+    stbi_image_free(px);
+    return img;
+}
+
+Image decode_image(const std::string& path, const ImageLimits& limits) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw ImageError(path + ": " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw ImageError(path + ": is a directory, not an image");
+    if (!S_ISREG(st.st_mode)) throw ImageError(path + ": not a regular file");
+    if (st.st_size > limits.max_file_bytes)
+        throw ImageError(path + ": file is " + std::to_string(st.st_size) + " bytes, over the limit");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw ImageError(path + ": cannot open: " + std::strerror(errno));
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
+    in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (static_cast<std::size_t>(in.gcount()) != bytes.size()) throw ImageError(path + ": read failed");
+    return decode_image_memory(bytes.data(), bytes.size(), path, limits);
+}
+
+}  // namespace vitreg

@@ -1,0 +1,29 @@
+#include <cstring>
+
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+std::string npy_bytes(const ArrayRef& array) {
+    std::string shape = "(";
+    for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
+    shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
+    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
+    const std::size_t total = 10 + header.size() + 1;
+    header.append((64 - total % 64) % 64, ' ');
+    header += '\n';
+    std::string out("\x93NUMPY\x01\x00", 8);
+    out += static_cast<char>(header.size() & 0xff);
+    out += static_cast<char>((header.size() >> 8) & 0xff);
+    out += header;
+    const std::size_t bytes = array.numel() * sizeof(float);
+    const std::size_t at = out.size();
+    out.resize(at + bytes);
+    if (bytes) std::memcpy(&out[at], array.data, bytes);  // x86 and ARM are little-endian
+    return out;
+}
+
+void write_npy(const std::string& path, const ArrayRef& array) { write_file_atomic(path, npy_bytes(array)); }
+
+}  // namespace vitreg

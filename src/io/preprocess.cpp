@@ -1,0 +1,155 @@
+#include "vitreg/preprocess.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "vitreg/error.hpp"
+#include "vitreg/resample.hpp"
+
+namespace vitreg {
+
+namespace {
+
+int parse_positive(const std::string& s, const std::string& whole) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || v <= 0 || v > 65536)
+        throw UsageError("bad --resize '" + whole + "' (expected eval, none, WxH, short:N or long:N)");
+    return static_cast<int>(v);
+}
+
+}  // namespace
+
+ResizeSpec ResizeSpec::parse(const std::string& text) {
+    ResizeSpec r;
+    if (text == "eval") return r;
+    if (text == "none") {
+        r.mode = Mode::None;
+        return r;
+    }
+    for (auto [prefix, mode] : {std::pair{"short:", Mode::Short}, std::pair{"long:", Mode::Long}}) {
+        const std::string p = prefix;
+        if (text.compare(0, p.size(), p) == 0) {
+            r.mode = mode;
+            r.size = parse_positive(text.substr(p.size()), text);
+            return r;
+        }
+    }
+    const auto x = text.find('x');
+    if (x == std::string::npos) throw UsageError("bad --resize '" + text + "' (expected eval, none, WxH, short:N or long:N)");
+    r.mode = Mode::Exact;
+    r.width = parse_positive(text.substr(0, x), text);
+    r.height = parse_positive(text.substr(x + 1), text);
+    return r;
+}
+
+std::string ResizeSpec::to_string() const {
+    switch (mode) {
+        case Mode::Eval: return "eval";
+        case Mode::None: return "none";
+        case Mode::Exact: return std::to_string(width) + "x" + std::to_string(height);
+        case Mode::Short: return "short:" + std::to_string(size);
+        case Mode::Long: return "long:" + std::to_string(size);
+    }
+    return "?";
+}
+
+Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const std::string& name) {
+    Geometry g;
+    g.source_width = sw;
+    g.source_height = sh;
+    g.resized_width = sw;
+    g.resized_height = sh;
+    auto down = [patch](int v) { return v / patch * patch; };
+    switch (spec.mode) {
+        case ResizeSpec::Mode::Eval: {
+            // torchvision Resize(256): the long side becomes int(256 * long / short);
+            // CenterCrop rounds half to even (Python round), as nearbyint does.
+            constexpr int kShort = 256, kCrop = 224;
+            if (sw <= sh) {
+                g.resized_width = kShort;
+                g.resized_height = static_cast<int>(static_cast<long long>(kShort) * sh / sw);
+            } else {
+                g.resized_height = kShort;
+                g.resized_width = static_cast<int>(static_cast<long long>(kShort) * sw / sh);
+            }
+            g.width = g.height = kCrop;
+            g.crop_top = static_cast<int>(std::nearbyint((g.resized_height - kCrop) / 2.0));
+            g.crop_left = static_cast<int>(std::nearbyint((g.resized_width - kCrop) / 2.0));
+            if (kCrop % patch)
+                throw UsageError("--resize eval crops to 224, not a multiple of the patch size " + std::to_string(patch) +
+                                 "; use WxH, short:N or long:N");
+            return g;
+        }
+        case ResizeSpec::Mode::None:
+            g.width = down(sw);
+            g.height = down(sh);
+            break;
+        case ResizeSpec::Mode::Exact:
+            if (spec.width % patch || spec.height % patch)
+                throw UsageError("--resize " + spec.to_string() + ": both sides must be multiples of the patch size " +
+                                 std::to_string(patch));
+            g.resized_width = g.width = spec.width;
+            g.resized_height = g.height = spec.height;
+            break;
+        case ResizeSpec::Mode::Short:
+        case ResizeSpec::Mode::Long: {
+            const bool width_is_ref = (spec.mode == ResizeSpec::Mode::Short) == (sw <= sh);
+            if (width_is_ref) {
+                g.width = spec.size;
+                g.height = static_cast<int>(static_cast<long long>(sh) * spec.size / sw);
+            } else {
+                g.height = spec.size;
+                g.width = static_cast<int>(static_cast<long long>(sw) * spec.size / sh);
+            }
+            g.resized_width = g.width = down(g.width);
+            g.resized_height = g.height = down(g.height);
+            break;
+        }
+    }
+    if (g.width <= 0 || g.height <= 0)
+        throw ImageError(name + ": " + std::to_string(sw) + "x" + std::to_string(sh) + " image leaves no whole " +
+                         std::to_string(patch) + "-pixel patch after --resize " + spec.to_string());
+    return g;
+}
+
+Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const std::array<float, 3>& mean,
+                  const std::array<float, 3>& std, const std::string& name, Geometry* geometry) {
+    const Geometry g = plan_geometry(image.width, image.height, spec, patch, name);
+    if (geometry) *geometry = g;
+    const std::size_t n = static_cast<std::size_t>(image.width) * image.height * 3;
+    std::vector<float> src(n);
+    std::transform(image.rgb.begin(), image.rgb.begin() + static_cast<std::ptrdiff_t>(n), src.begin(),
+                   [](std::uint8_t v) { return static_cast<float>(v); });
+    std::vector<float> hwc;
+    int stride_w = g.width, top = 0, left = 0;
+    if (g.resized_width == image.width && g.resized_height == image.height) {
+        hwc = std::move(src);  // no resampling: crop straight from the source
+        stride_w = image.width;
+        top = g.crop_top;
+        left = g.crop_left;
+    } else {
+        // Resample only the rows and columns the crop keeps.
+        auto ys = cubic_antialias_axis(image.height, g.resized_height);
+        auto xs = cubic_antialias_axis(image.width, g.resized_width);
+        ys = ResampleAxis(ys.begin() + g.crop_top, ys.begin() + g.crop_top + g.height);
+        xs = ResampleAxis(xs.begin() + g.crop_left, xs.begin() + g.crop_left + g.width);
+        hwc = resample_hwc(src.data(), image.height, image.width, 3, ys, xs);
+    }
+    Pixels px;
+    px.width = g.width;
+    px.height = g.height;
+    px.chw.resize(static_cast<std::size_t>(3) * g.width * g.height);
+    for (int c = 0; c < 3; ++c) {
+        const float a = 1.0f / (255.0f * std[c]), b = -mean[c] / std[c];
+        float* dst = px.chw.data() + static_cast<std::size_t>(c) * g.width * g.height;
+        for (int y = 0; y < g.height; ++y)
+            for (int x = 0; x < g.width; ++x)
+                dst[static_cast<std::size_t>(y) * g.width + x] =
+                    hwc[(static_cast<std::size_t>(y + top) * stride_w + x + left) * 3 + c] * a + b;
+    }
+    return px;
+}
+
+}  // namespace vitreg

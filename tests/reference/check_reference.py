@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Self-check of the PyTorch reference (a few seconds):
+
+  a. the attention normalizers reproduce DESIGN.md §3's numbers;
+  b. the reference forward equals a second, separately written forward (unfold patch embed,
+     explicit LayerNorm, per-head einsum loop, normalizer as a softmax over [z, s] with the
+     sink column dropped, and position embeddings resampled from DESIGN.md §2's formulas in
+     numpy float64) for every attention kind, MLP kind and position-interpolation mode;
+  c. DESIGN.md §2's resampling formulas equal torch.nn.functional.interpolate;
+  d. the same weights written as dinov2, timm_reg and hf load to the same config and outputs;
+  e. the fixtures on disk (when present) are what the reference computes now.
+
+    /usr/bin/python3 tests/reference/check_reference.py      # exit status 1 on any failure
+"""
+import json
+import math
+import os
+import sys
+import tempfile
+from dataclasses import replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "fixtures")
+sys.path.insert(0, HERE)
+sys.path.insert(0, FIXTURES)
+import vit_reference as ref  # noqa: E402
+import make_fixtures as fx  # noqa: E402  (random well-scaled weights, model constants)
+
+failures = []
+
+
+def check(name, error, tol):
+    ok = error <= tol
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {error:.2e} (tol {tol:.0e})")
+    if not ok:
+        failures.append(name)
+
+
+def max_diff(a, b):
+    d = torch.as_tensor(a, dtype=torch.float64) - torch.as_tensor(b, dtype=torch.float64)
+    return d.abs().max().item() if d.numel() else 0.0
+
+
+# --- a. DESIGN §3 -----------------------------------------------------------------------------
+
+def check_design_attention_values():
+    z = torch.tensor([2.0, 5.0, 3.0], dtype=torch.float64)
+    p1 = ref.normalized_attention(z, "softmax1")
+    check("softmax1([2,5,3])", max_diff(p1, [0.041773, 0.839025, 0.113550]), 1e-6)
+    check("softmax1 sum", abs(p1.sum().item() - 0.994347), 1e-6)
+    ps = ref.normalized_attention(z, "sink", torch.tensor(1.5, dtype=torch.float64))
+    check("sink s=1.5", max_diff(ps, [0.040966, 0.822829, 0.111358]), 1e-6)
+    check("sink abstention", abs(1 - ps.sum().item() - 0.024847), 1e-6)
+    big = ref.normalized_attention(z + 1000, "softmax1")  # stable form: no overflow, no NaN
+    check("softmax1 at z+1000 is finite and sums to ~1", abs(big.sum().item() - 1), 1e-12)
+    check("softmax sums to 1", abs(ref.normalized_attention(z, "softmax").sum().item() - 1), 1e-15)
+
+
+# --- c. DESIGN §2 resampling formulas, in numpy float64 -----------------------------------------
+
+def cubic(t, a):
+    """Keys' cubic convolution kernel."""
+    t = abs(t)
+    if t <= 1:
+        return ((a + 2) * t - (a + 3)) * t * t + 1
+    if t < 2:
+        return a * (((t - 5) * t + 8) * t - 4)
+    return 0.0
+
+
+def design_axis_weights(m, out, mode):
+    """[out, m] matrix of one axis' resampling weights, as DESIGN.md §2 words them."""
+    weights = np.zeros((out, m))
+    if mode in ("offset", "size"):
+        scale = m / (out + 0.1) if mode == "offset" else m / out
+        for i in range(out):
+            src = (i + 0.5) * scale - 0.5
+            base = math.floor(src)
+            for k in range(-1, 3):  # taps idx-1..idx+2, clamped; A = -0.75
+                weights[i, min(max(base + k, 0), m - 1)] += cubic(base + k - src, -0.75)
+    else:  # antialias: A = -0.5, support widened by the downscale factor, renormalized
+        scale = m / out
+        stretch = max(scale, 1.0)
+        support = 2 * stretch
+        for i in range(out):
+            center = scale * (i + 0.5)
+            lo = max(int(center - support + 0.5), 0)
+            hi = min(int(center + support + 0.5), m)
+            taps = np.array([cubic((j - center + 0.5) / stretch, -0.5) for j in range(lo, hi)])
+            weights[i, lo:hi] = taps / taps.sum()
+    return weights
+
+
+def design_resample(patch_pos, grid, h0, w0, mode):
+    if (h0, w0) == (grid, grid):
+        return patch_pos
+    g = patch_pos.numpy().reshape(grid, grid, -1)
+    out = np.einsum("ya,xb,abd->yxd", design_axis_weights(grid, h0, mode),
+                    design_axis_weights(grid, w0, mode), g)
+    return torch.from_numpy(out.reshape(h0 * w0, -1))
+
+
+def check_design_resampling():
+    src = torch.randn(7 * 7, 5, generator=torch.Generator().manual_seed(3)).double()
+    for mode in ref.POS_INTERP_MODES:
+        for h, w in ((3, 5), (10, 4), (14, 14), (5, 9), (2, 13), (37, 2)):
+            # torch in float64 here, so that only a wrong formula can exceed the tolerance
+            check(f"DESIGN formula == torch interpolate: {mode} 7x7->{h}x{w}",
+                  max_diff(design_resample(src, 7, h, w, mode),
+                           ref.resample_pos_embed(src, 7, h, w, mode, torch.float64)), 1e-12)
+
+
+# --- b. a second forward ------------------------------------------------------------------------
+
+def alt_forward(cfg, w, images):
+    x = images.double()
+    B, _, H, W = x.shape
+    p, D, R = cfg.patch, cfg.dim, cfg.registers
+    h0, w0 = H // p, W // p
+    cols = F.unfold(x, kernel_size=p, stride=p).transpose(1, 2)            # [B, h0*w0, 3*p*p]
+    patches = cols @ w["patch_embed.proj.weight"].reshape(D, -1).T + w["patch_embed.proj.bias"]
+    pos = w["pos_embed"][0]
+    tokens = torch.zeros(B, 1 + R + h0 * w0, D, dtype=torch.float64)
+    tokens[:, 0] = w["cls_token"].reshape(D) + pos[0]
+    if R:
+        tokens[:, 1:1 + R] = w["register_tokens"][0]
+    tokens[:, 1 + R:] = patches + design_resample(pos[1:], cfg.grid, h0, w0, cfg.pos_interp)
+
+    def ln(t, name):
+        mu = t.mean(-1, keepdim=True)
+        var = ((t - mu) ** 2).mean(-1, keepdim=True)
+        return (t - mu) / torch.sqrt(var + cfg.eps) * w[name + ".weight"] + w[name + ".bias"]
+
+    def lin(t, name):
+        return t @ w[name + ".weight"].T + w[name + ".bias"]
+
+    hd = D // cfg.heads
+    x = tokens
+    for i in range(cfg.depth):
+        b = f"blocks.{i}."
+        qkv = lin(ln(x, b + "norm1"), b + "attn.qkv")
+        heads = []
+        for h in range(cfg.heads):
+            q, k, v = (qkv[..., j * D + h * hd: j * D + (h + 1) * hd] for j in range(3))
+            z = torch.einsum("bnd,bmd->bnm", q, k) / math.sqrt(hd)
+            if cfg.attention == "softmax":
+                a = torch.softmax(z, dim=-1)
+            else:
+                sinks = w.get(b + "attn.sinks")
+                s = sinks[h] if cfg.attention == "sink" and sinks is not None else 0.0
+                sink_column = torch.full(z.shape[:-1] + (1,), float(s), dtype=torch.float64)
+                a = torch.softmax(torch.cat([z, sink_column], dim=-1), dim=-1)[..., :-1]
+            heads.append(torch.einsum("bnm,bmd->bnd", a, v))
+        x = x + w.get(b + "ls1.gamma", 1.0) * lin(torch.cat(heads, dim=-1), b + "attn.proj")
+        hn = ln(x, b + "norm2")
+        if cfg.mlp == "swiglu":
+            u = lin(hn, b + "mlp.w12")
+            x1, x2 = u[..., :u.shape[-1] // 2], u[..., u.shape[-1] // 2:]
+            m = lin(x1 * torch.sigmoid(x1) * x2, b + "mlp.w3")
+        else:
+            u = lin(hn, b + "mlp.fc1")
+            m = lin(0.5 * u * (1 + torch.erf(u / math.sqrt(2))), b + "mlp.fc2")
+        x = x + w.get(b + "ls2.gamma", 1.0) * m
+    xn = ln(x, "norm")
+    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+
+
+def spec_config(spec, **changes):
+    cfg = ref.Config(dim=fx.DIM, depth=fx.DEPTH, heads=fx.HEADS, patch=fx.PATCH,
+                     registers=spec.registers, grid=fx.GRID, mlp=spec.mlp)
+    return replace(cfg, **changes)
+
+
+def check_alternative_forward():
+    gelu = fx.ModelSpec("check_gelu", "dinov2", registers=2, sinks=True)
+    swiglu = fx.ModelSpec("check_swiglu", "dinov2", mlp="swiglu")
+    images = {size: torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size)))
+              for size in ((16, 16), (12, 28), (24, 20))}
+    variants = [(gelu, dict(attention=a)) for a in ref.ATTENTION_KINDS]
+    variants += [(swiglu, dict(pos_interp=m, eps=1e-5)) for m in ref.POS_INTERP_MODES]
+    for spec, changes in variants:
+        cfg, w = spec_config(spec, **changes), fx.random_weights(spec)
+        for size, x in images.items():
+            a, b = ref.forward(cfg, w, x), alt_forward(cfg, w, x)
+            err = max(max_diff(a[k], b[k]) for k in a)
+            check(f"reference == second forward: {spec.mlp} R={spec.registers} "
+                  f"{cfg.attention} {cfg.pos_interp} {size[0]}x{size[1]}", err, 2e-6)
+    # no LayerScale tensors at all means LayerScale 1
+    w = {k: v for k, v in fx.random_weights(gelu).items() if ".ls" not in k}
+    cfg = spec_config(gelu)
+    check("reference == second forward without LayerScale",
+          max(max_diff(v, alt_forward(cfg, w, images[(12, 28)])[k])
+              for k, v in ref.forward(cfg, w, images[(12, 28)]).items()), 2e-6)
+
+
+# --- d. the three layouts ----------------------------------------------------------------------
+
+def check_layouts():
+    for spec in (fx.ModelSpec("check_layouts", "dinov2", registers=2),
+                 fx.ModelSpec("check_layouts_swiglu", "dinov2", registers=2, mlp="swiglu")):
+        canonical = fx.random_weights(spec)
+        for name, layout in ref.LAYOUTS.items():
+            back = layout.to_canonical(layout.to_stored(canonical))
+            expected = dict(canonical)
+            if name == "timm_reg":  # cls absorbs pos_embed[0]; no mask_token
+                del expected["mask_token"]
+                expected["cls_token"] = canonical["cls_token"] + canonical["pos_embed"][:, :1]
+                expected["pos_embed"] = torch.cat([torch.zeros_like(canonical["pos_embed"][:, :1]),
+                                                   canonical["pos_embed"][:, 1:]], dim=1)
+            same_names = sorted(back) == sorted(expected)
+            check(f"{name} {spec.mlp}: to_canonical(to_stored(w)) names", 0 if same_names else 1, 0)
+            if same_names:
+                check(f"{name} {spec.mlp}: to_canonical(to_stored(w)) values",
+                      max(max_diff(back[k], expected[k]) for k in expected), 0)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = {}
+            for name, layout in ref.LAYOUTS.items():
+                stored = layout.to_stored(canonical)
+                if name == "hf":
+                    path = os.path.join(tmp, "hf")
+                    ref.write_safetensors(os.path.join(path, "model.safetensors"), stored)
+                    fx.write_json(os.path.join(path, "config.json"), fx.hf_config_json(
+                        replace(spec, hf_config={"model_type": "dinov2_with_registers"})))
+                else:
+                    path = os.path.join(tmp, name + ".safetensors")
+                    ref.write_safetensors(path, stored, "F32", {"heads": str(fx.HEADS)})
+                paths[name] = path
+            loaded = {name: ref.load_model(path) for name, path in paths.items()}
+            base_cfg, base_w = loaded["dinov2"]
+            x = torch.randn(2, 3, 12, 28, generator=torch.Generator().manual_seed(5))
+            base = ref.forward(base_cfg, base_w, x)
+            for name in ("timm_reg", "hf"):
+                cfg, w = loaded[name]
+                check(f"{name} {spec.mlp}: same config as dinov2", 0 if cfg == base_cfg else 1, 0)
+                out = ref.forward(cfg, w, x)
+                # timm's cls + pos_embed[0] is rounded once more to F32: ~1e-7
+                check(f"{name} {spec.mlp}: same outputs as dinov2",
+                      max(max_diff(out[k], base[k]) for k in base), 1e-6)
+
+
+# --- e. fixtures on disk ------------------------------------------------------------------------
+
+def check_fixtures():
+    index_path = os.path.join(FIXTURES, "cases.json")
+    if not os.path.exists(index_path):
+        print("skip fixtures: tests/fixtures/cases.json not generated")
+        return
+    with open(index_path) as f:
+        index = json.load(f)
+    worst = 0.0
+    for entry in index:
+        cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]),
+                                entry["attention_override"], entry["pos_interp_override"])
+        stored, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
+        out = ref.forward(cfg, w, stored["input"])
+        names = {"cls": "cls", "patches": "patches", "prenorm": "prenorm_last"}
+        if cfg.registers:
+            names["registers"] = "registers"
+        worst = max(worst, max(max_diff(out[k], stored[n]) for k, n in names.items()))
+    check(f"{len(index)} fixture cases match the reference", worst, 1e-6)
+
+
+def main():
+    torch.set_num_threads(1)
+    check_design_attention_values()
+    check_design_resampling()
+    check_alternative_forward()
+    check_layouts()
+    check_fixtures()
+    if failures:
+        print(f"{len(failures)} check(s) FAILED")
+        return 1
+    print("all reference checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

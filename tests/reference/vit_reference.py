@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference of the DINOv2-style ViT forward that vitreg implements.
+
+Semantics: shared/DESIGN.md sections 2 (forward, position-embedding resampling, checkpoint
+layouts) and 3 (attention normalizers). Everything is computed in float64 except the
+position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do we.
+
+The module has four parts, top to bottom:
+  1. safetensors I/O (written by hand: no `safetensors` package needed),
+  2. layouts: canonical weights <-> dinov2 / timm_reg / hf tensor names, one adapter each,
+  3. config resolution (metadata, config.json, shapes, defaults, overrides) and `load_model`,
+  4. the forward pass.
+
+Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIGN §2):
+  cls_token [1,1,D], register_tokens [1,R,D] (R > 0 only), pos_embed [1,1+M*M,D],
+  mask_token [1,D] (unused by the forward), patch_embed.proj.{weight [D,3,p,p], bias [D]},
+  blocks.i.{norm1,norm2,attn.qkv,attn.proj}.{weight,bias}, blocks.i.ls{1,2}.gamma [D] (optional:
+  absent means 1), blocks.i.mlp.{fc1,fc2}.* or blocks.i.mlp.{w12,w3}.* (SwiGLU),
+  blocks.i.attn.sinks [heads] (optional), norm.{weight,bias}.
+
+Needs only python3-torch and python3-numpy.
+"""
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# ---------------------------------------------------------------------------------------------
+# 1. safetensors I/O
+# ---------------------------------------------------------------------------------------------
+
+_TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "U8": torch.uint8}
+_NUMPY_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "U8": np.dtype("u1")}
+
+
+def _encode(t, dtype):
+    """Bytes of tensor `t` stored as `dtype` (round-to-nearest-even for F16 / BF16)."""
+    t = torch.as_tensor(t).detach().to(_TORCH_DTYPES[dtype]).contiguous()
+    a = t.view(torch.int16).numpy().view(np.uint16) if dtype == "BF16" else t.numpy()  # raw bits
+    return a.astype(_NUMPY_DTYPES[dtype], copy=False).tobytes()
+
+
+def _decode(raw, dtype, shape):
+    """float64 tensor holding exactly the stored values."""
+    a = np.frombuffer(raw, dtype=_NUMPY_DTYPES[dtype])
+    if dtype == "BF16":
+        a = (a.astype(np.uint32) << 16).view(np.float32)
+    return torch.from_numpy(a.astype(np.float64)).reshape(shape)
+
+
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
+    """Write `tensors` (name -> tensor/array) all stored as `dtype`, names sorted, deterministic.
+
+    `metadata` (str -> str) goes to `__metadata__`; None writes no `__metadata__` at all."""
+    header, blobs, offset = {}, [], 0
+    if metadata is not None:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name in sorted(tensors):
+        blob = _encode(tensors[name], dtype)
+        header[name] = {"dtype": dtype, "shape": list(torch.as_tensor(tensors[name]).shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        blobs.append(blob)
+        offset += len(blob)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+
+
+def read_safetensors(path):
+    """(name -> float64 tensor of the stored values, metadata dict or None)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    metadata = header.pop("__metadata__", None)
+    body = data[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        tensors[name] = _decode(body[begin:end], info["dtype"], info["shape"])
+    return tensors, metadata
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. Layouts: the only place where tensor names are translated
+# ---------------------------------------------------------------------------------------------
+
+def block_count(names, prefix="blocks."):
+    return len({name[len(prefix):].split(".", 1)[0] for name in names if name.startswith(prefix)})
+
+
+class Dinov2Layout:
+    """facebookresearch/dinov2 hub checkpoints: the canonical names themselves."""
+    name = "dinov2"
+
+    @staticmethod
+    def to_stored(canonical):
+        return dict(canonical)
+
+    @staticmethod
+    def to_canonical(stored):
+        return dict(stored)
+
+
+class TimmRegLayout:
+    """timm's converted register models (`no_embed_class`): `reg_token` instead of
+    `register_tokens`, `cls_token` already holds cls + pos_embed[0], `pos_embed [1,M*M,D]` covers
+    the patches only, and there is no mask_token."""
+    name = "timm_reg"
+
+    @staticmethod
+    def to_stored(canonical):
+        stored = {k: v for k, v in canonical.items()
+                  if k not in ("cls_token", "pos_embed", "register_tokens", "mask_token")}
+        stored["cls_token"] = canonical["cls_token"] + canonical["pos_embed"][:, :1]
+        stored["pos_embed"] = canonical["pos_embed"][:, 1:]
+        stored["reg_token"] = canonical["register_tokens"]
+        return stored
+
+    @staticmethod
+    def to_canonical(stored):
+        canonical = {k: v for k, v in stored.items() if k not in ("pos_embed", "reg_token")}
+        patch_pos = stored["pos_embed"]
+        canonical["pos_embed"] = torch.cat([torch.zeros_like(patch_pos[:, :1]), patch_pos], dim=1)
+        canonical["register_tokens"] = stored["reg_token"]
+        return canonical
+
+
+class HFLayout:
+    """HF transformers Dinov2Model / Dinov2WithRegistersModel (hyper-parameters in config.json).
+    Names are translated by prefix through one table per level, used in both directions; the
+    fused qkv travels as attn.{query,key,value} inside this adapter."""
+    name = "hf"
+    TOP = [("cls_token", "embeddings.cls_token"),
+           ("register_tokens", "embeddings.register_tokens"),
+           ("mask_token", "embeddings.mask_token"),
+           ("pos_embed", "embeddings.position_embeddings"),
+           ("patch_embed.proj.", "embeddings.patch_embeddings.projection."),
+           ("norm.", "layernorm.")]
+    BLOCK = [("norm1.", "norm1."), ("norm2.", "norm2."),
+             ("attn.query.", "attention.attention.query."),
+             ("attn.key.", "attention.attention.key."),
+             ("attn.value.", "attention.attention.value."),
+             ("attn.proj.", "attention.output.dense."),
+             ("ls1.gamma", "layer_scale1.lambda1"), ("ls2.gamma", "layer_scale2.lambda1"),
+             ("mlp.fc1.", "mlp.fc1."), ("mlp.fc2.", "mlp.fc2."),
+             ("mlp.w12.", "mlp.weights_in."), ("mlp.w3.", "mlp.weights_out.")]
+    QKV = ("query", "key", "value")
+
+    @staticmethod
+    def _swap_prefix(key, pairs, to_hf):
+        for canonical, hf in pairs:
+            src, dst = (canonical, hf) if to_hf else (hf, canonical)
+            if key.startswith(src):
+                return dst + key[len(src):]
+        raise KeyError(f"no {'HF' if to_hf else 'canonical'} name for tensor '{key}'")
+
+    @classmethod
+    def rename(cls, key, to_hf):
+        src, dst = ("blocks.", "encoder.layer.") if to_hf else ("encoder.layer.", "blocks.")
+        if key.startswith(src):
+            index, rest = key[len(src):].split(".", 1)
+            return f"{dst}{index}.{cls._swap_prefix(rest, cls.BLOCK, to_hf)}"
+        return cls._swap_prefix(key, cls.TOP, to_hf)
+
+    @classmethod
+    def to_stored(cls, canonical):
+        stored = {}
+        for key, value in canonical.items():
+            if ".attn.qkv." in key:  # rows [0:D] q, [D:2D] k, [2D:3D] v
+                for part, rows in zip(cls.QKV, value.chunk(3, dim=0)):
+                    stored[cls.rename(key.replace(".qkv.", f".{part}."), True)] = rows
+            else:
+                stored[cls.rename(key, True)] = value
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored):
+        canonical = {cls.rename(key, False): value for key, value in stored.items()}
+        for query in [key for key in canonical if ".attn.query." in key]:
+            rows = [canonical.pop(query.replace(".query.", f".{part}.")) for part in cls.QKV]
+            canonical[query.replace(".query.", ".qkv.")] = torch.cat(rows, dim=0)
+        return canonical
+
+
+LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout)}
+
+
+def detect_layout(names):
+    if "embeddings.cls_token" in names:
+        return HFLayout
+    if "reg_token" in names:
+        return TimmRegLayout
+    return Dinov2Layout
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Config resolution and loading
+# ---------------------------------------------------------------------------------------------
+
+ATTENTION_KINDS = ("softmax", "softmax1", "sink")
+POS_INTERP_MODES = ("offset", "antialias", "size")
+
+
+@dataclass(frozen=True)
+class Config:
+    dim: int
+    depth: int
+    heads: int
+    patch: int
+    registers: int
+    grid: int                   # native (stored) position-embedding grid M
+    attention: str = "softmax"  # softmax | softmax1 | sink
+    pos_interp: str = "offset"  # offset | antialias | size
+    eps: float = 1e-6
+    mlp: str = "gelu"           # gelu | swiglu
+
+    def __post_init__(self):
+        assert self.attention in ATTENTION_KINDS, self.attention
+        assert self.pos_interp in POS_INTERP_MODES, self.pos_interp
+        assert self.mlp in ("gelu", "swiglu"), self.mlp
+        assert self.dim % self.heads == 0, (self.dim, self.heads)
+
+
+def default_pos_interp(layout, registers, hf_model_type=None):
+    """DESIGN §2: dinov2 without registers -> offset; dinov2 register models and timm ->
+    antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias."""
+    if layout is HFLayout:
+        return "antialias" if hf_model_type == "dinov2_with_registers" else "size"
+    if layout is TimmRegLayout or registers > 0:
+        return "antialias"
+    return "offset"
+
+
+def config_from_weights(canonical, layout, hints):
+    """Resolve a Config from canonical weight shapes plus `hints` (vitreg metadata keys, or
+    the values HF's config.json gives, already translated to vitreg's key names)."""
+    dim = canonical["cls_token"].shape[-1]
+    patch = canonical["patch_embed.proj.weight"].shape[-1]
+    registers = canonical["register_tokens"].shape[1] if "register_tokens" in canonical else 0
+    n_pos = canonical["pos_embed"].shape[1] - 1
+    grid = math.isqrt(n_pos)
+    assert grid * grid == n_pos, f"pos_embed holds {n_pos} patch positions, not a square grid"
+    if "patch_size" in hints:
+        assert int(hints["patch_size"]) == patch, "patch_size disagrees with patch_embed weight"
+    if "num_registers" in hints:
+        assert int(hints["num_registers"]) == registers, "num_registers disagrees with tokens"
+    if "grid" in hints:
+        assert int(hints["grid"]) == grid, "image size disagrees with the position embeddings"
+    if "dim" in hints:
+        assert int(hints["dim"]) == dim, "hidden size disagrees with cls_token"
+    has_sinks = any(k.endswith(".attn.sinks") for k in canonical)
+    depth = block_count(canonical)
+    if "depth" in hints:
+        assert int(hints["depth"]) == depth, "layer count disagrees with the blocks stored"
+    return Config(
+        dim=dim,
+        depth=depth,
+        heads=int(hints.get("heads", dim // 64)),
+        patch=patch,
+        registers=registers,
+        grid=grid,
+        attention=hints.get("attention") or ("sink" if has_sinks else "softmax"),
+        pos_interp=hints.get("pos_interp") or default_pos_interp(layout, registers,
+                                                                 hints.get("model_type")),
+        eps=float(hints.get("layer_norm_eps", 1e-6)),
+        mlp="swiglu" if "blocks.0.mlp.w12.weight" in canonical else "gelu",
+    )
+
+
+def hints_from_hf_config(cfg):
+    hints = {"heads": cfg["num_attention_heads"], "patch_size": cfg["patch_size"],
+             "dim": cfg["hidden_size"], "depth": cfg["num_hidden_layers"],
+             "grid": cfg["image_size"] // cfg["patch_size"],
+             "layer_norm_eps": cfg.get("layer_norm_eps", 1e-6), "model_type": cfg["model_type"]}
+    if cfg["model_type"] == "dinov2_with_registers":
+        hints["num_registers"] = cfg.get("num_register_tokens", 0)
+    return hints
+
+
+def load_model(path, attention_override="", pos_interp_override=""):
+    """Load a checkpoint in any of the three layouts: a .safetensors file (dinov2 or timm_reg
+    layout, vitreg metadata optional) or an HF directory (model.safetensors + config.json).
+    Returns (Config, canonical float64 weights)."""
+    if os.path.isdir(path):
+        stored, _ = read_safetensors(os.path.join(path, "model.safetensors"))
+        with open(os.path.join(path, "config.json")) as f:
+            hints = hints_from_hf_config(json.load(f))
+    else:
+        stored, metadata = read_safetensors(path)
+        hints = dict(metadata or {})
+    layout = detect_layout(stored)
+    canonical = layout.to_canonical(stored)
+    cfg = config_from_weights(canonical, layout, hints)
+    if attention_override:
+        cfg = replace(cfg, attention=attention_override)
+    if pos_interp_override:
+        cfg = replace(cfg, pos_interp=pos_interp_override)
+    return cfg, canonical
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Forward
+# ---------------------------------------------------------------------------------------------
+
+def resample_pos_embed(patch_pos, grid, h0, w0, mode, compute_dtype=torch.float32):
+    """Position embeddings of the patches, [M*M, D] -> [h0*w0, D] (DESIGN §2), computed in
+    float32 like the original code; skipped only when (h0, w0) == (M, M)."""
+    if (h0, w0) == (grid, grid):
+        return patch_pos
+    dim = patch_pos.shape[-1]
+    x = patch_pos.to(compute_dtype).reshape(1, grid, grid, dim).permute(0, 3, 1, 2)
+    if mode == "offset":
+        y = F.interpolate(x, scale_factor=((h0 + 0.1) / grid, (w0 + 0.1) / grid), mode="bicubic",
+                          align_corners=False, antialias=False)
+    elif mode == "antialias":
+        y = F.interpolate(x, size=(h0, w0), mode="bicubic", align_corners=False, antialias=True)
+    elif mode == "size":
+        y = F.interpolate(x, size=(h0, w0), mode="bicubic", align_corners=False, antialias=False)
+    else:
+        raise ValueError(f"unknown pos_interp mode '{mode}'")
+    assert tuple(y.shape[-2:]) == (h0, w0), f"{mode}: got {tuple(y.shape[-2:])}, want {(h0, w0)}"
+    return y.permute(0, 2, 3, 1).reshape(h0 * w0, dim).to(patch_pos.dtype)
+
+
+def normalized_attention(logits, kind, sinks=None):
+    """Attention probabilities over the last axis (DESIGN §3).
+
+    softmax:  p = e^z / sum e^z
+    softmax1: p = e^z / (1 + sum e^z)            (a sink logit s = 0)
+    sink:     p = e^z / (e^s + sum e^z)          (s = per-head logit, broadcast against logits;
+                                                  s = 0 when the checkpoint has no sinks)
+    Stable form: m = max(s, max z); p = e^(z-m) / (e^(s-m) + sum e^(z-m))."""
+    if kind == "softmax":
+        m = logits.amax(dim=-1, keepdim=True)
+        e = torch.exp(logits - m)
+        return e / e.sum(dim=-1, keepdim=True)
+    if kind == "softmax1" or sinks is None:
+        assert kind in ("softmax1", "sink"), kind
+        s = torch.zeros((), dtype=logits.dtype)
+    else:
+        s = sinks
+    s = torch.as_tensor(s, dtype=logits.dtype).expand(logits.shape[:-1]).unsqueeze(-1)
+    m = torch.maximum(s, logits.amax(dim=-1, keepdim=True))
+    e = torch.exp(logits - m)
+    return e / (torch.exp(s - m) + e.sum(dim=-1, keepdim=True))
+
+
+def linear(x, w, name):
+    return F.linear(x, w[name + ".weight"], w[name + ".bias"])
+
+
+def layer_norm(x, w, name, eps):
+    return F.layer_norm(x, x.shape[-1:], w[name + ".weight"], w[name + ".bias"], eps)
+
+
+def attention(x, w, prefix, cfg):
+    """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v."""
+    B, N, D = x.shape
+    hd = D // cfg.heads
+    q, k, v = linear(x, w, prefix + ".qkv").split(D, dim=-1)
+    q, k, v = (t.reshape(B, N, cfg.heads, hd).transpose(1, 2) for t in (q, k, v))  # [B,h,N,hd]
+    logits = (q @ k.transpose(-2, -1)) * hd ** -0.5                                  # [B,h,N,N]
+    sinks = w.get(prefix + ".sinks")
+    if sinks is not None:
+        sinks = sinks.reshape(1, cfg.heads, 1)
+    p = normalized_attention(logits, cfg.attention, sinks)
+    out = (p @ v).transpose(1, 2).reshape(B, N, D)
+    return linear(out, w, prefix + ".proj")
+
+
+def mlp(x, w, prefix, cfg):
+    if cfg.mlp == "swiglu":
+        x1, x2 = linear(x, w, prefix + ".w12").chunk(2, dim=-1)
+        return linear(F.silu(x1) * x2, w, prefix + ".w3")
+    return linear(F.gelu(linear(x, w, prefix + ".fc1")), w, prefix + ".fc2")  # exact erf GELU
+
+
+def embed(images, w, cfg):
+    """Tokens [B, 1+R+h0*w0, D]: [CLS, registers, patches]; the position embedding is added to
+    CLS and patches before the registers are inserted (registers get none)."""
+    B, _, H, W = images.shape
+    p = cfg.patch
+    assert H % p == 0 and W % p == 0, f"image {H}x{W} is not a multiple of patch {p}"
+    h0, w0 = H // p, W // p
+    patches = F.conv2d(images, w["patch_embed.proj.weight"], w["patch_embed.proj.bias"], stride=p)
+    patches = patches.flatten(2).transpose(1, 2)                                   # [B,h0*w0,D]
+    pos = w["pos_embed"][0]
+    patches = patches + resample_pos_embed(pos[1:], cfg.grid, h0, w0, cfg.pos_interp)
+    cls = (w["cls_token"].reshape(1, 1, -1) + pos[0]).expand(B, 1, -1)
+    tokens = [cls]
+    if cfg.registers:
+        tokens.append(w["register_tokens"].expand(B, -1, -1))
+    tokens.append(patches)
+    return torch.cat(tokens, dim=1)
+
+
+def forward(cfg, w, images):
+    """DINOv2 forward_features in float64. images [B,3,H,W] -> dict with cls [B,D],
+    registers [B,R,D], patches [B,h0*w0,D] (row-major grid) and prenorm [B,N,D]."""
+    x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg)
+    for i in range(cfg.depth):
+        b = f"blocks.{i}"
+        ls1 = w.get(b + ".ls1.gamma", 1.0)
+        ls2 = w.get(b + ".ls2.gamma", 1.0)
+        x = x + ls1 * attention(layer_norm(x, w, b + ".norm1", cfg.eps), w, b + ".attn", cfg)
+        x = x + ls2 * mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg)
+    xn = layer_norm(x, w, "norm", cfg.eps)
+    R = cfg.registers
+    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}

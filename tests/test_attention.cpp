@@ -1,0 +1,49 @@
+// The normalizers against DESIGN.md §3's exact values, and their invariants.
+#include <catch2/catch.hpp>
+#include <numeric>
+#include <vector>
+
+#include "vitreg/attention.hpp"
+
+using namespace vitreg;
+
+TEST_CASE("softmax-1 of [2, 5, 3] matches DESIGN.md §3") {
+    std::vector<float> z{2, 5, 3};
+    const float null_mass = normalize_attention(z.data(), z.size(), AttentionKind::Softmax1);
+    CHECK(z[0] == Approx(0.041773).margin(1e-6));
+    CHECK(z[1] == Approx(0.839025).margin(1e-6));
+    CHECK(z[2] == Approx(0.113550).margin(1e-6));
+    CHECK(z[0] + z[1] + z[2] == Approx(0.994347).margin(1e-6));
+    CHECK(null_mass == Approx(1.0 - 0.994347).margin(1e-6));
+}
+
+TEST_CASE("sink logit 1.5 matches DESIGN.md §3 and abstention is 1 - sum p") {
+    std::vector<float> z{2, 5, 3};
+    const float null_mass = normalize_attention(z.data(), z.size(), AttentionKind::Sink, 1.5f);
+    CHECK(z[0] == Approx(0.040966).margin(1e-6));
+    CHECK(z[1] == Approx(0.822829).margin(1e-6));
+    CHECK(z[2] == Approx(0.111358).margin(1e-6));
+    CHECK(null_mass == Approx(0.024847).margin(1e-6));
+    CHECK(null_mass == Approx(1.0 - (z[0] + z[1] + z[2])).margin(1e-6));
+}
+
+TEST_CASE("softmax sums to one and never abstains") {
+    std::vector<float> z{-3, 0.5f, 7, 2};
+    CHECK(normalize_attention(z.data(), z.size(), AttentionKind::Softmax) == 0.0f);
+    CHECK(std::accumulate(z.begin(), z.end(), 0.0f) == Approx(1.0f).margin(1e-6));
+}
+
+TEST_CASE("stable form: huge scores neither overflow nor shift the constant 1") {
+    // With scores far above 0, softmax-1 is nearly softmax; far below, nearly all abstains.
+    std::vector<float> hi{1000, 1001};
+    const float h = normalize_attention(hi.data(), hi.size(), AttentionKind::Softmax1);
+    CHECK(std::isfinite(hi[0]));
+    CHECK(h == Approx(0.0f).margin(1e-6));
+    CHECK(hi[1] == Approx(1.0 / (1.0 + std::exp(-1.0))).margin(1e-5));
+    std::vector<float> lo{-1000, -1001};
+    const float l = normalize_attention(lo.data(), lo.size(), AttentionKind::Softmax1);
+    CHECK(l == Approx(1.0f).margin(1e-6));  // the known-wrong variant (1 shifted by the max) gives ~0.21
+    // A sink logit above every score dominates the same way.
+    std::vector<float> z{0, 0};
+    CHECK(normalize_attention(z.data(), z.size(), AttentionKind::Sink, 50.0f) == Approx(1.0f).margin(1e-6));
+}

@@ -1,0 +1,164 @@
+// Loading: layouts resolve, and every kind of broken or contradictory checkpoint fails with
+// a message naming the file and the fault, never a crash.
+#include <catch2/catch.hpp>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/model.hpp"
+
+using namespace vitreg;
+using namespace vitreg::test;
+using nlohmann::json;
+
+namespace {
+
+struct Parsed {
+    json header;
+    std::string data;
+};
+
+Parsed split(const std::string& bytes) {
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    return {json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
+}
+
+std::string join(const json& header, const std::string& data) {
+    const std::string h = header.dump();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<std::uint64_t>(h.size()) >> (8 * i)) & 0xff);
+    return out + h + data;
+}
+
+// Copies a fixture model into `dir` as `name`, letting `edit` change its header first.
+std::string variant(const TempDir& dir, const std::string& name, const std::string& model,
+                    const std::function<void(json&)>& edit) {
+    Parsed p = split(read_bytes(fixture(model)));
+    edit(p.header);
+    const std::string path = dir / name;
+    write_bytes(path, join(p.header, p.data));
+    return path;
+}
+
+const char* kDino = "models/dinov2_f32.safetensors";
+
+}  // namespace
+
+TEST_CASE("layouts and defaults resolve as DESIGN.md says") {
+    CHECK(Checkpoint(fixture("models/dinov2_f32.safetensors")).config().pos_interp == PosInterp::Offset);
+    CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().pos_interp == PosInterp::Antialias);
+    CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().dtype == DType::F16);
+    const Checkpoint timm(fixture("models/timm_reg2_bf16.safetensors"));
+    CHECK(timm.config().layout == Layout::TimmReg);
+    CHECK(timm.config().dtype == DType::BF16);
+    CHECK(timm.config().eps == Approx(1e-5));
+    CHECK(Checkpoint(fixture("models/hf_dinov2")).config().pos_interp == PosInterp::Size);
+    CHECK(Checkpoint(fixture("models/hf_reg2")).config().pos_interp == PosInterp::Antialias);
+    const Checkpoint swiglu(fixture("models/hf_swiglu"));
+    CHECK(swiglu.config().mlp == MlpKind::SwiGlu);
+    CHECK(swiglu.config().mlp_hidden == 64);
+    const Checkpoint sink(fixture("models/sink_reg2_f32.safetensors"));
+    CHECK(sink.config().attention == AttentionKind::Sink);
+    const Checkpoint nometa(fixture("models/nometa_f32.safetensors"));
+    CHECK(nometa.config().heads == 1);
+    REQUIRE(nometa.config().notes.size() == 1);
+    CHECK_THAT(nometa.config().notes[0], Catch::Contains("assumed D/64"));
+}
+
+TEST_CASE("a retrofit is noted") {
+    const Checkpoint ck(fixture(kDino), ConfigOverrides{AttentionKind::Sink, {}});
+    CHECK(ck.config().retrofit());
+    REQUIRE_FALSE(ck.config().notes.empty());
+    CHECK_THAT(ck.config().notes.back(), Catch::Contains("trained with softmax, running sink with sink logit 0"));
+}
+
+TEST_CASE("broken safetensors files fail with the file and the fault") {
+    TempDir dir;
+    const std::string good = read_bytes(fixture(kDino));
+    auto check = [&](const std::string& name, const std::string& bytes, const std::string& fault) {
+        INFO(name);
+        write_bytes(dir / name, bytes);
+        CHECK_THROWS_WITH(Model::load(dir / name), Catch::Contains(name) && Catch::Contains(fault));
+    };
+    check("short.safetensors", "abc", "too short");
+    check("empty.safetensors", "", "too short");
+    check("cut.safetensors", good.substr(0, good.size() / 2), "outside");
+    check("header-past-end.safetensors", good.substr(0, 8) + "{}", "header claims");
+    std::string huge = good;
+    huge[5] = 0x7f;
+    check("huge-header.safetensors", huge, "over the limit");
+    std::string garbled = good;
+    garbled[9] = '#';
+    check("garbled.safetensors", garbled, "not valid JSON");
+    check("deep.safetensors", join(json::parse(std::string(200, '[') + std::string(200, ']')), ""), "nesting deeper");
+    check("not-object.safetensors", join(json::array({1, 2}), ""), "not a JSON object");
+
+    auto edited = [&](const std::string& name, const std::function<void(json&)>& edit, const std::string& fault) {
+        INFO(name);
+        CHECK_THROWS_WITH(Model::load(variant(dir, name, kDino, edit)), Catch::Contains(name) && Catch::Contains(fault));
+    };
+    edited("past-end.safetensors", [](json& h) { h["norm.bias"]["data_offsets"][1] = 1u << 30; }, "outside");
+    edited("dtype.safetensors", [](json& h) { h["norm.bias"]["dtype"] = "I64"; }, "dtype 'I64'");
+    edited("bytes.safetensors", [](json& h) { h["norm.bias"]["shape"] = {65}; }, "bytes for shape [65]");
+    edited("negative.safetensors", [](json& h) { h["norm.bias"]["shape"] = {-64}; }, "negative");
+    edited("overlap.safetensors", [](json& h) { h["norm.bias"]["data_offsets"] = h["norm.weight"]["data_offsets"]; },
+           "overlap");
+    edited("shape.safetensors", [](json& h) { h["blocks.1.attn.qkv.weight"]["shape"] = {64, 192}; },
+           "'blocks.1.attn.qkv.weight' has shape [64, 192], expected [192, 64]");
+    edited("missing.safetensors", [](json& h) { h.erase("blocks.1.mlp.fc2.weight"); },
+           "missing tensor 'blocks.1.mlp.fc2.weight'");
+    edited("foreign.safetensors", [](json& h) {
+        h["weight"] = h["patch_embed.proj.weight"];
+        h.erase("patch_embed.proj.weight");
+    }, "not a ViT checkpoint");
+    edited("pos.safetensors", [](json& h) {  // 15 patch positions: no square grid
+        h["pos_embed"]["shape"] = {1, 16, 64};
+        h["pos_embed"]["data_offsets"][1] = h["pos_embed"]["data_offsets"][1].get<std::uint64_t>() - 64 * 4;
+    }, "not a square grid");
+    edited("meta-string.safetensors", [](json& h) { h["__metadata__"]["heads"] = 4; }, "not a string");
+}
+
+TEST_CASE("configs that contradict the tensors are refused") {
+    TempDir dir;
+    auto edited = [&](const std::string& name, const char* model, const std::function<void(json&)>& edit,
+                      const std::string& fault) {
+        INFO(name);
+        CHECK_THROWS_AS(Model::load(variant(dir, name, model, edit)), ConfigError);
+        CHECK_THROWS_WITH(Model::load(dir / name), Catch::Contains(name) && Catch::Contains(fault));
+    };
+    edited("heads.safetensors", kDino, [](json& h) { h["__metadata__"]["heads"] = "5"; }, "5 heads do not divide the width 64");
+    edited("heads-text.safetensors", kDino, [](json& h) { h["__metadata__"]["heads"] = "four"; }, "not a valid count");
+    edited("patch.safetensors", kDino, [](json& h) { h["__metadata__"]["patch_size"] = "14"; },
+           "patch_size is stated as 14 but the tensors say 4");
+    edited("regs.safetensors", "models/dinov2_reg2_f16.safetensors", [](json& h) { h["__metadata__"]["num_registers"] = "4"; },
+           "num_registers is stated as 4 but the tensors say 2");
+    edited("nosinks.safetensors", kDino, [](json& h) { h["__metadata__"]["attention"] = "sink"; }, "no 'blocks.i.attn.sinks'");
+    edited("sinks.safetensors", "models/sink_reg2_f32.safetensors", [](json& h) { h["__metadata__"]["attention"] = "softmax"; },
+           "holds sink logits");
+    edited("kind.safetensors", kDino, [](json& h) { h["__metadata__"]["attention"] = "relu"; }, "unknown attention kind 'relu'");
+    edited("interp.safetensors", kDino, [](json& h) { h["__metadata__"]["pos_interp"] = "nearest"; }, "'nearest'");
+    edited("eps.safetensors", kDino, [](json& h) { h["__metadata__"]["layer_norm_eps"] = "-1"; }, "must be positive");
+    edited("mean.safetensors", kDino, [](json& h) { h["__metadata__"]["image_mean"] = "0.5,0.5"; }, "three");
+}
+
+TEST_CASE("HF checkpoints need a config.json that agrees") {
+    TempDir dir;
+    const std::string model = dir / "hf";
+    std::system(("mkdir -p '" + model + "' && cp '" + fixture("models/hf_dinov2/model.safetensors") + "' '" + model + "/'").c_str());
+    CHECK_THROWS_WITH(Model::load(model), Catch::Contains("needs a sibling config.json"));
+    json cfg = json::parse(read_bytes(fixture("models/hf_dinov2/config.json")));
+    cfg["hidden_size"] = 128;
+    write_bytes(model + "/config.json", cfg.dump());
+    CHECK_THROWS_WITH(Model::load(model), Catch::Contains("config.json") && Catch::Contains("hidden_size is stated as 128 but the tensors say 64"));
+    write_bytes(model + "/config.json", "{\"hidden_size\": ");
+    CHECK_THROWS_WITH(Model::load(model), Catch::Contains("config.json") && Catch::Contains("not valid JSON"));
+    CHECK_THROWS_WITH(Model::load(dir.path()), Catch::Contains("no model.safetensors"));
+}
+
+TEST_CASE("model names resolve to shipped checkpoints") {
+    CHECK_THAT(resolve_model_path("vitreg-untrained-s14-d192-reg4"), Catch::EndsWith("vitreg-untrained-s14-d192-reg4.safetensors"));
+    CHECK_THROWS_WITH(resolve_model_path("no-such-model"), Catch::Contains("no-such-model") && Catch::Contains("vitreg-untrained"));
+}

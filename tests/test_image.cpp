@@ -1,0 +1,160 @@
+// Decoding every supported format to 8-bit RGB, preprocessing against the reference, and
+// bad files failing with their name and reason.
+#include <catch2/catch.hpp>
+#include <cstdint>
+
+#include "test_support.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/image.hpp"
+#include "vitreg/preprocess.hpp"
+
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STB_IMAGE_WRITE_STATIC
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#endif
+#include <stb_image_write.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+
+using namespace vitreg;
+using namespace vitreg::test;
+
+namespace {
+
+const std::array<float, 3> kMean{0.485f, 0.456f, 0.406f}, kStd{0.229f, 0.224f, 0.225f};
+
+// A 9×7 test pattern with `channels` channels.
+std::vector<std::uint8_t> pattern(int channels) {
+    std::vector<std::uint8_t> px(9 * 7 * channels);
+    for (std::size_t i = 0; i < px.size(); ++i) px[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
+    return px;
+}
+
+std::uint32_t crc32_of(const std::string& bytes) {
+    std::uint32_t crc = 0xFFFFFFFFu;
+    for (unsigned char c : bytes) {
+        crc ^= c;
+        for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
+// A PNG that claims width × height but holds no pixel data worth the name.
+std::string png_header_only(std::uint32_t width, std::uint32_t height) {
+    auto be = [](std::uint32_t v) {
+        return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    };
+    std::string ihdr = "IHDR" + be(width) + be(height) + std::string("\x08\x02\x00\x00\x00", 5);
+    return std::string("\x89PNG\r\n\x1a\n", 8) + be(13) + ihdr + be(crc32_of(ihdr));
+}
+
+}  // namespace
+
+TEST_CASE("the eval transform matches the reference (resize 256 bicubic antialias, crop 224)") {
+    const SafetensorsFile f(fixture("preprocess.safetensors"));
+    const Image img = decode_image(fixture("images/smooth_90x120.png"));
+    REQUIRE(img.width == 120);
+    REQUIRE(img.height == 90);
+    Geometry g;
+    const Pixels px = preprocess(img, ResizeSpec::parse("eval"), 14, kMean, kStd, "smooth", &g);
+    CHECK(g.resized_width == std::stoi(f.metadata().at("eval_resize_width")));
+    CHECK(g.resized_height == std::stoi(f.metadata().at("eval_resize_height")));
+    CHECK(g.crop_left == std::stoi(f.metadata().at("eval_crop_left")));  // 58.5 rounds to even
+    CHECK(g.crop_top == std::stoi(f.metadata().at("eval_crop_top")));
+    CHECK(relative_error(px.chw, tensor(f, "eval")) < 1e-5);
+}
+
+TEST_CASE("long:N resizes the long side and rounds both down to whole patches") {
+    const SafetensorsFile f(fixture("preprocess.safetensors"));
+    const Image img = decode_image(fixture("images/smooth_90x120.png"));
+    for (const std::string n : {"56", "75"}) {
+        INFO("long:" << n);
+        const Pixels px = preprocess(img, ResizeSpec::parse("long:" + n), 14, kMean, kStd);
+        CHECK(px.width == std::stoi(f.metadata().at("long_" + n + "_width")));
+        CHECK(px.height == std::stoi(f.metadata().at("long_" + n + "_height")));
+        CHECK(relative_error(px.chw, tensor(f, "long_" + n)) < 1e-5);
+    }
+}
+
+TEST_CASE("resize specs: none crops right/bottom, WxH and short:N") {
+    const Image img = decode_image(fixture("images/smooth_90x120.png"));
+    const Pixels none = preprocess(img, ResizeSpec::parse("none"), 14, kMean, kStd);
+    CHECK(none.width == 112);
+    CHECK(none.height == 84);
+    // No resampling: the top-left pixel is the source's, normalized.
+    CHECK(none.chw[0] == Approx((img.rgb[0] / 255.0 - 0.485) / 0.229).epsilon(1e-5));
+    const Pixels exact = preprocess(img, ResizeSpec::parse("28x42"), 14, kMean, kStd);
+    CHECK(exact.width == 28);
+    CHECK(exact.height == 42);
+    const Pixels s = preprocess(img, ResizeSpec::parse("short:50"), 14, kMean, kStd);
+    CHECK(s.height == 42);  // 50 → 42
+    CHECK(s.width == 56);   // 66 → 56
+    CHECK_THROWS_AS(ResizeSpec::parse("long:"), UsageError);
+    CHECK_THROWS_AS(ResizeSpec::parse("12y4"), UsageError);
+    CHECK_THROWS_WITH(preprocess(img, ResizeSpec::parse("30x28"), 14, kMean, kStd), Catch::Contains("multiples of the patch"));
+    CHECK_THROWS_WITH(preprocess(img, ResizeSpec::parse("long:10"), 14, kMean, kStd, "tiny.png"),
+                      Catch::Contains("tiny.png") && Catch::Contains("no whole 14-pixel patch"));
+}
+
+TEST_CASE("a 16-bit grayscale PNG decodes to RGB with the high byte") {
+    const SafetensorsFile f(fixture("preprocess.safetensors"));
+    const auto want = tensor(f, "gray16_values");
+    const Image img = decode_image(fixture("images/gray16_20x10.png"));
+    REQUIRE(img.width == 20);
+    REQUIRE(img.height == 10);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        CHECK(img.rgb[3 * i] == static_cast<int>(want[i]));
+        CHECK(img.rgb[3 * i + 2] == static_cast<int>(want[i]));
+    }
+}
+
+TEST_CASE("gray, RGBA, BMP, TGA, JPEG and PNM all come out as 8-bit RGB") {
+    TempDir dir;
+    const auto rgb = pattern(3), gray = pattern(1), rgba = pattern(4);
+    REQUIRE(stbi_write_png((dir / "g.png").c_str(), 9, 7, 1, gray.data(), 9));
+    REQUIRE(stbi_write_png((dir / "a.png").c_str(), 9, 7, 4, rgba.data(), 9 * 4));
+    REQUIRE(stbi_write_bmp((dir / "c.bmp").c_str(), 9, 7, 3, rgb.data()));
+    REQUIRE(stbi_write_tga((dir / "c.tga").c_str(), 9, 7, 3, rgb.data()));
+    REQUIRE(stbi_write_jpg((dir / "c.jpg").c_str(), 9, 7, 3, rgb.data(), 95));
+    write_bytes(dir / "c.ppm", "P6\n9 7\n255\n" + std::string(rgb.begin(), rgb.end()));
+
+    const Image g = decode_image(dir / "g.png");
+    CHECK(g.rgb[3 * 5 + 1] == gray[5]);
+    const Image a = decode_image(dir / "a.png");
+    CHECK(a.rgb[3 * 5 + 2] == rgba[4 * 5 + 2]);  // alpha dropped, colour kept
+    for (const char* lossless : {"c.bmp", "c.tga", "c.ppm"}) {
+        INFO(lossless);
+        const Image img = decode_image(dir / lossless);
+        CHECK(img.width == 9);
+        CHECK(img.height == 7);
+        CHECK(img.rgb == rgb);
+    }
+    const Image j = decode_image(dir / "c.jpg");
+    CHECK(j.width == 9);
+    CHECK(j.rgb.size() == rgb.size());
+}
+
+TEST_CASE("bad image files fail with the file name and the reason") {
+    TempDir dir;
+    const std::string png = read_bytes(fixture("images/smooth_90x120.png"));
+    write_bytes(dir / "empty.png", "");
+    write_bytes(dir / "text.jpg", "this is not an image at all");
+    write_bytes(dir / "cut.png", png.substr(0, png.size() / 2));
+    const auto rgb = pattern(3);
+    REQUIRE(stbi_write_jpg((dir / "whole.jpg").c_str(), 9, 7, 3, rgb.data(), 95));
+    const std::string jpg = read_bytes(dir / "whole.jpg");
+    write_bytes(dir / "cut.jpg", jpg.substr(0, jpg.size() - 40));
+    write_bytes(dir / "bomb.png", png_header_only(30000, 30000));
+
+    CHECK_THROWS_WITH(decode_image(dir / "empty.png"), Catch::Contains("empty.png") && Catch::Contains("empty file"));
+    CHECK_THROWS_WITH(decode_image(dir / "text.jpg"), Catch::Contains("text.jpg") && Catch::Contains("not a decodable image"));
+    CHECK_THROWS_WITH(decode_image(dir / "cut.png"), Catch::Contains("cut.png"));
+    CHECK_THROWS_WITH(decode_image(dir / "cut.jpg"), Catch::Contains("truncated JPEG"));
+    CHECK_THROWS_WITH(decode_image(dir / "bomb.png"), Catch::Contains("30000x30000") && Catch::Contains("over the limit"));
+    CHECK_THROWS_WITH(decode_image(dir / "missing.png"), Catch::Contains("missing.png") && Catch::Contains("No such file"));
+    CHECK_THROWS_WITH(decode_image(dir.path()), Catch::Contains("is a directory"));
+}

@@ -1,0 +1,113 @@
+// The forward against the independent PyTorch reference (tests/reference/vit_reference.py):
+// every layout, dtype, attention kind and position-interpolation mode, native and non-native
+// grids. Fixtures come from tests/fixtures/make_fixtures.py.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+#include "vitreg/model.hpp"
+
+using namespace vitreg;
+using namespace vitreg::test;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;  // relative to the output's scale
+
+nlohmann::json cases() {
+    std::ifstream in(fixture("cases.json"));
+    return nlohmann::json::parse(in);
+}
+
+ConfigOverrides overrides_of(const nlohmann::json& c) {
+    ConfigOverrides o;
+    if (!c["attention_override"].get<std::string>().empty())
+        o.attention = parse_attention_kind(c["attention_override"].get<std::string>());
+    if (!c["pos_interp_override"].get<std::string>().empty())
+        o.pos_interp = parse_pos_interp(c["pos_interp_override"].get<std::string>());
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("forward matches the PyTorch reference on every fixture case") {
+    const auto all = cases();
+    REQUIRE(all.size() >= 30);
+    for (const auto& c : all) {
+        const std::string name = c["case"].get<std::string>();
+        INFO("case " << name);
+        const Model m = Model::load(fixture(c["model"].get<std::string>()), overrides_of(c));
+        const auto& want = c["config"];
+        CHECK(m.config().dim == want["dim"].get<int>());
+        CHECK(m.config().depth == want["depth"].get<int>());
+        CHECK(m.config().heads == want["heads"].get<int>());
+        CHECK(m.config().patch == want["patch"].get<int>());
+        CHECK(m.config().grid == want["grid"].get<int>());
+        CHECK(m.config().registers == want["registers"].get<int>());
+        CHECK(to_string(m.config().attention) == want["attention"].get<std::string>());
+        CHECK(to_string(m.config().pos_interp) == want["pos_interp"].get<std::string>());
+        CHECK(to_string(m.config().mlp) == want["mlp"].get<std::string>());
+        CHECK(m.config().eps == Approx(want["eps"].get<double>()));
+
+        const SafetensorsFile f(fixture(name));
+        const auto input = tensor(f, "input");
+        const int batch = static_cast<int>(f.get("input").shape[0]);
+        const int h = c["height"].get<int>(), w = c["width"].get<int>();
+        const Features out = m.forward(input.data(), batch, h, w, ForwardOptions{2});
+        CHECK(out.grid_h * m.config().patch == h);
+        CHECK(out.grid_w * m.config().patch == w);
+        CHECK(relative_error(out.cls, tensor(f, "cls")) < kTolerance);
+        CHECK(relative_error(out.patches, tensor(f, "patches")) < kTolerance);
+        if (m.config().registers > 0) CHECK(relative_error(out.reg_tokens, tensor(f, "registers")) < kTolerance);
+    }
+}
+
+TEST_CASE("thread count does not change the result, bit for bit") {
+    for (const std::string model : {"models/dinov2_reg2_f16.safetensors", "models/sink_reg2_f32.safetensors",
+                                    "models/hf_swiglu"}) {
+        INFO(model);
+        const Model m = Model::load(fixture(model));
+        const SafetensorsFile f(fixture("cases/dinov2_f32_24x20.safetensors"));
+        const auto input = tensor(f, "input");
+        const Features one = m.forward(input.data(), 2, 24, 20, ForwardOptions{1});
+        const Features two = m.forward(input.data(), 2, 24, 20, ForwardOptions{2});
+        const Features all = m.forward(input.data(), 2, 24, 20, ForwardOptions{0});
+        CHECK(one.patches == two.patches);
+        CHECK(one.cls == two.cls);
+        CHECK(one.reg_tokens == two.reg_tokens);
+        CHECK(one.patches == all.patches);
+    }
+}
+
+TEST_CASE("a batch gives each image what it gets alone") {
+    const Model m = Model::load(fixture("models/timm_reg2_bf16.safetensors"));
+    const SafetensorsFile f(fixture("cases/timm_reg2_bf16_12x28.safetensors"));
+    const auto input = tensor(f, "input");
+    const Features both = m.forward(input.data(), 2, 12, 28);
+    const std::size_t plane = 3 * 12 * 28;
+    for (int b = 0; b < 2; ++b) {
+        INFO("image " << b);
+        const Features alone = m.forward(input.data() + b * plane, 1, 12, 28);
+        const std::vector<float> batched(both.patches_of(b), both.patches_of(b) + alone.patches.size());
+        CHECK(relative_error(alone.patches, batched) < 1e-5);
+        const std::vector<float> cls(both.cls_of(b), both.cls_of(b) + alone.cls.size());
+        CHECK(relative_error(alone.cls, cls) < 1e-5);
+    }
+}
+
+TEST_CASE("the wrong attention kind is detected by the fixtures") {
+    // Guards the parity test itself: running softmax where softmax-1 was trained must fail it.
+    const Model m = Model::load(fixture("models/softmax1_f32.safetensors"), ConfigOverrides{AttentionKind::Softmax, {}});
+    CHECK(m.config().retrofit());
+    const SafetensorsFile f(fixture("cases/softmax1_f32_12x28.safetensors"));
+    const auto input = tensor(f, "input");
+    const Features out = m.forward(input.data(), 2, 12, 28);
+    CHECK(relative_error(out.patches, tensor(f, "patches")) > 1e-3);
+}
+
+TEST_CASE("forward rejects sizes that are not whole patches") {
+    const Model m = Model::load(fixture("models/dinov2_f32.safetensors"));
+    std::vector<float> px(3 * 18 * 16);
+    CHECK_THROWS_WITH(m.forward(px.data(), 1, 18, 16), Catch::Contains("multiple of the patch size 4"));
+}

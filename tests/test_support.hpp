@@ -1,0 +1,57 @@
+#pragma once
+// Helpers shared by the tests: fixture paths, fixture tensors, comparisons, temp folders.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "vitreg/safetensors.hpp"
+
+namespace vitreg::test {
+
+inline std::string fixture(const std::string& rel) { return std::string(VITREG_FIXTURES_DIR) + "/" + rel; }
+
+inline std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) { return f.get(name).to_float(); }
+
+// max |a - b| / max |b|: the error relative to the output's scale.
+inline double relative_error(const float* a, const std::vector<float>& b) {
+    double err = 0, scale = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        err = std::max(err, static_cast<double>(std::fabs(a[i] - b[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
+    }
+    return err / std::max(scale, 1e-12);
+}
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() ? relative_error(a.data(), b) : INFINITY;
+}
+
+// A fresh folder under the build's temp area, removed at scope exit.
+class TempDir {
+public:
+    TempDir() {
+        std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : "/tmp") + "/vitreg-test-XXXXXX";
+        std::vector<char> buf(tmpl.begin(), tmpl.end());
+        buf.push_back('\0');
+        path_ = ::mkdtemp(buf.data());
+    }
+    ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+    const std::string& path() const { return path_; }
+    std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+    std::string path_;
+};
+
+inline std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+}
+
+}  // namespace vitreg::test
