@@ -16,17 +16,12 @@ namespace {
 using ConstMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 using MutMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
-// Tile sizes: near-equal chunks of about `target`, fixed by the size alone.
+// Tile sizes. Every output element is computed whole by one task, so the tiling affects
+// speed only, never the numbers.
 constexpr int kRowTile = 96;
 constexpr int kColTile = 192;
 constexpr int kQueryBlock = 64;
-
-struct Chunks {
-    int count, size, total;
-    Chunks(int n, int target) : count(std::max(1, (n + target - 1) / target)), size((n + count - 1) / count), total(n) {}
-    int begin(int i) const { return std::min(total, i * size); }
-    int length(int i) const { return std::min(total, (i + 1) * size) - begin(i); }
-};
+constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
 
 // Runs fn(i) for i in [0, n) as independent tasks; simple_partitioner keeps the split fixed.
 template <class Fn>
@@ -42,36 +37,33 @@ void for_each_task(int n, const Fn& fn) {
 }  // namespace
 
 void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out();
-    const Chunks rc(rows, kRowTile), cc(width, kColTile);
-    for_each_task(rc.count * cc.count, [&](int t) {
-        const int r0 = rc.begin(t / cc.count), rn = rc.length(t / cc.count);
-        const int c0 = cc.begin(t % cc.count), cn = cc.length(t % cc.count);
-        if (rn <= 0 || cn <= 0) return;
-        const ConstMap X(x + static_cast<std::size_t>(r0) * in, rn, in, Eigen::OuterStride<>(in));
+    const int in = layer.in(), width = layer.out(), nr = layer.wt.nr;
+    // Column tiles are whole kernel panels; row tiles a fixed height.
+    const int panels_per_tile = std::max(1, kColTile / nr);
+    const int col_tiles = (layer.wt.panels() + panels_per_tile - 1) / panels_per_tile;
+    const int row_tiles = (rows + kRowTile - 1) / kRowTile;
+    for_each_task(row_tiles * col_tiles, [&](int t) {
+        const int r0 = (t / col_tiles) * kRowTile, rn = std::min(kRowTile, rows - r0);
+        const int c0 = (t % col_tiles) * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
+        const float* xr = x + static_cast<std::size_t>(r0) * in;
         MutMap O(out + static_cast<std::size_t>(r0) * width + c0, rn, cn, Eigen::OuterStride<>(width));
-        const auto bias = layer.bias.segment(c0, cn).transpose();
+        const auto bias = layer.bias.segment(c0, cn).transpose().array();
         if (epilogue == Epilogue::ScaledResidual) {
             RowMatrix y(rn, cn);
-            y.noalias() = X * layer.wt.middleCols(c0, cn);
-            y.rowwise() += bias;
-            y.array().rowwise() *= scale->segment(c0, cn).transpose().array();
-            O += y;
+            gemm::multiply(xr, in, rn, layer.wt, c0, c0 + cn, y.data(), cn);
+            O.array() += (y.array().rowwise() + bias).rowwise() * scale->segment(c0, cn).transpose().array();
             return;
         }
-        O.noalias() = X * layer.wt.middleCols(c0, cn);
-        O.rowwise() += bias;
-        if (epilogue == Epilogue::BiasGelu) {
-            auto a = O.array();
-            a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
-        }
+        gemm::multiply(xr, in, rn, layer.wt, c0, c0 + cn, O.data(), width);
+        auto a = O.array();
+        a.rowwise() += bias;
+        if (epilogue == Epilogue::BiasGelu) a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
     });
 }
 
 void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps, float* out) {
-    const Chunks rc(rows, 64);
-    for_each_task(rc.count, [&](int t) {
-        for (int r = rc.begin(t), end = r + rc.length(t); r < end; ++r) {
+    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
             Eigen::Map<const Eigen::ArrayXf> v(x + static_cast<std::size_t>(r) * width, width);
             Eigen::Map<Eigen::ArrayXf> o(out + static_cast<std::size_t>(r) * width, width);
             const float mean = v.mean();
@@ -83,9 +75,8 @@ void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps
 }
 
 void swiglu(const float* u, int rows, int hidden, float* h) {
-    const Chunks rc(rows, 64);
-    for_each_task(rc.count, [&](int t) {
-        for (int r = rc.begin(t), end = r + rc.length(t); r < end; ++r) {
+    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
             Eigen::Map<const Eigen::ArrayXf> a(u + static_cast<std::size_t>(r) * 2 * hidden, hidden);
             Eigen::Map<const Eigen::ArrayXf> b(u + static_cast<std::size_t>(r) * 2 * hidden + hidden, hidden);
             Eigen::Map<Eigen::ArrayXf> o(h + static_cast<std::size_t>(r) * hidden, hidden);
@@ -98,23 +89,25 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
                const Eigen::VectorXf& sinks, float* out) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    const Chunks qc(tokens, kQueryBlock);
-    for_each_task(batch * heads * qc.count, [&](int t) {
-        const int qb = t % qc.count, h = (t / qc.count) % heads, b = t / (qc.count * heads);
-        const int q0 = qc.begin(qb), qn = qc.length(qb);
-        if (qn <= 0) return;
-        const float* seq = qkv + static_cast<std::size_t>(b) * tokens * stride;
-        const ConstMap Q(seq + static_cast<std::size_t>(q0) * stride + h * head_dim, qn, head_dim,
-                         Eigen::OuterStride<>(stride));
-        const ConstMap K(seq + dim + h * head_dim, tokens, head_dim, Eigen::OuterStride<>(stride));
-        const ConstMap V(seq + 2 * dim + h * head_dim, tokens, head_dim, Eigen::OuterStride<>(stride));
-        RowMatrix s(qn, tokens);
-        s.noalias() = (Q * scale) * K.transpose();
+    // Keys (as Kᵀ) and values packed once per (sequence, head), shared by its query blocks.
+    std::vector<gemm::PackedMatrix> keys(static_cast<std::size_t>(batch) * heads), values(keys.size());
+    for_each_task(batch * heads, [&](int bh) {
+        const float* seq = qkv + static_cast<std::size_t>(bh / heads) * tokens * stride + (bh % heads) * head_dim;
+        keys[bh] = gemm::pack_transposed(seq + dim, tokens, head_dim, stride);
+        values[bh] = gemm::pack(seq + 2 * dim, tokens, head_dim, stride);
+    });
+    const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+    for_each_task(batch * heads * blocks, [&](int t) {
+        const int bh = t / blocks, h = bh % heads, b = bh / heads;
+        const int q0 = (t % blocks) * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
+        RowMatrix q(qn, head_dim), s(qn, tokens);
+        q = ConstMap(qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim, qn, head_dim,
+                     Eigen::OuterStride<>(stride)) * scale;
+        gemm::multiply(q.data(), head_dim, qn, keys[bh], 0, tokens, s.data(), tokens);
         const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
         for (int i = 0; i < qn; ++i) normalize_attention(s.row(i).data(), static_cast<std::size_t>(tokens), kind, sink);
-        MutMap O(out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim, qn, head_dim,
-                 Eigen::OuterStride<>(dim));
-        O.noalias() = s * V;
+        gemm::multiply(s.data(), tokens, qn, values[bh], 0, head_dim,
+                       out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim, dim);
     });
 }
 

@@ -5,18 +5,19 @@
 #include <Eigen/Core>
 #include <vector>
 
+#include "gemm.hpp"
 #include "vitreg/config.hpp"
 
 namespace vitreg::kernels {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// y = x · W^T + b, with W stored transposed ([in, out]) as the GEMM wants it.
+// y = x · W^T + b, with W^T packed once for the GEMM kernel.
 struct Linear {
-    RowMatrix wt;
+    gemm::PackedMatrix wt;  // [in, out]
     Eigen::VectorXf bias;
-    int in() const { return static_cast<int>(wt.rows()); }
-    int out() const { return static_cast<int>(wt.cols()); }
+    int in() const { return wt.k; }
+    int out() const { return wt.n; }
 };
 
 struct Norm {

@@ -29,7 +29,7 @@ struct Block {
 // Activation buffers are 64-byte aligned: Eigen's vectorized reductions (LayerNorm's mean)
 // peel unaligned heads, so a buffer's alignment would otherwise change the summation order
 // from one run to the next.
-using Buffer = std::vector<float, Eigen::aligned_allocator<float>>;
+using gemm::Buffer;
 
 Eigen::VectorXf to_vector(const std::vector<float>& v) {
     return Eigen::Map<const Eigen::VectorXf>(v.data(), static_cast<Eigen::Index>(v.size()));
@@ -41,7 +41,8 @@ Linear load_linear(const Checkpoint& ck, const std::string& name, int out, int i
     if (stored.empty()) stored = {out, in};
     const auto w = ck.load(name + ".weight", stored);
     Linear l;
-    l.wt = Eigen::Map<const RowMatrix>(w.data(), out, in).transpose();
+    const RowMatrix wt = Eigen::Map<const RowMatrix>(w.data(), out, in).transpose();
+    l.wt = gemm::pack(wt.data(), in, out, out);
     l.bias = to_vector(ck.load(name + ".bias", {out}));
     return l;
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what vitreg needs from Debian's packages, skipping what is already there.
+#   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, JSON, CLI11, Catch2
+#   scripts/setup.sh --tests   also Python, NumPy and PyTorch for the reference and the CLI tests
+set -euo pipefail
+packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev nlohmann-json3-dev libcli11-dev catch2)
+if [[ "${1:-}" == "--tests" ]]; then
+  packages+=(python3 python3-numpy python3-torch)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  if [[ "$(id -u)" -ne 0 ]]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
+fi

@@ -1,0 +1,58 @@
+#pragma once
+// Single-threaded SGEMM over weights packed once: C[m, cols] = A[m, k] · B[k, cols].
+// B is stored as column panels [k][nr] so the micro-kernel streams it; A is read in place
+// (row-major, any stride). Each C element is one FMA chain over k in order, whatever the
+// tiling, so results never depend on how the work was split or on the thread count.
+// The kernel is chosen at run time: AVX-512, AVX2+FMA, or portable C++.
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+namespace vitreg::gemm {
+
+// 64-byte (cache line, one AVX-512 register) aligned storage. Not Eigen's aligned_allocator:
+// its alignment follows each translation unit's -march, and mixing those corrupts the heap.
+template <class T>
+struct AlignedAllocator {
+    using value_type = T;
+    AlignedAllocator() = default;
+    template <class U>
+    AlignedAllocator(const AlignedAllocator<U>&) {}
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
+        if (void* p = std::aligned_alloc(64, bytes ? bytes : 64)) return static_cast<T*>(p);
+        throw std::bad_alloc();
+    }
+    void deallocate(T* p, std::size_t) { std::free(p); }
+    template <class U>
+    bool operator==(const AlignedAllocator<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const AlignedAllocator<U>&) const { return false; }
+};
+
+using Buffer = std::vector<float, AlignedAllocator<float>>;
+
+// Instruction sets with a micro-kernel; best() is what this CPU runs.
+enum class Isa { Avx512, Avx2, Portable };
+Isa best();
+bool supported(Isa isa);
+
+struct PackedMatrix {
+    int k = 0;   // rows of B
+    int n = 0;   // columns of B
+    int nr = 0;  // panel width of the kernel it was packed for
+    Isa isa = Isa::Portable;
+    Buffer data;  // ceil(n / nr) panels of [k][nr], zero-padded
+    int panels() const { return (n + nr - 1) / nr; }
+};
+
+// Packs B [k, n] given row-major with row stride ldb.
+PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
+// Packs B = Tᵀ for T [n, k] given row-major with row stride ldt (keys for Q·Kᵀ).
+PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, Isa isa = best());
+
+// C[0:m, c0:c1] = A[0:m, 0:k] · B[:, c0:c1]; c0 must be a multiple of b.nr. C is written,
+// not accumulated; ldc is C's row stride and `c` points at C[0, c0].
+void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc);
+
+}  // namespace vitreg::gemm

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the vitreg command as a user runs it: real image files in, .npy /
+safetensors out, read back with numpy; bad inputs give `vitreg: <message>` and the right exit.
+
+usage: cli_test.py VITREG_BINARY REPO_ROOT
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+VITREG, ROOT = sys.argv[1], sys.argv[2]
+MODEL = "vitreg-untrained-s14-d192-reg4"
+ASSETS = os.path.join(ROOT, "assets", "images")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def vitreg(*args):
+    return subprocess.run([VITREG, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+
+
+def manifest(out):
+    with open(os.path.join(out, "manifest.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in header.items():
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            out[k] = np.frombuffer(data[b:e], dtype="<f4").reshape(v["shape"])
+    return out
+
+
+class CliTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="vitreg-cli-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_info_prints_resolved_config(self):
+        r = vitreg("info", MODEL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in ["layout        dinov2", "dim           192", "depth         6", "heads         3 (head dim 64)",
+                     "patch         14", "registers     4", "pos_interp    antialias", "dtype         F16",
+                     "native grid   16x16 (224 px)"]:
+            self.assertIn(line, r.stdout)
+        r = vitreg("info", os.path.join(FIXTURES, "models", "hf_reg2"), "--attention", "softmax1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("layout        hf", r.stdout)
+        self.assertIn("retrofit; trained with softmax", r.stdout)
+        self.assertIn("vitreg: note: attention retrofitted", r.stderr)
+
+    def test_extract_npy_loads_with_numpy(self):
+        out = os.path.join(self.tmp, "out")
+        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--patch-tokens", "--batch", "3", "--threads", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        images = sorted(f for f in os.listdir(ASSETS) if f.endswith((".jpg", ".png")))
+        rows = manifest(out)
+        self.assertEqual([os.path.basename(r["path"]) for r in rows], images)
+        self.assertTrue(all(r["status"] == "ok" for r in rows))
+        self.assertEqual([r["row"] for r in rows], list(range(len(images))))
+        self.assertTrue(all(r["grid"] == [16, 16] and r["height"] == 224 for r in rows))
+        cls, pooled, regs = (np.load(os.path.join(out, n)) for n in ("cls.npy", "pooled.npy", "registers.npy"))
+        self.assertEqual(cls.shape, (len(images), 192))
+        self.assertEqual(cls.dtype, np.float32)
+        self.assertEqual(regs.shape, (len(images), 4, 192))
+        patch = np.load(os.path.join(out, "patch", "0.npy"))
+        self.assertEqual(patch.shape, (16, 16, 192))
+        np.testing.assert_allclose(pooled[0], patch.reshape(-1, 192).mean(0), rtol=1e-5, atol=1e-5)
+        # Final LayerNorm output: each token has mean ~0 over channels for a weight-1 bias-0 norm.
+        self.assertLess(abs(float(cls.mean())), 0.05)
+        self.assertEqual(len(os.listdir(os.path.join(out, "patch"))), len(images))
+        run = json.load(open(os.path.join(out, "run.json")))
+        self.assertEqual(run["resize"], "eval")
+        # Rerunning into the same folder replaces the files and gives the same numbers.
+        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_array_equal(np.load(os.path.join(out, "cls.npy")), cls)
+        self.assertEqual([f for f in os.listdir(out) if ".tmp." in f], [])
+
+    def test_bad_inputs_are_recorded_and_the_batch_goes_on(self):
+        imgs = os.path.join(self.tmp, "imgs")
+        os.makedirs(imgs)
+        shutil.copy(os.path.join(ASSETS, "chelsea.png"), os.path.join(imgs, "a_good.png"))
+        open(os.path.join(imgs, "b_zero.jpg"), "wb").close()
+        with open(os.path.join(ASSETS, "coffee.jpg"), "rb") as f:
+            jpg = f.read()
+        with open(os.path.join(imgs, "c_truncated.jpg"), "wb") as f:
+            f.write(jpg[: len(jpg) // 3])
+        with open(os.path.join(imgs, "d_text.png"), "w") as f:
+            f.write("hello")
+        shutil.copy(os.path.join(ASSETS, "coffee.jpg"), os.path.join(imgs, "e_good.jpg"))
+        listing = os.path.join(self.tmp, "list.txt")
+        with open(listing, "w") as f:
+            f.write("# inputs\n" + "\n".join(os.path.join(imgs, n) for n in sorted(os.listdir(imgs))) + "\n/no/such.png\n")
+        out = os.path.join(self.tmp, "out")
+        r = vitreg("extract", MODEL, "@" + listing, "-o", out, "--resize", "long:112")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("vitreg: 4 inputs failed", r.stderr)
+        rows = manifest(out)
+        self.assertEqual([x["status"] for x in rows], ["ok", "error", "error", "error", "ok", "error"])
+        self.assertEqual([x.get("row") for x in rows], [0, None, None, None, 1, None])
+        self.assertIn("empty file", rows[1]["error"])
+        self.assertIn("truncated JPEG", rows[2]["error"])
+        self.assertIn("d_text.png", rows[3]["error"])
+        self.assertIn("No such file", rows[5]["error"])
+        self.assertEqual(rows[0]["grid"], [5, 8])  # 451x300 → long 112 → 112x74 → 112x70
+        self.assertEqual(np.load(os.path.join(out, "cls.npy")).shape, (2, 192))
+
+    def test_safetensors_format(self):
+        out = os.path.join(self.tmp, "out")
+        r = vitreg("extract", MODEL, os.path.join(ASSETS, "astronaut.jpg"), "-o", out, "--format", "safetensors",
+                   "--patch-tokens", "--resize", "none")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = read_safetensors(os.path.join(out, "features.safetensors"))
+        self.assertEqual(t["cls"].shape, (1, 192))
+        self.assertEqual(t["registers"].shape, (1, 4, 192))
+        p = read_safetensors(os.path.join(out, "patch", "0.safetensors"))["patch"]
+        self.assertEqual(p.shape, (36, 36, 192))  # 512 px cropped to 504 = 36 patches
+
+    def test_errors_name_the_problem(self):
+        r = vitreg("info", os.path.join(self.tmp, "nope.safetensors"))
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(r.stderr.startswith("vitreg: "), r.stderr)
+        self.assertIn("nope.safetensors", r.stderr)
+        bad = os.path.join(self.tmp, "bad.safetensors")
+        with open(bad, "wb") as f:
+            f.write(struct.pack("<Q", 10**12) + b"{}")
+        r = vitreg("extract", bad, ASSETS, "-o", os.path.join(self.tmp, "o"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("bad.safetensors: header claims", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "o", "cls.npy")))
+        r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(self.tmp, "o"), "--resize", "huge")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("bad --resize 'huge'", r.stderr)
+        r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(self.tmp, "o"), "--attention", "relu")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("relu", r.stderr)
+
+    def test_bench_reports_ms_and_gflops(self):
+        r = vitreg("bench", MODEL, "--iters", "2", "--warmup", "1", "--size", "112x168")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"vitreg 112x168 batch=1 threads=all: [0-9.]+ ms/image median, [0-9.]+ p95, [0-9.]+ GFLOP/s")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs vitreg into a temporary prefix and builds examples/find_package against it, the
+# way another project would use the library; then runs the example on a sample image.
+set -euo pipefail
+build=$1 root=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
+cmake -S "$root/examples/find_package" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/build" -j2 >/dev/null
+out=$("$tmp/build/cls_of" "$tmp/prefix/share/vitreg/weights/vitreg-untrained-s14-d192-reg4.safetensors" \
+      "$root/assets/images/chelsea.png")
+echo "$out"
+[[ "$out" == "dim 192 cls "* ]]

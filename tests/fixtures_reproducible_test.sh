@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The checked-in fixtures are exactly what the PyTorch reference generates today.
+set -euo pipefail
+root=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+/usr/bin/python3 "$root/tests/fixtures/make_fixtures.py" --out "$tmp" >/dev/null
+diff -r --exclude=make_fixtures.py --exclude=__pycache__ "$tmp" "$root/tests/fixtures"
+echo "fixtures match the reference generator"
