@@ -18,8 +18,8 @@ using MutMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Tile sizes. Every output element is computed whole by one task, so the tiling affects
 // speed only, never the numbers.
-constexpr int kRowTile = 96;
-constexpr int kColTile = 192;
+constexpr int kRowTile = 48;
+constexpr int kColTile = 128;
 constexpr int kQueryBlock = 64;
 constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
 
