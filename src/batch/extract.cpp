@@ -39,7 +39,7 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
     if (options.patch_tokens) make_dirs(options.out_dir + "/patch");
 
     std::vector<float> cls, pooled, regs;
-    std::vector<nlohmann::json> manifest(inputs.size());
+    std::vector<nlohmann::ordered_json> manifest(inputs.size());  // keys in the documented order
     ExtractSummary summary;
     summary.inputs = inputs.size();
     tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
@@ -82,7 +82,7 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
         }
 
         for (std::size_t i = 0; i < count; ++i) {
-            nlohmann::json& row = manifest[start + i];
+            nlohmann::ordered_json& row = manifest[start + i];
             row["path"] = inputs[start + i];
             if (!prepared[i].pixels) {
                 row["status"] = "error";

@@ -395,8 +395,9 @@ std::string resolve_model_path(const std::string& spec) {
     if (is_file(spec) || is_dir(spec)) return spec;
     if (spec.find('/') == std::string::npos) {
         for (const auto& d : weight_dirs()) {
-            for (const auto& cand : {d + "/" + spec + ".safetensors", d + "/" + spec + "/model.safetensors", d + "/" + spec})
-                if (is_file(cand)) return cand == d + "/" + spec + "/model.safetensors" ? d + "/" + spec : cand;
+            const std::string base = d + "/" + spec;
+            if (is_file(base + ".safetensors")) return base + ".safetensors";
+            if (is_file(base + "/model.safetensors") || is_file(base)) return base;
         }
     }
     std::string known;
