@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what vitreg needs from Debian's packages, skipping what is already there.
-#   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, JSON, CLI11, Catch2
-#   scripts/setup.sh --tests   also Python, NumPy and PyTorch for the reference and the CLI tests
+#   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, JSON, CLI11, Catch2, OpenCV
+#   scripts/setup.sh --tests   also Python, NumPy, PyTorch (the reference) and Chromium (the HTML report test)
 set -euo pipefail
-packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev nlohmann-json3-dev libcli11-dev catch2)
+packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev nlohmann-json3-dev libcli11-dev catch2
+          libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev)
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3 python3-numpy python3-torch)
+  packages+=(python3 python3-numpy python3-torch chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -25,5 +25,7 @@ Model load_model(const ModelArgs& args);
 void register_info(CLI::App& app, Command& run);
 void register_extract(CLI::App& app, Command& run);
 void register_bench(CLI::App& app, Command& run);
+void register_maps(CLI::App& app, Command& run);
+void register_compare(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
     vitreg::cli::register_info(app, run);
     vitreg::cli::register_extract(app, run);
     vitreg::cli::register_bench(app, run);
+    vitreg::cli::register_maps(app, run);
+    vitreg::cli::register_compare(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

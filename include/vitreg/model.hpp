@@ -7,6 +7,7 @@
 
 #include "vitreg/config.hpp"
 #include "vitreg/features.hpp"
+#include "vitreg/probe.hpp"
 
 namespace vitreg {
 
@@ -25,6 +26,10 @@ public:
     // Runs `batch` preprocessed images of one size: `pixels` is [batch, 3, height, width]
     // float32, normalized; height and width must be multiples of the patch size.
     Features forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options = {}) const;
+    // The same forward, also recording what `probe` asks for into `trace`. Throws UsageError
+    // for layers or queries out of range.
+    Features forward(const float* pixels, int batch, int height, int width, const Probe& probe, Trace& trace,
+                     const ForwardOptions& options = {}) const;
 
     // Multiply-adds × 2 of one image's forward at this input size.
     double flops_per_image(int height, int width) const;

@@ -86,7 +86,7 @@ void swiglu(const float* u, int rows, int hidden, float* h) {
 }
 
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out) {
+               const Eigen::VectorXf& sinks, float* out, const AttentionRecord* record) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     // Keys (as Kᵀ) and values packed once per (sequence, head), shared by its query blocks.
@@ -97,18 +97,70 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
         values[bh] = gemm::pack(seq + 2 * dim, tokens, head_dim, stride);
     });
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+    // Column sums per query block, added up in block order afterwards (deterministic).
+    std::vector<double> block_mass(record && record->key_mass ? static_cast<std::size_t>(batch) * heads * blocks * tokens : 0);
     for_each_task(batch * heads * blocks, [&](int t) {
-        const int bh = t / blocks, h = bh % heads, b = bh / heads;
-        const int q0 = (t % blocks) * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
+        const int bh = t / blocks, h = bh % heads, b = bh / heads, qb = t % blocks;
+        const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
         RowMatrix q(qn, head_dim), s(qn, tokens);
         q = ConstMap(qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim, qn, head_dim,
                      Eigen::OuterStride<>(stride)) * scale;
         gemm::multiply(q.data(), head_dim, qn, keys[bh], 0, tokens, s.data(), tokens);
         const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
-        for (int i = 0; i < qn; ++i) normalize_attention(s.row(i).data(), static_cast<std::size_t>(tokens), kind, sink);
+        for (int i = 0; i < qn; ++i) {
+            const float null_mass = normalize_attention(s.row(i).data(), static_cast<std::size_t>(tokens), kind, sink);
+            if (!record) continue;
+            if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
+            const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;
+            if (slot >= 0 && record->rows)
+                std::copy(s.row(i).data(), s.row(i).data() + tokens,
+                          record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
+        }
+        if (!block_mass.empty()) {
+            double* mass = block_mass.data() + (static_cast<std::size_t>(bh) * blocks + qb) * tokens;
+            for (int i = 0; i < qn; ++i)
+                for (int k = 0; k < tokens; ++k) mass[k] += s(i, k);
+        }
         gemm::multiply(s.data(), tokens, qn, values[bh], 0, head_dim,
                        out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim, dim);
     });
+    if (!block_mass.empty())
+        for (int bh = 0; bh < batch * heads; ++bh)
+            for (int k = 0; k < tokens; ++k) {
+                double sum = 0;
+                for (int qb = 0; qb < blocks; ++qb) sum += block_mass[(static_cast<std::size_t>(bh) * blocks + qb) * tokens + k];
+                record->key_mass[static_cast<std::size_t>(bh) * tokens + k] = static_cast<float>(sum / tokens);
+            }
+}
+
+TokenMoments token_moments(const float* x, int rows, int width) {
+    TokenMoments m;
+    m.l2.resize(rows);
+    m.max_abs.resize(rows);
+    m.sums.resize(static_cast<std::size_t>(rows) * 4);
+    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
+            const float* v = x + static_cast<std::size_t>(r) * width;
+            double s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+            float mx = 0;
+            for (int c = 0; c < width; ++c) {
+                const double d = v[c], d2 = d * d;
+                s1 += d;
+                s2 += d2;
+                s3 += d2 * d;
+                s4 += d2 * d2;
+                mx = std::max(mx, std::fabs(v[c]));
+            }
+            m.l2[r] = static_cast<float>(std::sqrt(s2));
+            m.max_abs[r] = mx;
+            double* out = m.sums.data() + static_cast<std::size_t>(r) * 4;
+            out[0] = s1;
+            out[1] = s2;
+            out[2] = s3;
+            out[3] = s4;
+        }
+    });
+    return m;
 }
 
 }  // namespace vitreg::kernels

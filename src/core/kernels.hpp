@@ -39,10 +39,26 @@ void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps
 // h[rows, H] = silu(u[:, :H]) * u[:, H:] for u [rows, 2H].
 void swiglu(const float* u, int rows, int hidden, float* h);
 
+// Where one layer's attention probe writes (every pointer may be null: nothing recorded).
+struct AttentionRecord {
+    const int* query_slot = nullptr;  // [tokens]: slot of the query's row in `rows`, or -1
+    int slots = 0;
+    float* rows = nullptr;        // [batch, heads, slots, tokens] probabilities
+    float* abstention = nullptr;  // [batch, heads, tokens] 1 - Σp per query
+    float* key_mass = nullptr;    // [batch, heads, tokens] mean attention each key receives
+};
+
 // Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
 // (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
 // head, query block) with the full key range, so memory is O(tokens × block).
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out);
+               const Eigen::VectorXf& sinks, float* out, const AttentionRecord* record = nullptr);
+
+// Per token of x [rows, width]: L2 norm, max |x|, and the sums of x, x², x³, x⁴ (for kurtosis).
+struct TokenMoments {
+    std::vector<float> l2, max_abs;
+    std::vector<double> sums;  // [rows, 4]
+};
+TokenMoments token_moments(const float* x, int rows, int width);
 
 }  // namespace vitreg::kernels

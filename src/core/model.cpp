@@ -2,6 +2,7 @@
 
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 
@@ -78,7 +79,7 @@ struct Model::Impl {
         return pos_cache.emplace(std::make_pair(h, w), p).first->second;
     }
 
-    Features run(const float* pixels, int batch, int height, int width) const;
+    Features run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const;
 };
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
@@ -146,6 +147,12 @@ double Model::flops_per_image(int height, int width) const {
 }
 
 Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
+    Trace unused;
+    return forward(pixels, batch, height, width, Probe{}, unused, options);
+}
+
+Features Model::forward(const float* pixels, int batch, int height, int width, const Probe& probe, Trace& trace,
+                        const ForwardOptions& options) const {
     const Config& c = impl_->config;
     if (batch <= 0) throw UsageError("forward: batch must be positive");
     if (height <= 0 || width <= 0 || height % c.patch || width % c.patch)
@@ -153,11 +160,93 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
                          " is not a positive multiple of the patch size " + std::to_string(c.patch));
     tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
     Features f;
-    arena.execute([&] { f = impl_->run(pixels, batch, height, width); });
+    arena.execute([&] { f = impl_->run(pixels, batch, height, width, &probe, &trace); });
     return f;
 }
 
-Features Model::Impl::run(const float* pixels, int batch, int height, int width) const {
+namespace {
+
+void check_layers(const std::vector<int>& layers, int depth, const char* what) {
+    for (int l : layers)
+        if (l < 0 || l >= depth)
+            throw UsageError(std::string(what) + " layer " + std::to_string(l) + " is out of range (the model has " +
+                             std::to_string(depth) + " layers: 0.." + std::to_string(depth - 1) + ")");
+}
+
+// Sizes the trace's arrays for what the probe asks; returns each token's query slot.
+std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, int gh, int gw, Trace& t) {
+    const int N = 1 + c.registers + gh * gw;
+    t = Trace{};
+    t.batch = batch;
+    t.layers = c.depth;
+    t.heads = c.heads;
+    t.tokens = N;
+    t.registers = c.registers;
+    t.grid_h = gh;
+    t.grid_w = gw;
+    t.mlp_hidden = c.mlp_hidden;
+    const std::size_t per_layer = static_cast<std::size_t>(batch) * N;
+    if (probe.norms) {
+        t.norms.resize(c.depth * per_layer);
+        t.max_abs.resize(c.depth * per_layer);
+        t.kurtosis.resize(static_cast<std::size_t>(c.depth) * batch);
+    }
+    check_layers(probe.attention_layers, c.depth, "attention");
+    check_layers(probe.mlp_layers, c.depth, "MLP");
+    std::vector<int> slot(N, -1);
+    if (!probe.attention_layers.empty()) {
+        t.attention_layers = probe.attention_layers;
+        if (probe.all_queries) {
+            for (int q = 0; q < N; ++q) t.queries.push_back(q);
+        } else {
+            t.queries = probe.queries;
+        }
+        for (std::size_t s = 0; s < t.queries.size(); ++s) {
+            if (t.queries[s] < 0 || t.queries[s] >= N)
+                throw UsageError("query token " + std::to_string(t.queries[s]) + " is out of range (" + std::to_string(N) +
+                                 " tokens)");
+            slot[t.queries[s]] = static_cast<int>(s);
+        }
+        t.attention.resize(t.attention_layers.size() * per_layer * c.heads * t.queries.size());
+    }
+    if (probe.abstention) t.abstention.resize(c.depth * per_layer * c.heads);
+    if (probe.key_mass) t.key_mass.resize(c.depth * per_layer * c.heads);
+    if (!probe.mlp_layers.empty()) {
+        t.mlp_layers = probe.mlp_layers;
+        t.mlp.resize(t.mlp_layers.size() * per_layer * c.mlp_hidden);
+    }
+    return slot;
+}
+
+// After block `layer`: token norms and kurtosis of the residual stream x [batch*tokens, dim],
+// and the MLP hidden activations [batch*tokens, mlp_hidden].
+void record_layer(const Probe& probe, int layer, const float* x, int dim, const float* hidden, Trace& t) {
+    const int rows = t.batch * t.tokens;
+    const std::size_t at = static_cast<std::size_t>(layer) * rows;
+    if (probe.norms) {
+        const auto m = kernels::token_moments(x, rows, dim);
+        std::copy(m.l2.begin(), m.l2.end(), t.norms.begin() + at);
+        std::copy(m.max_abs.begin(), m.max_abs.end(), t.max_abs.begin() + at);
+        for (int b = 0; b < t.batch; ++b) {
+            double s[4] = {0, 0, 0, 0};
+            for (int i = b * t.tokens; i < (b + 1) * t.tokens; ++i)
+                for (int k = 0; k < 4; ++k) s[k] += m.sums[static_cast<std::size_t>(i) * 4 + k];
+            const double n = static_cast<double>(t.tokens) * dim, mean = s[0] / n;
+            const double m2 = s[1] / n - mean * mean;
+            const double m4 = s[3] / n - 4 * mean * s[2] / n + 6 * mean * mean * s[1] / n - 3 * mean * mean * mean * mean;
+            t.kurtosis[static_cast<std::size_t>(layer) * t.batch + b] = m2 > 0 ? static_cast<float>(m4 / (m2 * m2)) : 0.0f;
+        }
+    }
+    const auto slot = std::find(t.mlp_layers.begin(), t.mlp_layers.end(), layer);
+    if (slot != t.mlp_layers.end()) {
+        const std::size_t n = static_cast<std::size_t>(rows) * t.mlp_hidden;
+        std::copy(hidden, hidden + n, t.mlp.begin() + (slot - t.mlp_layers.begin()) * n);
+    }
+}
+
+}  // namespace
+
+Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const {
     const Config& c = config;
     const int D = c.dim, p = c.patch, R = c.registers;
     const int gh = height / p, gw = width / p, np = gh * gw;
@@ -195,10 +284,24 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width)
     const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
     Buffer hidden(static_cast<std::size_t>(rows) * hidden_width);
     Buffer gated(c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
-    for (const Block& blk : blocks) {
+    const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
+    const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
+    for (int layer = 0; layer < c.depth; ++layer) {
+        const Block& blk = blocks[layer];
+        kernels::AttentionRecord rec;
+        const int aslot = trace->attention_slot(layer);
+        if (aslot >= 0) {
+            rec.query_slot = query_slot.data();
+            rec.slots = static_cast<int>(trace->queries.size());
+            rec.rows = trace->attention.data() + aslot * per_layer * c.heads * trace->queries.size();
+        }
+        if (probe->abstention) rec.abstention = trace->abstention.data() + layer * per_layer * c.heads;
+        if (probe->key_mass) rec.key_mass = trace->key_mass.data() + layer * per_layer * c.heads;
+        const bool recording = rec.rows || rec.abstention || rec.key_mass;
         kernels::layer_norm(x.data(), rows, D, blk.norm1, c.eps, normed.data());
         kernels::linear(normed.data(), rows, blk.qkv, qkv.data(), Epilogue::Bias);
-        kernels::attention(qkv.data(), batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed.data());
+        kernels::attention(qkv.data(), batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed.data(),
+                           recording ? &rec : nullptr);
         kernels::linear(mixed.data(), rows, blk.proj, x.data(), Epilogue::ScaledResidual, &blk.ls1);
         kernels::layer_norm(x.data(), rows, D, blk.norm2, c.eps, normed.data());
         if (c.mlp == MlpKind::SwiGlu) {
@@ -209,6 +312,7 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width)
             kernels::linear(normed.data(), rows, blk.fc1, hidden.data(), Epilogue::BiasGelu);
             kernels::linear(hidden.data(), rows, blk.fc2, x.data(), Epilogue::ScaledResidual, &blk.ls2);
         }
+        record_layer(*probe, layer, x.data(), D, c.mlp == MlpKind::SwiGlu ? gated.data() : hidden.data(), *trace);
     }
     kernels::layer_norm(x.data(), rows, D, norm, c.eps, normed.data());
 

@@ -5,10 +5,13 @@
   b. the reference forward equals a second, separately written forward (unfold patch embed,
      explicit LayerNorm, per-head einsum loop, normalizer as a softmax over [z, s] with the
      sink column dropped, and position embeddings resampled from DESIGN.md §2's formulas in
-     numpy float64) for every attention kind, MLP kind and position-interpolation mode;
+     numpy float64) for every attention kind, MLP kind and position-interpolation mode, trace
+     included (abstention = the sink column's probability, statistics in numpy);
   c. DESIGN.md §2's resampling formulas equal torch.nn.functional.interpolate;
   d. the same weights written as dinov2, timm_reg and hf load to the same config and outputs;
-  e. the fixtures on disk (when present) are what the reference computes now.
+  e. trace invariants (row sums, abstention, key mass) and rollout against hand-computed numbers;
+  f. the fixtures on disk (when present) are what the reference computes now, and the planted
+     model's artifacts are the tokens its metadata names.
 
     /usr/bin/python3 tests/reference/check_reference.py      # exit status 1 on any failure
 """
@@ -140,33 +143,58 @@ def alt_forward(cfg, w, images):
 
     hd = D // cfg.heads
     x = tokens
+    layers = {"attn": [], "abstention": [], "mlp_hidden": [], "output": []}
     for i in range(cfg.depth):
         b = f"blocks.{i}."
         qkv = lin(ln(x, b + "norm1"), b + "attn.qkv")
-        heads = []
+        heads, probs, nulls = [], [], []
         for h in range(cfg.heads):
             q, k, v = (qkv[..., j * D + h * hd: j * D + (h + 1) * hd] for j in range(3))
             z = torch.einsum("bnd,bmd->bnm", q, k) / math.sqrt(hd)
             if cfg.attention == "softmax":
-                a = torch.softmax(z, dim=-1)
+                a, null = torch.softmax(z, dim=-1), torch.zeros(z.shape[:-1], dtype=torch.float64)
             else:
                 sinks = w.get(b + "attn.sinks")
                 s = sinks[h] if cfg.attention == "sink" and sinks is not None else 0.0
                 sink_column = torch.full(z.shape[:-1] + (1,), float(s), dtype=torch.float64)
-                a = torch.softmax(torch.cat([z, sink_column], dim=-1), dim=-1)[..., :-1]
+                full = torch.softmax(torch.cat([z, sink_column], dim=-1), dim=-1)
+                a, null = full[..., :-1], full[..., -1]
             heads.append(torch.einsum("bnm,bmd->bnd", a, v))
+            probs.append(a)
+            nulls.append(null)
         x = x + w.get(b + "ls1.gamma", 1.0) * lin(torch.cat(heads, dim=-1), b + "attn.proj")
         hn = ln(x, b + "norm2")
         if cfg.mlp == "swiglu":
             u = lin(hn, b + "mlp.w12")
             x1, x2 = u[..., :u.shape[-1] // 2], u[..., u.shape[-1] // 2:]
-            m = lin(x1 * torch.sigmoid(x1) * x2, b + "mlp.w3")
+            g = x1 * torch.sigmoid(x1) * x2
+            m = lin(g, b + "mlp.w3")
         else:
             u = lin(hn, b + "mlp.fc1")
-            m = lin(0.5 * u * (1 + torch.erf(u / math.sqrt(2))), b + "mlp.fc2")
+            g = 0.5 * u * (1 + torch.erf(u / math.sqrt(2)))
+            m = lin(g, b + "mlp.fc2")
         x = x + w.get(b + "ls2.gamma", 1.0) * m
+        layers["attn"].append(torch.stack(probs, dim=1))
+        layers["abstention"].append(torch.stack(nulls, dim=1))
+        layers["mlp_hidden"].append(g)
+        layers["output"].append(x)
     xn = ln(x, "norm")
-    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+    trace = {k: torch.stack(v, dim=1) for k, v in layers.items()}  # [B, L, ...]
+    outputs = trace.pop("output").numpy()                             # [B, L, N, D]
+    values = outputs.reshape(*outputs.shape[:2], -1)
+    centered = values - values.mean(axis=-1, keepdims=True)
+    trace.update(norms=np.sqrt((outputs ** 2).sum(axis=-1)), inf_norm=np.abs(values).max(axis=-1),
+                 kurtosis=(centered ** 4).mean(axis=-1) / (centered ** 2).mean(axis=-1) ** 2,
+                 key_mass=trace["attn"].sum(dim=-2) / trace["attn"].shape[-1])
+    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x,
+            "trace": trace}
+
+
+def forward_difference(a, b):
+    """Largest difference between two forward results, outputs and (when in `a`) trace."""
+    diffs = [max_diff(a[k], b[k]) for k in a if k != "trace"]
+    diffs += [max_diff(a["trace"][k], b["trace"][k]) for k in a.get("trace", {})]
+    return max(diffs)
 
 
 def spec_config(spec, **changes):
@@ -185,16 +213,16 @@ def check_alternative_forward():
     for spec, changes in variants:
         cfg, w = spec_config(spec, **changes), fx.random_weights(spec)
         for size, x in images.items():
-            a, b = ref.forward(cfg, w, x), alt_forward(cfg, w, x)
-            err = max(max_diff(a[k], b[k]) for k in a)
-            check(f"reference == second forward: {spec.mlp} R={spec.registers} "
-                  f"{cfg.attention} {cfg.pos_interp} {size[0]}x{size[1]}", err, 2e-6)
+            a, b = ref.forward(cfg, w, x, trace=True), alt_forward(cfg, w, x)
+            check(f"reference == second forward, trace too: {spec.mlp} R={spec.registers} "
+                  f"{cfg.attention} {cfg.pos_interp} {size[0]}x{size[1]}",
+                  forward_difference(a, b), 2e-6)
     # no LayerScale tensors at all means LayerScale 1
     w = {k: v for k, v in fx.random_weights(gelu).items() if ".ls" not in k}
     cfg = spec_config(gelu)
     check("reference == second forward without LayerScale",
-          max(max_diff(v, alt_forward(cfg, w, images[(12, 28)])[k])
-              for k, v in ref.forward(cfg, w, images[(12, 28)]).items()), 2e-6)
+          forward_difference(ref.forward(cfg, w, images[(12, 28)]),
+                             alt_forward(cfg, w, images[(12, 28)])), 2e-6)
 
 
 # --- d. the three layouts ----------------------------------------------------------------------
@@ -243,7 +271,70 @@ def check_layouts():
                       max(max_diff(out[k], base[k]) for k in base), 1e-6)
 
 
-# --- e. fixtures on disk ------------------------------------------------------------------------
+# --- e. trace invariants and rollout ------------------------------------------------------------
+
+def check_trace_invariants():
+    spec = fx.ModelSpec("check_trace", "dinov2", registers=2, sinks=True)
+    w = fx.random_weights(spec)
+    x = torch.randn(1, 3, 12, 28, generator=torch.Generator().manual_seed(11))
+    for kind in ref.ATTENTION_KINDS:
+        out = ref.forward(spec_config(spec, attention=kind), w, x, trace=True)
+        t = out["trace"]
+        attn, abstention = t["attn"], t["abstention"]
+        row_sums = attn.sum(dim=-1)
+        if kind == "softmax":
+            check("softmax: attention rows sum to 1", max_diff(row_sums, 1), 1e-12)
+            check("softmax: abstention is 0", abstention.abs().max().item(), 0)
+        else:
+            check(f"{kind}: attention rows sum to 1 - abstention",
+                  max_diff(row_sums, 1 - abstention), 1e-12)
+            check(f"{kind}: abstention in (0, 1)",
+                  0 if 0 < abstention.min() and abstention.max() < 1 else 1, 0)
+        check(f"{kind}: key_mass is the column mean of attn",
+              max_diff(t["key_mass"], attn.sum(dim=-2) / attn.shape[-1]), 1e-15)
+        check(f"{kind}: last layer's norms are the prenorm token norms",
+              max_diff(t["norms"][:, -1], out["prenorm"].norm(dim=-1)), 1e-12)
+        worst = max(max_diff(ref.rollout(attn[0], fuse, discard).sum(dim=-1), 1)
+                    for fuse in ref.HEAD_FUSIONS for discard in (0.0, 0.5, 0.9))
+        check(f"{kind}: rollout rows sum to 1 (every fusion, discard 0 / 0.5 / 0.9)", worst, 1e-12)
+
+
+def check_rollout_by_hand():
+    def layers(*mats):  # one head per layer: [L, 1, N, N]
+        return torch.tensor([[m] for m in mats], dtype=torch.float64)
+
+    A = [[.5, .3, .2], [.1, .8, .1], [.2, .2, .6]]
+    B = [[.6, .2, .2], [.2, .6, .2], [0., 0., 1.]]
+    # (A + I) rows sum to 2: [[1.5,.3,.2],[.1,1.8,.1],[.2,.2,1.6]] / 2
+    A_hat = [[.75, .15, .1], [.05, .9, .05], [.1, .1, .8]]
+    check("rollout by hand: 1 layer, 1 head", max_diff(ref.rollout(layers(A)), A_hat), 1e-15)
+    # layers A then B: B_hat A_hat, B_hat = [[.8,.1,.1],[.1,.8,.1],[0,0,1]] (A_hat B_hat differs)
+    check("rollout by hand: 2 layers, B_hat @ A_hat",
+          max_diff(ref.rollout(layers(A, B)),
+                   [[.615, .22, .165], [.125, .745, .13], [.1, .1, .8]]), 1e-14)
+    # discard 0.5 zeroes floor(4.5) = 4 of A: the 0.1s at [1,0], [1,2], then the first two 0.2s in
+    # row-major order, [0,2] and [2,0] ([2,1] stays); every row of F + I then sums to 1.8
+    check("rollout by hand: discard 0.5, ties broken in row-major order",
+          max_diff(ref.rollout(layers(A), discard=0.5),
+                   [[1.5 / 1.8, .3 / 1.8, 0], [0, 1, 0], [0, .2 / 1.8, 1.6 / 1.8]]), 1e-15)
+    # discard 0.34 picks floor(3.06) = 3 smallest of C: [0,0], [2,2], [2,0]; [0,0] is kept
+    C = [[.1, .5, .4], [.3, .3, .4], [.2, .7, .1]]
+    check("rollout by hand: discard never zeroes [0,0]",
+          max_diff(ref.rollout(layers(C), discard=0.34),
+                   [[.55, .25, .2], [.15, .65, .2], [0, .7 / 1.7, 1 / 1.7]]), 1e-15)
+    # A and B as two heads of one layer
+    two_heads = torch.tensor([[A, B]], dtype=torch.float64)
+    fused = {"mean": [[1.55 / 2, .25 / 2, .2 / 2], [.15 / 2, 1.7 / 2, .15 / 2],
+                      [.1 / 2, .1 / 2, 1.8 / 2]],
+             "max": [[1.6 / 2.1, .3 / 2.1, .2 / 2.1], [.2 / 2.2, 1.8 / 2.2, .2 / 2.2],
+                     [.2 / 2.4, .2 / 2.4, 2 / 2.4]],
+             "min": [[1.5 / 1.9, .2 / 1.9, .2 / 1.9], [.1 / 1.8, 1.6 / 1.8, .1 / 1.8], [0, 0, 1]]}
+    for fuse, expected in fused.items():
+        check(f"rollout by hand: heads fused by {fuse}",
+              max_diff(ref.rollout(two_heads, fuse), expected), 1e-15)
+
+
+# --- f. fixtures on disk ------------------------------------------------------------------------
 
 def check_fixtures():
     index_path = os.path.join(FIXTURES, "cases.json")
@@ -264,6 +355,44 @@ def check_fixtures():
         worst = max(worst, max(max_diff(out[k], stored[n]) for k, n in names.items()))
     check(f"{len(index)} fixture cases match the reference", worst, 1e-6)
 
+    with open(os.path.join(FIXTURES, "traces.json")) as f:
+        traces = json.load(f)
+    worst = 0.0
+    for entry in traces:
+        cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]))
+        stored, metadata = ref.read_safetensors(os.path.join(FIXTURES, entry["file"]))
+        expected = fx.trace_tensors(cfg, w, stored["input"])
+        if sorted(stored) != sorted(expected):
+            check(f"{entry['file']} holds the trace tensors", 1, 0)
+            continue
+        for k, v in expected.items():  # relative to the magnitude: planted norms reach ~400
+            worst = max(worst, max_diff(stored[k] / v.abs().clamp(min=1), v / v.abs().clamp(min=1)))
+        if "artifacts" in entry:
+            check_planted(entry, stored, metadata)
+    check(f"{len(traces)} trace fixtures match the reference (relative)", worst, 1e-6)
+
+
+def check_planted(entry, stored, metadata):
+    """The planted fixture's artifacts are exactly the tokens above its threshold from its
+    block on (none before), and its metadata states the norms the stored trace shows."""
+    norms, threshold = stored["norms"], float(metadata["threshold"])
+    block = int(metadata["planted_block"])
+    artifacts = [int(t) for t in metadata["artifacts"].split(",")]
+    above = [[t for t in range(row.numel()) if row[t] > threshold] for row in norms]
+    check("planted: tokens above the threshold per layer are the artifacts from its block on",
+          0 if above == [artifacts if layer >= block else [] for layer in range(len(norms))]
+          and artifacts == entry["artifacts"] else 1, 0)
+    others = [t for t in range(norms.shape[-1]) if t not in artifacts]
+    lo = [float(v) for v in metadata["artifact_min_norm"].split(",")]
+    hi = [float(v) for v in metadata["other_max_norm"].split(",")]
+    check("planted: artifact_min_norm / other_max_norm metadata match the stored norms",
+          max(max_diff(norms[:, artifacts].amin(dim=1), lo),
+              max_diff(norms[:, others].amax(dim=1), hi)),
+          1e-3)
+    grid = [tuple(map(int, cell.split(","))) for cell in metadata["artifact_grid"].split(";")]
+    check("planted: artifact_grid cells are the artifact tokens (1 + row * 4 + col)",
+          0 if sorted(1 + r * fx.GRID + c for r, c in grid) == artifacts else 1, 0)
+
 
 def main():
     torch.set_num_threads(1)
@@ -271,6 +400,8 @@ def main():
     check_design_resampling()
     check_alternative_forward()
     check_layouts()
+    check_trace_invariants()
+    check_rollout_by_hand()
     check_fixtures()
     if failures:
         print(f"{len(failures)} check(s) FAILED")

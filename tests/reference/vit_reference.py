@@ -5,11 +5,12 @@ Semantics: shared/DESIGN.md sections 2 (forward, position-embedding resampling, 
 layouts) and 3 (attention normalizers). Everything is computed in float64 except the
 position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do we.
 
-The module has four parts, top to bottom:
+The module has five parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
   2. layouts: canonical weights <-> dinov2 / timm_reg / hf tensor names, one adapter each,
   3. config resolution (metadata, config.json, shapes, defaults, overrides) and `load_model`,
-  4. the forward pass.
+  4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities),
+  5. attention rollout.
 
 Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIGN §2):
   cls_token [1,1,D], register_tokens [1,R,D] (R > 0 only), pos_embed [1,1+M*M,D],
@@ -333,18 +334,19 @@ def resample_pos_embed(patch_pos, grid, h0, w0, mode, compute_dtype=torch.float3
     return y.permute(0, 2, 3, 1).reshape(h0 * w0, dim).to(patch_pos.dtype)
 
 
-def normalized_attention(logits, kind, sinks=None):
-    """Attention probabilities over the last axis (DESIGN §3).
+def attention_with_abstention(logits, kind, sinks=None):
+    """(probabilities over the last axis, abstention mass 1 - sum p per row) (DESIGN §3).
 
-    softmax:  p = e^z / sum e^z
+    softmax:  p = e^z / sum e^z                  abstention 0
     softmax1: p = e^z / (1 + sum e^z)            (a sink logit s = 0)
     sink:     p = e^z / (e^s + sum e^z)          (s = per-head logit, broadcast against logits;
                                                   s = 0 when the checkpoint has no sinks)
-    Stable form: m = max(s, max z); p = e^(z-m) / (e^(s-m) + sum e^(z-m))."""
+    Stable form: m = max(s, max z); p = e^(z-m) / (e^(s-m) + sum e^(z-m)); the abstention is
+    computed directly as e^(s-m) / (e^(s-m) + sum e^(z-m)), not as 1 - sum p."""
     if kind == "softmax":
         m = logits.amax(dim=-1, keepdim=True)
         e = torch.exp(logits - m)
-        return e / e.sum(dim=-1, keepdim=True)
+        return e / e.sum(dim=-1, keepdim=True), torch.zeros(logits.shape[:-1], dtype=logits.dtype)
     if kind == "softmax1" or sinks is None:
         assert kind in ("softmax1", "sink"), kind
         s = torch.zeros((), dtype=logits.dtype)
@@ -353,7 +355,14 @@ def normalized_attention(logits, kind, sinks=None):
     s = torch.as_tensor(s, dtype=logits.dtype).expand(logits.shape[:-1]).unsqueeze(-1)
     m = torch.maximum(s, logits.amax(dim=-1, keepdim=True))
     e = torch.exp(logits - m)
-    return e / (torch.exp(s - m) + e.sum(dim=-1, keepdim=True))
+    null = torch.exp(s - m)
+    denominator = null + e.sum(dim=-1, keepdim=True)
+    return e / denominator, (null / denominator).squeeze(-1)
+
+
+def normalized_attention(logits, kind, sinks=None):
+    """Attention probabilities only (see `attention_with_abstention`)."""
+    return attention_with_abstention(logits, kind, sinks)[0]
 
 
 def linear(x, w, name):
@@ -365,7 +374,8 @@ def layer_norm(x, w, name, eps):
 
 
 def attention(x, w, prefix, cfg):
-    """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v."""
+    """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v.
+    Returns (output [B,N,D], probabilities [B,h,N,N], abstention [B,h,N])."""
     B, N, D = x.shape
     hd = D // cfg.heads
     q, k, v = linear(x, w, prefix + ".qkv").split(D, dim=-1)
@@ -374,16 +384,19 @@ def attention(x, w, prefix, cfg):
     sinks = w.get(prefix + ".sinks")
     if sinks is not None:
         sinks = sinks.reshape(1, cfg.heads, 1)
-    p = normalized_attention(logits, cfg.attention, sinks)
+    p, abstention = attention_with_abstention(logits, cfg.attention, sinks)
     out = (p @ v).transpose(1, 2).reshape(B, N, D)
-    return linear(out, w, prefix + ".proj")
+    return linear(out, w, prefix + ".proj"), p, abstention
 
 
 def mlp(x, w, prefix, cfg):
+    """Returns (output [B,N,D], hidden activation [B,N,H]: after GELU, or silu(x1) * x2)."""
     if cfg.mlp == "swiglu":
         x1, x2 = linear(x, w, prefix + ".w12").chunk(2, dim=-1)
-        return linear(F.silu(x1) * x2, w, prefix + ".w3")
-    return linear(F.gelu(linear(x, w, prefix + ".fc1")), w, prefix + ".fc2")  # exact erf GELU
+        hidden = F.silu(x1) * x2
+        return linear(hidden, w, prefix + ".w3"), hidden
+    hidden = F.gelu(linear(x, w, prefix + ".fc1"))  # exact erf GELU
+    return linear(hidden, w, prefix + ".fc2"), hidden
 
 
 def embed(images, w, cfg):
@@ -405,16 +418,86 @@ def embed(images, w, cfg):
     return torch.cat(tokens, dim=1)
 
 
-def forward(cfg, w, images):
+TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden", "key_mass")
+
+
+def block_output_statistics(x):
+    """DESIGN §4's statistics of one block's output x [B,N,D] (the residual stream, before the
+    final norm), per image: L2 token norms over channels [B,N], max |x| over all tokens and
+    channels [B], Pearson kurtosis mu4 / sigma^4 (NOT excess: a Gaussian gives 3) over all N*D
+    values with population moments [B]."""
+    values = x.flatten(1)
+    centered = values - values.mean(dim=1, keepdim=True)
+    kurtosis = (centered ** 4).mean(dim=1) / (centered ** 2).mean(dim=1) ** 2
+    return {"norms": x.norm(dim=-1), "inf_norm": values.abs().amax(dim=1), "kurtosis": kurtosis}
+
+
+def forward(cfg, w, images, trace=False):
     """DINOv2 forward_features in float64. images [B,3,H,W] -> dict with cls [B,D],
-    registers [B,R,D], patches [B,h0*w0,D] (row-major grid) and prenorm [B,N,D]."""
+    registers [B,R,D], patches [B,h0*w0,D] (row-major grid) and prenorm [B,N,D].
+
+    With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
+    axis B and then one entry per block (L = depth), tokens N = 1 + R + h0*w0 in token order:
+      attn [B,L,h,N,N]      attention probabilities (the normalizer's output: softmax-1 / sink
+                            rows sum to 1 - abstention),
+      abstention [B,L,h,N]  per query e^(s-m) / (e^(s-m) + sum e^(z-m)); 0 for softmax,
+      norms [B,L,N], inf_norm [B,L], kurtosis [B,L]  of each block's output (see
+                            `block_output_statistics`),
+      mlp_hidden [B,L,N,H]  the MLP hidden activation (after GELU; SwiGLU: silu(x1) * x2),
+      key_mass [B,L,h,N]    alpha_k = (1/N) sum_i A_ik, the mean attention key k receives."""
     x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg)
+    layers = []
     for i in range(cfg.depth):
         b = f"blocks.{i}"
         ls1 = w.get(b + ".ls1.gamma", 1.0)
         ls2 = w.get(b + ".ls2.gamma", 1.0)
-        x = x + ls1 * attention(layer_norm(x, w, b + ".norm1", cfg.eps), w, b + ".attn", cfg)
-        x = x + ls2 * mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg)
+        a, p, abstention = attention(layer_norm(x, w, b + ".norm1", cfg.eps), w, b + ".attn", cfg)
+        x = x + ls1 * a
+        m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg)
+        x = x + ls2 * m
+        if trace:
+            layers.append({"attn": p, "abstention": abstention, "mlp_hidden": hidden,
+                           **block_output_statistics(x)})
     xn = layer_norm(x, w, "norm", cfg.eps)
     R = cfg.registers
-    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+    out = {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+    if trace:
+        out["trace"] = {k: torch.stack([layer[k] for layer in layers], dim=1) for k in layers[0]}
+        out["trace"]["key_mass"] = out["trace"]["attn"].mean(dim=-2)  # over the queries i
+        assert sorted(out["trace"]) == sorted(TRACE_KEYS)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# 5. Attention rollout (Abnar & Zuidema)
+# ---------------------------------------------------------------------------------------------
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def fuse_heads(layer_attn, fuse):
+    """One layer's attention [h,N,N] -> [N,N]: the elementwise mean, max or min over heads."""
+    assert fuse in HEAD_FUSIONS, fuse
+    return {"mean": torch.mean, "max": torch.amax, "min": torch.amin}[fuse](layer_attn, dim=0)
+
+
+def rollout(attn, fuse="mean", discard=0.0):
+    """Attention rollout of one image's attn [L,h,N,N] (DESIGN §4) -> [N,N]:
+    per layer fuse the heads elementwise (mean | max | min) -> F [N,N]; if discard > 0 zero the
+    floor(discard*N*N) smallest entries of F (row-major flat indices, stable sort by value), except
+    the entry [0,0], which is never zeroed (so one fewer may be zeroed); A^ = F + I; divide each row
+    of A^ by its row sum; result = A^_{L-1} ... A^_1 A^_0 (from the identity, left-multiplying
+    each layer in order)."""
+    n = attn.shape[-1]
+    eye = torch.eye(n, dtype=torch.float64)
+    result = eye
+    for layer in torch.as_tensor(attn, dtype=torch.float64):
+        fused = fuse_heads(layer, fuse)
+        if discard > 0:
+            flat = fused.flatten().clone()
+            smallest = torch.sort(flat, stable=True).indices[:math.floor(discard * n * n)]
+            flat[smallest[smallest != 0]] = 0
+            fused = flat.reshape(n, n)
+        a = fused + eye
+        result = (a / a.sum(dim=-1, keepdim=True)) @ result
+    return result

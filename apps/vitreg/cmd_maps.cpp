@@ -1,0 +1,145 @@
+// vitreg maps MODEL IMAGE -o OUT_DIR: attention maps, patch-norm heatmaps and statistics of one image.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "common.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/inspect.hpp"
+#include "vitreg/views.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg::cli {
+
+namespace {
+
+std::vector<int> parse_layers(const std::string& spec, int depth) {
+    std::vector<int> out;
+    if (spec == "all") {
+        out.resize(depth);
+        std::iota(out.begin(), out.end(), 0);
+        return out;
+    }
+    if (spec == "last") return {depth - 1};
+    std::stringstream ss(spec);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        int v = 0;
+        try {
+            std::size_t used = 0;
+            v = std::stoi(item, &used);
+            if (used != item.size()) throw std::invalid_argument(item);
+        } catch (const std::exception&) {
+            throw UsageError("bad --layers '" + spec + "' (expected all, last or i,j,...)");
+        }
+        if (v < 0) v += depth;  // -1 is the last layer
+        if (v < 0 || v >= depth)
+            throw UsageError("--layers " + item + " is out of range (the model has " + std::to_string(depth) + " layers: 0.." +
+                             std::to_string(depth - 1) + ")");
+        out.push_back(v);
+    }
+    if (out.empty()) throw UsageError("bad --layers '" + spec + "'");
+    return out;
+}
+
+}  // namespace
+
+void register_maps(CLI::App& app, Command& run) {
+    auto* cmd = app.add_subcommand("maps", "attention maps, patch-norm heatmaps and artifact statistics of one image");
+    struct Args {
+        ModelArgs model;
+        std::string image, out, layers = "all", heads = "all", query = "cls", resize = "eval";
+        bool rollout = false, save_attention = false, save_norms = false;
+        float discard = 0.0f;
+        ArtifactRules rules;
+        int threads = 0;
+    };
+    auto a = std::make_shared<Args>();
+    add_model_args(*cmd, a->model);
+    cmd->add_option("IMAGE", a->image, "the image")->required();
+    cmd->add_option("-o,--out", a->out, "output folder")->required();
+    cmd->add_option("--layers", a->layers, "all | last | i,j,... (negative counts from the end)")->capture_default_str();
+    cmd->add_option("--heads", a->heads, "all (each head + their mean) | mean | max | min")
+        ->check(CLI::IsMember({"all", "mean", "max", "min"}))
+        ->capture_default_str();
+    cmd->add_option("--query", a->query, "cls | reg:K | patch:R,C")->capture_default_str();
+    cmd->add_flag("--rollout", a->rollout, "also write rollout.png (Abnar & Zuidema)");
+    cmd->add_option("--discard", a->discard, "rollout: zero this fraction of the smallest fused weights per layer")
+        ->check(CLI::Range(0.0f, 0.99f));
+    cmd->add_option("--resize", a->resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    cmd->add_flag("--save-attention", a->save_attention, "write attention.npy [layers, heads, 1, tokens]");
+    cmd->add_flag("--save-norms", a->save_norms, "write norms.npy [layers, tokens]");
+    cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
+    cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
+    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    cmd->callback([&run, a] {
+        run = [a] {
+            const Model m = load_model(a->model);
+            const Config& c = m.config();
+            const ResizeSpec resize = ResizeSpec::parse(a->resize);
+            const TokenRef query = TokenRef::parse(a->query);
+            const std::vector<int> layers = parse_layers(a->layers, c.depth);
+            const bool each_head = a->heads == "all";
+            const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
+
+            // Everything that can fail on the input fails here, before any file is written.
+            const Pixels px = preprocess(decode_image(a->image), resize, c.patch, c.mean, c.std, a->image);
+            const int gh = px.height / c.patch, gw = px.width / c.patch;
+            const int q = query.token_index(c.registers, gh, gw);
+
+            Probe probe = Probe::statistics(c.depth);
+            if (q != 0) probe.queries.push_back(q);
+            probe.all_queries = a->rollout;
+            Trace t;
+            m.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{a->threads});
+            const ImageStats stats = image_stats(t, 0, a->rules);
+
+            make_dirs(a->out);
+            const std::string dir = a->out + "/";
+            const cv::Mat image = render::fit(render::input_image(px, c.mean, c.std), 224);
+            const std::string what = query.to_string() + " attention, " + to_string(c.attention) +
+                                     (c.retrofit() ? " (retrofit)" : "");
+            render::write_png(dir + "attention.png", render::attention_grid(image, t, layers, q, each_head, fusion, what));
+            render::write_png(dir + "norms.png", render::norms_grid(image, t, layers, stats, "patch norms"));
+            const auto& out_layer = stats.layers.back();
+            render::write_png(dir + "histogram.png",
+                              render::histogram(render::patch_grid(t.norms_of(c.depth - 1, 0), t), 40,
+                                                {{out_layer.robust_threshold, "median+k*MAD"}, {a->rules.norm_threshold, "absolute"}},
+                                                "patch norms at the output layer", "L2 norm"));
+            if (c.attention != AttentionKind::Softmax)
+                render::write_png(dir + "abstention.png", render::abstention_grid(image, t, layers, to_string(c.attention)));
+            if (a->rollout) {
+                const auto r = rollout(t, 0, fusion, a->discard);
+                std::vector<float> row(r.begin() + static_cast<std::ptrdiff_t>(q) * t.tokens,
+                                       r.begin() + static_cast<std::ptrdiff_t>(q + 1) * t.tokens);
+                cv::Mat tile = render::attention_tile(image, row.data(), t);
+                render::caption(tile, "rollout of " + query.to_string() + ", " + to_string(fusion) + " of heads");
+                render::write_png(dir + "rollout.png", tile);
+            }
+            nlohmann::json j = stats_json(stats, a->rules, t);
+            j["image"] = a->image;
+            j["model"] = m.path();
+            j["attention"] = to_string(c.attention);
+            j["retrofit"] = c.retrofit();
+            j["query"] = query.to_string();
+            write_file_atomic(dir + "stats.json", j.dump(1) + "\n");
+            if (a->save_attention) {
+                // [layers, heads, 1, tokens] for the chosen layers and query.
+                std::vector<float> att;
+                for (int l : layers)
+                    for (int h = 0; h < t.heads; ++h) {
+                        const float* r = t.attention_row(t.attention_slot(l), 0, h, t.query_slot(q));
+                        att.insert(att.end(), r, r + t.tokens);
+                    }
+                write_npy(dir + "attention.npy",
+                          ArrayRef{{static_cast<std::int64_t>(layers.size()), t.heads, 1, t.tokens}, att.data()});
+            }
+            if (a->save_norms) write_npy(dir + "norms.npy", ArrayRef{{t.layers, t.tokens}, t.norms.data()});
+            std::cerr << "vitreg: maps of " << a->image << " (" << what << ") written to " << a->out << "\n";
+            return 0;
+        };
+    });
+}
+
+}  // namespace vitreg::cli

@@ -1,0 +1,74 @@
+#pragma once
+// Looking inside one forward. A Probe says what to record; the forward fills a Trace.
+// Recording nothing costs nothing, and attention rows are copied only for the queries asked
+// for: no N×N matrix exists unless every query is requested.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace vitreg {
+
+// A token named the way users think of it.
+struct TokenRef {
+    enum class Kind { Cls, Register, Patch };
+    Kind kind = Kind::Cls;
+    int index = 0;     // register number
+    int row = 0, col = 0;  // patch position in the grid
+
+    // "cls" | "reg:K" | "patch:R,C"; throws UsageError.
+    static TokenRef parse(const std::string& text);
+    std::string to_string() const;
+    // Index in token order [CLS, registers, patches]; throws UsageError when out of range.
+    int token_index(int registers, int grid_h, int grid_w) const;
+};
+
+struct Probe {
+    bool norms = false;                 // every token's L2 / max-abs norm after every block, layer kurtosis
+    std::vector<int> attention_layers;  // layers whose attention rows are recorded (all heads)
+    std::vector<int> queries;           // token indices of the rows to record
+    bool all_queries = false;           // record every row instead (N×N per head and layer)
+    bool abstention = false;            // abstention mass of every query, every layer and head
+    bool key_mass = false;              // mean attention each key receives (α_k), every layer and head
+    std::vector<int> mlp_layers;        // MLP hidden activations (after GELU / SwiGLU) of these layers
+
+    // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
+    // abstention and key mass.
+    static Probe statistics(int depth);
+};
+
+// Arrays are layer-major: one layer's values for the whole batch are contiguous.
+struct Trace {
+    int batch = 0, layers = 0, heads = 0, tokens = 0, registers = 0, grid_h = 0, grid_w = 0, mlp_hidden = 0;
+
+    std::vector<float> norms;       // [layers, batch, tokens]  L2 over channels, residual stream after block l
+    std::vector<float> max_abs;     // [layers, batch, tokens]  ∞-norm of the same
+    std::vector<float> kurtosis;    // [layers, batch]          μ4/σ⁴ over tokens × channels (Pearson, not excess)
+    std::vector<int> attention_layers, queries;  // what `attention` holds, in that order
+    std::vector<float> attention;   // [attention_layers, batch, heads, queries, tokens]
+    std::vector<float> abstention;  // [layers, batch, heads, tokens]  1 - Σp per query
+    std::vector<float> key_mass;    // [layers, batch, heads, tokens]  (1/N) Σ_i A_ik
+    std::vector<int> mlp_layers;
+    std::vector<float> mlp;         // [mlp_layers, batch, tokens, mlp_hidden]
+
+    int patch_offset() const { return 1 + registers; }
+    int patch_count() const { return grid_h * grid_w; }
+    const float* norms_of(int layer, int b) const { return norms.data() + at(layer, b) * tokens; }
+    const float* max_abs_of(int layer, int b) const { return max_abs.data() + at(layer, b) * tokens; }
+    // Row of query slot q (an index into `queries`) in attention layer slot l, head h.
+    const float* attention_row(int l, int b, int h, int q) const {
+        return attention.data() + ((at(l, b) * heads + h) * queries.size() + q) * tokens;
+    }
+    const float* abstention_of(int layer, int b, int h) const {
+        return abstention.data() + (at(layer, b) * heads + h) * tokens;
+    }
+    const float* key_mass_of(int layer, int b, int h) const { return key_mass.data() + (at(layer, b) * heads + h) * tokens; }
+    const float* mlp_of(int l, int b) const { return mlp.data() + at(l, b) * tokens * mlp_hidden; }
+    // Slot of a recorded layer / query, or -1.
+    int attention_slot(int layer) const;
+    int query_slot(int token) const;
+
+private:
+    std::size_t at(int layer, int b) const { return static_cast<std::size_t>(layer) * batch + b; }
+};
+
+}  // namespace vitreg

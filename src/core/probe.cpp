@@ -1,0 +1,88 @@
+#include "vitreg/probe.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+namespace {
+
+int parse_int(const std::string& s, const std::string& whole) {
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || v < 0 || v > 1000000)
+        throw UsageError("bad token '" + whole + "' (expected cls, reg:K or patch:R,C)");
+    return static_cast<int>(v);
+}
+
+}  // namespace
+
+TokenRef TokenRef::parse(const std::string& text) {
+    TokenRef t;
+    if (text == "cls") return t;
+    if (text.rfind("reg:", 0) == 0) {
+        t.kind = Kind::Register;
+        t.index = parse_int(text.substr(4), text);
+        return t;
+    }
+    if (text.rfind("patch:", 0) == 0) {
+        const std::string rc = text.substr(6);
+        const auto comma = rc.find(',');
+        if (comma == std::string::npos) throw UsageError("bad token '" + text + "' (expected patch:R,C)");
+        t.kind = Kind::Patch;
+        t.row = parse_int(rc.substr(0, comma), text);
+        t.col = parse_int(rc.substr(comma + 1), text);
+        return t;
+    }
+    throw UsageError("bad token '" + text + "' (expected cls, reg:K or patch:R,C)");
+}
+
+std::string TokenRef::to_string() const {
+    switch (kind) {
+        case Kind::Cls: return "cls";
+        case Kind::Register: return "reg:" + std::to_string(index);
+        case Kind::Patch: return "patch:" + std::to_string(row) + "," + std::to_string(col);
+    }
+    return "?";
+}
+
+int TokenRef::token_index(int registers, int grid_h, int grid_w) const {
+    switch (kind) {
+        case Kind::Cls: return 0;
+        case Kind::Register:
+            if (index >= registers)
+                throw UsageError("token " + to_string() + ": the model has " + std::to_string(registers) + " registers");
+            return 1 + index;
+        case Kind::Patch:
+            if (row >= grid_h || col >= grid_w)
+                throw UsageError("token " + to_string() + " lies outside the " + std::to_string(grid_h) + "x" +
+                                 std::to_string(grid_w) + " patch grid");
+            return 1 + registers + row * grid_w + col;
+    }
+    return 0;
+}
+
+Probe Probe::statistics(int depth) {
+    Probe p;
+    p.norms = true;
+    p.abstention = true;
+    p.key_mass = true;
+    p.queries = {0};
+    for (int l = 0; l < depth; ++l) p.attention_layers.push_back(l);
+    return p;
+}
+
+int Trace::attention_slot(int layer) const {
+    const auto it = std::find(attention_layers.begin(), attention_layers.end(), layer);
+    return it == attention_layers.end() ? -1 : static_cast<int>(it - attention_layers.begin());
+}
+
+int Trace::query_slot(int token) const {
+    if (static_cast<int>(queries.size()) == tokens) return token;  // every row was recorded
+    const auto it = std::find(queries.begin(), queries.end(), token);
+    return it == queries.end() ? -1 : static_cast<int>(it - queries.begin());
+}
+
+}  // namespace vitreg
