@@ -30,6 +30,23 @@ def manifest(out):
         return [json.loads(line) for line in f]
 
 
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", head[16:24])  # width, height
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -83,7 +100,7 @@ class CliTest(unittest.TestCase):
         # Final LayerNorm output: each token has mean ~0 over channels for a weight-1 bias-0 norm.
         self.assertLess(abs(float(cls.mean())), 0.05)
         self.assertEqual(len(os.listdir(os.path.join(out, "patch"))), len(images))
-        run = json.load(open(os.path.join(out, "run.json")))
+        run = read_json(os.path.join(out, "run.json"))
         self.assertEqual(run["resize"], "eval")
         # Rerunning into the same folder replaces the files and gives the same numbers.
         r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1")
@@ -149,6 +166,85 @@ class CliTest(unittest.TestCase):
         r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(self.tmp, "o"), "--attention", "relu")
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("relu", r.stderr)
+
+    def test_maps_writes_pictures_stats_and_arrays(self):
+        out = os.path.join(self.tmp, "maps")
+        r = vitreg("maps", MODEL, os.path.join(ASSETS, "coffee.jpg"), "-o", out, "--layers", "0,-1", "--query",
+                   "patch:3,4", "--rollout", "--discard", "0.5", "--save-attention", "--save-norms", "--attention", "sink")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ["attention.png", "norms.png", "histogram.png", "abstention.png", "rollout.png"]:
+            w, h = png_size(os.path.join(out, name))
+            self.assertGreater(w, 100, name)
+            self.assertGreater(h, 100, name)
+        w, h = png_size(os.path.join(out, "attention.png"))
+        self.assertGreater(w, 4 * 224)  # 3 heads + the mean column
+        self.assertGreater(h, 2 * 224)  # 2 layers
+        att = np.load(os.path.join(out, "attention.npy"))
+        self.assertEqual(att.shape, (2, 3, 1, 261))
+        stats = read_json(os.path.join(out, "stats.json"))
+        # A sink row sums to 1 - abstention: below 1, here (logit 0, 261 keys) only just.
+        self.assertTrue(np.all(att.sum(-1) < 1.0))
+        self.assertTrue(np.all(att.sum(-1) > 0.9))
+        norms = np.load(os.path.join(out, "norms.npy"))
+        self.assertEqual(norms.shape, (6, 261))
+        self.assertEqual(len(stats["layers"]), 6)
+        self.assertEqual(len(stats["heads"]), 18)
+        last = stats["layers"][-1]
+        patch_norms = norms[-1, 5:]
+        self.assertAlmostEqual(last["norm_max"], float(patch_norms.max()), places=3)
+        self.assertAlmostEqual(last["norm_median"], float(np.median(patch_norms)), places=3)
+        self.assertEqual(stats["definitions"]["kurtosis_excess"], False)
+        self.assertTrue(all(h["mean_abstention"] > 0 for h in stats["heads"]))
+        self.assertEqual(stats["query"], "patch:3,4")
+
+    def test_maps_bad_input_writes_nothing(self):
+        bad = os.path.join(self.tmp, "bad.png")
+        with open(bad, "w") as f:
+            f.write("not an image")
+        for args, message in [
+            ([bad], "bad.png: not a decodable image"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--query", "patch:16,0"], "outside the 16x16 patch grid"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--query", "reg:9"], "the model has 4 registers"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--layers", "6"], "--layers 6 is out of range"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--query", "head"], "bad token 'head'"),
+        ]:
+            out = os.path.join(self.tmp, "never")
+            r = vitreg("maps", MODEL, *args, "-o", out)
+            self.assertEqual(r.returncode, 1, (args, r.stderr))
+            self.assertIn(message, r.stderr)
+            self.assertTrue(r.stderr.startswith("vitreg: "), r.stderr)
+            self.assertFalse(os.path.exists(out), args)
+
+    def test_compare_outputs_agree(self):
+        out = os.path.join(self.tmp, "cmp")
+        models = [MODEL, MODEL + "@softmax1", os.path.join(FIXTURES, "models", "sink_reg2_f32.safetensors")]
+        r = vitreg("compare", *models, "--images", os.path.join(ASSETS, "chelsea.png"), os.path.join(ASSETS, "retina.jpg"),
+                   "-o", out, "--resize", "224x224")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        w, h = png_size(os.path.join(out, "compare.png"))
+        self.assertGreater(w, 6 * 224)
+        self.assertGreater(h, 2 * 224)
+        import csv
+        with open(os.path.join(out, "stats.csv")) as f:
+            rows = list(csv.DictReader(f))
+        stats = read_json(os.path.join(out, "stats.json"))
+        self.assertEqual(len(rows), 6)
+        self.assertEqual(len(stats["rows"]), 6)
+        for c, j in zip(rows, stats["rows"]):
+            for key, value in c.items():
+                self.assertEqual(str(j[key]), value, key)
+        self.assertEqual(rows[1]["config"], MODEL + "@softmax1 (retrofit)")
+        self.assertEqual(rows[1]["retrofit"], "true")
+        self.assertEqual(rows[2]["attention"], "sink")
+        self.assertGreater(float(rows[2]["mean_abstention"]), 0)
+        self.assertEqual(float(rows[0]["mean_abstention"]), 0)
+        html = read_text(os.path.join(out, "report.html"))
+        self.assertIn("data:image/png;base64,", html)
+        self.assertNotIn("src=\"http", html)  # self-contained
+        r = vitreg("compare", MODEL + "@relu", "--images", os.path.join(ASSETS, "chelsea.png"), "-o", out + "2")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("unknown attention kind 'relu'", r.stderr)
+        self.assertFalse(os.path.exists(out + "2"))
 
     def test_bench_reports_ms_and_gflops(self):
         r = vitreg("bench", MODEL, "--iters", "2", "--warmup", "1", "--size", "112x168")
