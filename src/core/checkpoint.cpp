@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "json_limits.hpp"
+#include "parse_number.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -115,12 +116,9 @@ struct Hints {
     std::optional<long> meta_int(const std::string& key) const {
         auto s = str(key);
         if (!s) return std::nullopt;
-        char* end = nullptr;
-        errno = 0;
-        const long v = std::strtol(s->c_str(), &end, 10);
-        if (s->empty() || *end != '\0' || errno || v < 0 || v > (1 << 24))
-            throw ConfigError(file + ": metadata '" + key + "' = '" + *s + "' is not a valid count");
-        return v;
+        const auto v = parse_integer(*s, 0, 1 << 24);
+        if (!v) throw ConfigError(file + ": metadata '" + key + "' = '" + *s + "' is not a valid count");
+        return *v;
     }
     std::optional<double> meta_float(const std::string& key) const {
         auto s = str(key);

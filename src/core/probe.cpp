@@ -1,8 +1,8 @@
 #include "vitreg/probe.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
+#include "parse_number.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -10,11 +10,9 @@ namespace vitreg {
 namespace {
 
 int parse_int(const std::string& s, const std::string& whole) {
-    char* end = nullptr;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || v < 0 || v > 1000000)
-        throw UsageError("bad token '" + whole + "' (expected cls, reg:K or patch:R,C)");
-    return static_cast<int>(v);
+    const auto v = parse_integer(s, 0, 1000000);
+    if (!v) throw UsageError("bad token '" + whole + "' (expected cls, reg:K or patch:R,C)");
+    return static_cast<int>(*v);
 }
 
 }  // namespace

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
+#include "parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/resample.hpp"
 
@@ -12,11 +12,9 @@ namespace vitreg {
 namespace {
 
 int parse_positive(const std::string& s, const std::string& whole) {
-    char* end = nullptr;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || v <= 0 || v > 65536)
-        throw UsageError("bad --resize '" + whole + "' (expected eval, none, WxH, short:N or long:N)");
-    return static_cast<int>(v);
+    const auto v = parse_integer(s, 1, 65536);
+    if (!v) throw UsageError("bad --resize '" + whole + "' (expected eval, none, WxH, short:N or long:N)");
+    return static_cast<int>(*v);
 }
 
 }  // namespace
