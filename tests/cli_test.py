@@ -15,6 +15,8 @@ import unittest
 
 import numpy as np
 
+from png_util import decode_png
+
 VITREG, ROOT = sys.argv[1], sys.argv[2]
 MODEL = "vitreg-untrained-s14-d192-reg4"
 ASSETS = os.path.join(ROOT, "assets", "images")
@@ -173,9 +175,11 @@ class CliTest(unittest.TestCase):
                    "patch:3,4", "--rollout", "--discard", "0.5", "--save-attention", "--save-norms", "--attention", "sink")
         self.assertEqual(r.returncode, 0, r.stderr)
         for name in ["attention.png", "norms.png", "histogram.png", "abstention.png", "rollout.png"]:
-            w, h = png_size(os.path.join(out, name))
+            w, h, rows = decode_png(os.path.join(out, name))
+            self.assertEqual((w, h), png_size(os.path.join(out, name)))
             self.assertGreater(w, 100, name)
             self.assertGreater(h, 100, name)
+            self.assertGreater(len({px for row in rows[::7] for px in row[::7]}), 50, name)  # a picture, not a blank
         w, h = png_size(os.path.join(out, "attention.png"))
         self.assertGreater(w, 4 * 224)  # 3 heads + the mean column
         self.assertGreater(h, 2 * 224)  # 2 layers
@@ -196,6 +200,19 @@ class CliTest(unittest.TestCase):
         self.assertEqual(stats["definitions"]["kurtosis_excess"], False)
         self.assertTrue(all(h["mean_abstention"] > 0 for h in stats["heads"]))
         self.assertEqual(stats["query"], "patch:3,4")
+
+    def test_maps_keeps_the_aspect_of_non_square_images(self):
+        out = os.path.join(self.tmp, "wide")
+        r = vitreg("maps", MODEL, os.path.join(ASSETS, "coffee.jpg"), "-o", out, "--resize", "none", "--layers", "last",
+                   "--heads", "max")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read_json(os.path.join(out, "stats.json"))["grid"], [24, 36])  # 512x341 → 504x336
+        width, height, rows = decode_png(os.path.join(out, "attention.png"))
+        # One tile (the max-fused column) among grey labels on white: its colourful pixels.
+        tile = [(x, y) for y, row in enumerate(rows) for x, px in enumerate(row) if max(px) - min(px) > 30]
+        xs, ys = [p[0] for p in tile], [p[1] for p in tile]
+        aspect = (max(xs) - min(xs) + 1) / (max(ys) - min(ys) + 1)
+        self.assertAlmostEqual(aspect, 504 / 336, delta=0.05)
 
     def test_maps_bad_input_writes_nothing(self):
         bad = os.path.join(self.tmp, "bad.png")

@@ -13,7 +13,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import zlib
+
+from png_util import decode_png
 
 VITREG, ROOT = sys.argv[1], sys.argv[2]
 CHROMIUM = shutil.which("chromium")
@@ -31,45 +32,6 @@ def chromium(tmp, *args):
 def console_errors(stderr):
     """Lines where the page itself logged to the console or threw (Chromium's own dbus noise excluded)."""
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
-
-
-def decode_png(path):
-    """8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes) → (width, height, rows of pixel tuples)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width = 8, b"", 0
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
-            assert depth == 8 and colour in (2, 6), (depth, colour)
-            channels = 3 if colour == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride = zlib.decompress(idat), width * channels
-    rows, prev = [], bytearray(stride)
-    for y in range(height):
-        line = raw[y * (stride + 1):(y + 1) * (stride + 1)]
-        ftype, cur = line[0], bytearray(line[1:])
-        for i in range(stride):
-            a = cur[i - channels] if i >= channels else 0
-            b, c = prev[i], prev[i - channels] if i >= channels else 0
-            if ftype == 1:
-                cur[i] = (cur[i] + a) & 255
-            elif ftype == 2:
-                cur[i] = (cur[i] + b) & 255
-            elif ftype == 3:
-                cur[i] = (cur[i] + (a + b) // 2) & 255
-            elif ftype == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                cur[i] = (cur[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append([tuple(cur[x * channels:x * channels + 3]) for x in range(width)])
-        prev = cur
-    return width, height, rows
 
 
 class ReportInBrowser(unittest.TestCase):
