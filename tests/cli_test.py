@@ -222,7 +222,7 @@ class CliTest(unittest.TestCase):
             ([bad], "bad.png: not a decodable image"),
             ([os.path.join(ASSETS, "chelsea.png"), "--query", "patch:16,0"], "outside the 16x16 patch grid"),
             ([os.path.join(ASSETS, "chelsea.png"), "--query", "reg:9"], "the model has 4 registers"),
-            ([os.path.join(ASSETS, "chelsea.png"), "--layers", "6"], "--layers 6 is out of range"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--layers", "6"], "layer '6' in '6' is out of range"),
             ([os.path.join(ASSETS, "chelsea.png"), "--query", "head"], "bad token 'head'"),
         ]:
             out = os.path.join(self.tmp, "never")

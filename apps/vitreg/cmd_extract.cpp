@@ -1,7 +1,4 @@
 // vitreg extract MODEL INPUT... -o OUT_DIR: batch feature extraction.
-#include <unistd.h>
-
-#include <chrono>
 #include <iostream>
 
 #include "common.hpp"
@@ -10,29 +7,6 @@
 #include "vitreg/inputs.hpp"
 
 namespace vitreg::cli {
-
-namespace {
-
-// A one-line progress bar on stderr, drawn only when stderr is a terminal.
-class ProgressBar {
-public:
-    ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
-    void operator()(std::size_t done, std::size_t total) const {
-        if (!enabled_ || total == 0) return;
-        constexpr int kWidth = 30;
-        const int filled = static_cast<int>(kWidth * done / total);
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << done << "/" << total
-                  << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0) << " img/s" << std::flush;
-        if (done == total) std::cerr << "\n";
-    }
-
-private:
-    bool enabled_;
-    std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
 
 void register_extract(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("extract", "write CLS / pooled / register (/ patch) features of images");

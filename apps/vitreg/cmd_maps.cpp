@@ -12,39 +12,6 @@
 
 namespace vitreg::cli {
 
-namespace {
-
-std::vector<int> parse_layers(const std::string& spec, int depth) {
-    std::vector<int> out;
-    if (spec == "all") {
-        out.resize(depth);
-        std::iota(out.begin(), out.end(), 0);
-        return out;
-    }
-    if (spec == "last") return {depth - 1};
-    std::stringstream ss(spec);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        int v = 0;
-        try {
-            std::size_t used = 0;
-            v = std::stoi(item, &used);
-            if (used != item.size()) throw std::invalid_argument(item);
-        } catch (const std::exception&) {
-            throw UsageError("bad --layers '" + spec + "' (expected all, last or i,j,...)");
-        }
-        if (v < 0) v += depth;  // -1 is the last layer
-        if (v < 0 || v >= depth)
-            throw UsageError("--layers " + item + " is out of range (the model has " + std::to_string(depth) + " layers: 0.." +
-                             std::to_string(depth - 1) + ")");
-        out.push_back(v);
-    }
-    if (out.empty()) throw UsageError("bad --layers '" + spec + "'");
-    return out;
-}
-
-}  // namespace
-
 void register_maps(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("maps", "attention maps, patch-norm heatmaps and artifact statistics of one image");
     struct Args {
@@ -79,7 +46,7 @@ void register_maps(CLI::App& app, Command& run) {
             const Config& c = m.config();
             const ResizeSpec resize = ResizeSpec::parse(a->resize);
             const TokenRef query = TokenRef::parse(a->query);
-            const std::vector<int> layers = parse_layers(a->layers, c.depth);
+            const std::vector<int> layers = resolve_layers(a->layers, c.depth);
             const bool each_head = a->heads == "all";
             const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
 

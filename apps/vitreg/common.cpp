@@ -1,5 +1,8 @@
 #include "common.hpp"
 
+#include <unistd.h>
+
+#include <iomanip>
 #include <iostream>
 
 #include "vitreg/checkpoint.hpp"
@@ -13,6 +16,18 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
         ->check(CLI::IsMember({"offset", "antialias", "size"}));
+}
+
+ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+
+void ProgressBar::operator()(std::size_t done, std::size_t total) const {
+    if (!enabled_ || total == 0) return;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * done / total);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << done << "/" << total
+              << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0) << " img/s" << std::flush;
+    if (done == total) std::cerr << "\n";
 }
 
 Model load_model(const ModelArgs& args) {

@@ -1,6 +1,8 @@
 #pragma once
 // What the vitreg subcommands share: how a model is named on the command line and loaded.
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstddef>
 #include <functional>
 #include <string>
 
@@ -19,6 +21,17 @@ struct ModelArgs {
 
 // MODEL positional plus --attention / --pos-interp.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
+// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+class ProgressBar {
+public:
+    ProgressBar();
+    void operator()(std::size_t done, std::size_t total) const;
+
+private:
+    bool enabled_;
+    std::chrono::steady_clock::time_point start_;
+};
+
 // Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelArgs& args);
 
@@ -26,6 +39,8 @@ void register_info(CLI::App& app, Command& run);
 void register_extract(CLI::App& app, Command& run);
 void register_bench(CLI::App& app, Command& run);
 void register_maps(CLI::App& app, Command& run);
+void register_dense(CLI::App& app, Command& run);
+void register_linprobe(CLI::App& app, Command& run);
 void register_compare(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

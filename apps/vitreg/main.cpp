@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
     vitreg::cli::register_bench(app, run);
     vitreg::cli::register_maps(app, run);
     vitreg::cli::register_compare(app, run);
+    vitreg::cli::register_dense(app, run);
+    vitreg::cli::register_linprobe(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -22,6 +22,10 @@ struct TokenRef {
     int token_index(int registers, int grid_h, int grid_w) const;
 };
 
+// "all" | "last" | "i,j,..." (negative counts from the end, -1 = last) → layer indices of a
+// model with `depth` blocks; throws UsageError naming the bad entry.
+std::vector<int> resolve_layers(const std::string& spec, int depth);
+
 struct Probe {
     bool norms = false;                 // every token's L2 / max-abs norm after every block, layer kurtosis
     std::vector<int> attention_layers;  // layers whose attention rows are recorded (all heads)
@@ -30,6 +34,8 @@ struct Probe {
     bool abstention = false;            // abstention mass of every query, every layer and head
     bool key_mass = false;              // mean attention each key receives (α_k), every layer and head
     std::vector<int> mlp_layers;        // MLP hidden activations (after GELU / SwiGLU) of these layers
+    std::vector<int> block_layers;      // the residual stream after these blocks (get_intermediate_layers)
+    bool blocks_normed = false;         // ...with the final LayerNorm applied
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
@@ -49,6 +55,9 @@ struct Trace {
     std::vector<float> key_mass;    // [layers, batch, heads, tokens]  (1/N) Σ_i A_ik
     std::vector<int> mlp_layers;
     std::vector<float> mlp;         // [mlp_layers, batch, tokens, mlp_hidden]
+    int dim = 0;
+    std::vector<int> block_layers;
+    std::vector<float> blocks;      // [block_layers, batch, tokens, dim]
 
     int patch_offset() const { return 1 + registers; }
     int patch_count() const { return grid_h * grid_w; }
@@ -63,6 +72,8 @@ struct Trace {
     }
     const float* key_mass_of(int layer, int b, int h) const { return key_mass.data() + (at(layer, b) * heads + h) * tokens; }
     const float* mlp_of(int l, int b) const { return mlp.data() + at(l, b) * tokens * mlp_hidden; }
+    // Block output slot l (an index into `block_layers`) of image b: [tokens, dim].
+    const float* block_of(int l, int b) const { return blocks.data() + at(l, b) * tokens * dim; }
     // Slot of a recorded layer / query, or -1.
     int attention_slot(int layer) const;
     int query_slot(int token) const;

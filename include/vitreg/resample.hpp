@@ -16,6 +16,9 @@ using ResampleAxis = std::vector<ResampleTaps>;  // one entry per output index
 // bicubic, align_corners=False, antialias=False, A = -0.75, taps clamped to [0, in-1].
 // `src_per_dst` is the coordinate scale: in/out for a size, 1/scale_factor for a factor.
 ResampleAxis cubic_axis(int in, int out, float src_per_dst);
+// bilinear, align_corners=False, antialias=False: source (i + 0.5)·in/out − 0.5 clamped at 0,
+// the two neighbours clamped to [0, in-1].
+ResampleAxis linear_axis(int in, int out);
 // bicubic, antialias=True (A = -0.5, support widened when shrinking, renormalized).
 ResampleAxis cubic_antialias_axis(int in, int out);
 

@@ -61,8 +61,9 @@ private:
     std::map<std::string, std::string> metadata_;
 };
 
-// Half-precision conversions, exact for every value.
+// Half-precision conversions: widening is exact; narrowing rounds to nearest even.
 float half_to_float(std::uint16_t h);
 float bf16_to_float(std::uint16_t b);
+std::uint16_t float_to_half(float f);
 
 }  // namespace vitreg

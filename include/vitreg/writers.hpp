@@ -11,10 +11,11 @@ namespace vitreg {
 // Writes `bytes` to `path` atomically (temp file, fsync, rename). Throws IoError.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
-// A float32 array to be written: shape and row-major data.
+// A float32 array to be written: shape and row-major data; `half` stores it as float16.
 struct ArrayRef {
     std::vector<std::int64_t> shape;
     const float* data = nullptr;
+    bool half = false;
     std::size_t numel() const {
         std::size_t n = 1;
         for (auto s : shape) n *= static_cast<std::size_t>(s);
@@ -22,15 +23,21 @@ struct ArrayRef {
     }
 };
 
-// The bytes of a NumPy .npy file (format 1.0, '<f4', C order).
+// The element bytes of an array: float32, or float16 rounded to nearest even.
+std::string array_bytes(const ArrayRef& array);
+
+// The bytes of a NumPy .npy file (format 1.0, '<f4' or '<f2', C order).
 std::string npy_bytes(const ArrayRef& array);
 void write_npy(const std::string& path, const ArrayRef& array);
 
-// The bytes of a safetensors file holding F32 tensors (sorted by name) and string metadata.
+// The bytes of a safetensors file holding F32 / F16 tensors (sorted by name) and string metadata.
 std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 void write_safetensors(const std::string& path, const std::map<std::string, ArrayRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+// An 8-bit RGB image [height, width, 3] as PNG, written atomically.
+void write_png_rgb(const std::string& path, int width, int height, const std::uint8_t* rgb);
 
 // mkdir -p; throws IoError naming the folder.
 void make_dirs(const std::string& path);

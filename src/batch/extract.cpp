@@ -1,6 +1,7 @@
 #include "vitreg/extract.hpp"
 
-#include <tbb/parallel_for.h>
+#include "batch_input.hpp"
+
 #include <tbb/task_arena.h>
 
 #include <map>
@@ -15,12 +16,6 @@
 namespace vitreg {
 
 namespace {
-
-// One input after decode + preprocess: pixels, or the reason it failed.
-struct Prepared {
-    std::optional<Pixels> pixels;
-    std::string error;
-};
 
 void write_array(const std::string& path_without_suffix, const std::string& tensor_name, const ArrayRef& a,
                  FeatureFormat format) {
@@ -47,39 +42,8 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
 
     for (std::size_t start = 0; start < inputs.size(); start += batch) {
         const std::size_t count = std::min<std::size_t>(batch, inputs.size() - start);
-        std::vector<Prepared> prepared(count);
-        arena.execute([&] {
-            tbb::parallel_for(std::size_t(0), count, [&](std::size_t i) {
-                const std::string& path = inputs[start + i];
-                try {
-                    prepared[i].pixels =
-                        preprocess(decode_image(path, options.image_limits), options.resize, c.patch, c.mean, c.std, path);
-                } catch (const Error& e) {
-                    prepared[i].error = e.what();
-                } catch (const std::bad_alloc&) {
-                    prepared[i].error = path + ": out of memory while decoding";
-                }
-            });
-        });
-
-        // Same-size images run as one forward; rows keep input order.
-        std::map<std::pair<int, int>, std::vector<std::size_t>> by_size;
-        for (std::size_t i = 0; i < count; ++i)
-            if (prepared[i].pixels) by_size[{prepared[i].pixels->height, prepared[i].pixels->width}].push_back(i);
-        std::vector<std::shared_ptr<const Features>> out(count);  // the group forward holding row i
-        std::vector<int> index_in_group(count, 0);
-        for (const auto& [size, members] : by_size) {
-            const auto [h, w] = size;
-            const std::size_t plane = static_cast<std::size_t>(3) * h * w;
-            std::vector<float> pixels(plane * members.size());
-            for (std::size_t k = 0; k < members.size(); ++k) {
-                std::copy(prepared[members[k]].pixels->chw.begin(), prepared[members[k]].pixels->chw.end(),
-                          pixels.begin() + static_cast<std::ptrdiff_t>(k * plane));
-                index_in_group[members[k]] = static_cast<int>(k);
-            }
-            auto f = std::make_shared<const Features>(model.forward(pixels.data(), static_cast<int>(members.size()), h, w, fwd));
-            for (std::size_t m : members) out[m] = f;
-        }
+        const auto prepared = batch::prepare(model, &inputs[start], count, options.resize, options.image_limits, arena);
+        const auto ran = batch::run_by_size(model, prepared, Probe{}, fwd);
 
         for (std::size_t i = 0; i < count; ++i) {
             nlohmann::ordered_json& row = manifest[start + i];
@@ -90,8 +54,8 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
                 ++summary.failed;
                 continue;
             }
-            const Features& f = *out[i];
-            const int b = index_in_group[i];
+            const Features& f = *ran[i].features;
+            const int b = ran[i].index;
             const std::size_t r = summary.ok++;
             row["status"] = "ok";
             row["row"] = r;

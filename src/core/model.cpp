@@ -185,6 +185,7 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, i
     t.grid_h = gh;
     t.grid_w = gw;
     t.mlp_hidden = c.mlp_hidden;
+    t.dim = c.dim;
     const std::size_t per_layer = static_cast<std::size_t>(batch) * N;
     if (probe.norms) {
         t.norms.resize(c.depth * per_layer);
@@ -193,6 +194,7 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, i
     }
     check_layers(probe.attention_layers, c.depth, "attention");
     check_layers(probe.mlp_layers, c.depth, "MLP");
+    check_layers(probe.block_layers, c.depth, "block");
     std::vector<int> slot(N, -1);
     if (!probe.attention_layers.empty()) {
         t.attention_layers = probe.attention_layers;
@@ -215,6 +217,8 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, i
         t.mlp_layers = probe.mlp_layers;
         t.mlp.resize(t.mlp_layers.size() * per_layer * c.mlp_hidden);
     }
+    t.block_layers = probe.block_layers;
+    t.blocks.resize(t.block_layers.size() * per_layer * c.dim);
     return slot;
 }
 
@@ -242,6 +246,12 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, const 
         const std::size_t n = static_cast<std::size_t>(rows) * t.mlp_hidden;
         std::copy(hidden, hidden + n, t.mlp.begin() + (slot - t.mlp_layers.begin()) * n);
     }
+    // A layer may be asked for twice (e.g. "-1,-1"); every slot gets its copy.
+    for (std::size_t k = 0; k < t.block_layers.size(); ++k)
+        if (t.block_layers[k] == layer) {
+            const std::size_t n = static_cast<std::size_t>(rows) * dim;
+            std::copy(x, x + n, t.blocks.begin() + k * n);
+        }
 }
 
 }  // namespace
@@ -315,6 +325,9 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width,
         record_layer(*probe, layer, x.data(), D, c.mlp == MlpKind::SwiGlu ? gated.data() : hidden.data(), *trace);
     }
     kernels::layer_norm(x.data(), rows, D, norm, c.eps, normed.data());
+    if (probe->blocks_normed && !trace->blocks.empty())
+        kernels::layer_norm(trace->blocks.data(), static_cast<int>(trace->block_layers.size()) * rows, D, norm, c.eps,
+                            trace->blocks.data());
 
     Features f;
     f.batch = batch;

@@ -37,6 +37,19 @@ ResampleAxis cubic_axis(int in, int out, float src_per_dst) {
     return axis;
 }
 
+ResampleAxis linear_axis(int in, int out) {
+    const float scale = static_cast<float>(in) / static_cast<float>(out);
+    ResampleAxis axis(out);
+    for (int i = 0; i < out; ++i) {
+        const float real = std::max(scale * (static_cast<float>(i) + 0.5f) - 0.5f, 0.0f);
+        const int i0 = std::min(static_cast<int>(real), in - 1), i1 = std::min(i0 + 1, in - 1);
+        const float lambda = real - static_cast<float>(i0);
+        axis[i].index = {i0, i1};
+        axis[i].weight = {1.0f - lambda, lambda};
+    }
+    return axis;
+}
+
 ResampleAxis cubic_antialias_axis(int in, int out) {
     constexpr float A = -0.5f;
     const float scale = static_cast<float>(in) / static_cast<float>(out);

@@ -53,6 +53,28 @@ float half_to_float(std::uint16_t h) {
     return f;
 }
 
+std::uint16_t float_to_half(float f) {
+    std::uint32_t x;
+    std::memcpy(&x, &f, 4);
+    const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+    const std::uint32_t abs = x & 0x7fffffffu;
+    if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, inf
+    if (abs >= 0x477ff000u) return sign | 0x7c00u;                                  // rounds past 65504
+    if (abs < 0x38800000u) {                                                        // subnormal or zero
+        if (abs < 0x33000000u) return sign;
+        const std::uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+        const int shift = 113 - static_cast<int>(abs >> 23) + 13;
+        std::uint32_t h = mant >> shift;
+        const std::uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (h & 1u))) ++h;
+        return sign | static_cast<std::uint16_t>(h);
+    }
+    std::uint32_t h = ((abs >> 23) - 112) << 10 | ((abs >> 13) & 0x3ffu);
+    const std::uint32_t rem = abs & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: still right
+    return sign | static_cast<std::uint16_t>(h);
+}
+
 float bf16_to_float(std::uint16_t b) {
     const std::uint32_t bits = std::uint32_t(b) << 16;
     float f;

@@ -1,14 +1,29 @@
 #include <cstring>
 
+#include "vitreg/safetensors.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
+
+std::string array_bytes(const ArrayRef& array) {
+    const std::size_t n = array.numel();
+    std::string out(n * (array.half ? 2 : 4), '\0');
+    if (!array.half) {
+        if (n) std::memcpy(&out[0], array.data, n * 4);  // x86 and ARM are little-endian
+        return out;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uint16_t h = float_to_half(array.data[i]);
+        std::memcpy(&out[2 * i], &h, 2);
+    }
+    return out;
+}
 
 std::string npy_bytes(const ArrayRef& array) {
     std::string shape = "(";
     for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
     shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
-    std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+    std::string header = std::string("{'descr': '") + (array.half ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
     const std::size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
@@ -17,11 +32,7 @@ std::string npy_bytes(const ArrayRef& array) {
     out += static_cast<char>(header.size() & 0xff);
     out += static_cast<char>((header.size() >> 8) & 0xff);
     out += header;
-    const std::size_t bytes = array.numel() * sizeof(float);
-    const std::size_t at = out.size();
-    out.resize(at + bytes);
-    if (bytes) std::memcpy(&out[at], array.data, bytes);  // x86 and ARM are little-endian
-    return out;
+    return out + array_bytes(array);
 }
 
 void write_npy(const std::string& path, const ArrayRef& array) { write_file_atomic(path, npy_bytes(array)); }

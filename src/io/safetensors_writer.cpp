@@ -11,21 +11,16 @@ std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::size_t offset = 0;
     for (const auto& [name, a] : tensors) {
-        const std::size_t n = a.numel();
-        header[name] = {{"dtype", "F32"}, {"shape", a.shape}, {"data_offsets", {offset, offset + n * 4}}};
-        offset += n * 4;
+        const std::size_t bytes = a.numel() * (a.half ? 2 : 4);
+        header[name] = {{"dtype", a.half ? "F16" : "F32"}, {"shape", a.shape}, {"data_offsets", {offset, offset + bytes}}};
+        offset += bytes;
     }
     std::string h = header.dump();
     h.append((8 - h.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
     std::string out(8, '\0');
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<std::uint64_t>(h.size()) >> (8 * i)) & 0xff);
     out += h;
-    for (const auto& [name, a] : tensors) {
-        const std::size_t n = a.numel();
-        const std::size_t at = out.size();
-        out.resize(at + n * 4);
-        if (n) std::memcpy(&out[at], a.data, n * 4);
-    }
+    for (const auto& [name, a] : tensors) out += array_bytes(a);
     return out;
 }
 

@@ -7,11 +7,14 @@
      sink column dropped, and position embeddings resampled from DESIGN.md §2's formulas in
      numpy float64) for every attention kind, MLP kind and position-interpolation mode, trace
      included (abstention = the sink column's probability, statistics in numpy);
-  c. DESIGN.md §2's resampling formulas equal torch.nn.functional.interpolate;
+  c. DESIGN.md §2's resampling formulas, and the bilinear formula of the dense-feature
+     upsampling, equal torch.nn.functional.interpolate;
   d. the same weights written as dinov2, timm_reg and hf load to the same config and outputs;
-  e. trace invariants (row sums, abstention, key mass) and rollout against hand-computed numbers;
-  f. the fixtures on disk (when present) are what the reference computes now, and the planted
-     model's artifacts are the tokens its metadata names.
+  e. trace invariants (row sums, abstention, key mass, the last block output is the prenorm
+     stream and its final norm the outputs) and rollout against hand-computed numbers;
+  f. the fixtures on disk (when present) are what the reference computes now, the planted
+     model's artifacts are the tokens its metadata names, upsample.safetensors holds what the
+     bilinear formula gives, and the dense set's masks label exactly its objects' pixels.
 
     /usr/bin/python3 tests/reference/check_reference.py      # exit status 1 on any failure
 """
@@ -30,8 +33,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures")
 sys.path.insert(0, HERE)
 sys.path.insert(0, FIXTURES)
+sys.path.insert(0, os.path.join(HERE, ".."))
 import vit_reference as ref  # noqa: E402
 import make_fixtures as fx  # noqa: E402  (random well-scaled weights, model constants)
+from png_util import decode_png  # noqa: E402
 
 failures = []
 
@@ -107,6 +112,25 @@ def design_resample(patch_pos, grid, h0, w0, mode):
     return torch.from_numpy(out.reshape(h0 * w0, -1))
 
 
+def bilinear_axis_weights(n, m):
+    """[m, n] matrix of one axis' bilinear weights (align_corners False, no antialias):
+    src = max((i + 0.5) * n / m - 0.5, 0), taps floor(src) and min(floor(src) + 1, n - 1)."""
+    weights = np.zeros((m, n))
+    for i in range(m):
+        src = max((i + 0.5) * n / m - 0.5, 0.0)
+        i0 = math.floor(src)
+        weights[i, i0] += 1 - (src - i0)
+        weights[i, min(i0 + 1, n - 1)] += src - i0
+    return weights
+
+
+def bilinear_upsample(features, height, width):
+    """Channels-last [h,w,C] -> [height,width,C] from `bilinear_axis_weights`, numpy float64."""
+    f = np.asarray(features, dtype=np.float64)
+    return np.einsum("ya,xb,abc->yxc", bilinear_axis_weights(f.shape[0], height),
+                     bilinear_axis_weights(f.shape[1], width), f)
+
+
 def check_design_resampling():
     src = torch.randn(7 * 7, 5, generator=torch.Generator().manual_seed(3)).double()
     for mode in ref.POS_INTERP_MODES:
@@ -115,6 +139,11 @@ def check_design_resampling():
             check(f"DESIGN formula == torch interpolate: {mode} 7x7->{h}x{w}",
                   max_diff(design_resample(src, 7, h, w, mode),
                            ref.resample_pos_embed(src, 7, h, w, mode, torch.float64)), 1e-12)
+    grid = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(4)).double()
+    for h, w in ((12, 20), (7, 11), (3, 5), (2, 3), (1, 9), (30, 1)):
+        check(f"bilinear formula == torch interpolate: 3x5 -> {h}x{w}",
+              max_diff(bilinear_upsample(grid, h, w),
+                       ref.upsample_bilinear(grid, h, w, torch.float64)), 1e-12)
 
 
 # --- b. a second forward ------------------------------------------------------------------------
@@ -143,7 +172,7 @@ def alt_forward(cfg, w, images):
 
     hd = D // cfg.heads
     x = tokens
-    layers = {"attn": [], "abstention": [], "mlp_hidden": [], "output": []}
+    layers = {"attn": [], "abstention": [], "mlp_hidden": [], "blocks": []}
     for i in range(cfg.depth):
         b = f"blocks.{i}."
         qkv = lin(ln(x, b + "norm1"), b + "attn.qkv")
@@ -177,10 +206,11 @@ def alt_forward(cfg, w, images):
         layers["attn"].append(torch.stack(probs, dim=1))
         layers["abstention"].append(torch.stack(nulls, dim=1))
         layers["mlp_hidden"].append(g)
-        layers["output"].append(x)
+        layers["blocks"].append(x)
     xn = ln(x, "norm")
     trace = {k: torch.stack(v, dim=1) for k, v in layers.items()}  # [B, L, ...]
-    outputs = trace.pop("output").numpy()                             # [B, L, N, D]
+    trace["blocks_normed"] = ln(trace["blocks"], "norm")
+    outputs = trace["blocks"].numpy()                                 # [B, L, N, D]
     values = outputs.reshape(*outputs.shape[:2], -1)
     centered = values - values.mean(axis=-1, keepdims=True)
     trace.update(norms=np.sqrt((outputs ** 2).sum(axis=-1)), inf_norm=np.abs(values).max(axis=-1),
@@ -294,6 +324,13 @@ def check_trace_invariants():
               max_diff(t["key_mass"], attn.sum(dim=-2) / attn.shape[-1]), 1e-15)
         check(f"{kind}: last layer's norms are the prenorm token norms",
               max_diff(t["norms"][:, -1], out["prenorm"].norm(dim=-1)), 1e-12)
+        check(f"{kind}: last block output is prenorm",
+              max_diff(t["blocks"][:, -1], out["prenorm"]), 0)
+        R = spec.registers
+        last = t["blocks_normed"][:, -1]
+        check(f"{kind}: last normed block output is cls, registers, patches",
+              max(max_diff(last[:, 0], out["cls"]), max_diff(last[:, 1:1 + R], out["registers"]),
+                  max_diff(last[:, 1 + R:], out["patches"])), 0)
         worst = max(max_diff(ref.rollout(attn[0], fuse, discard).sum(dim=-1), 1)
                     for fuse in ref.HEAD_FUSIONS for discard in (0.0, 0.5, 0.9))
         check(f"{kind}: rollout rows sum to 1 (every fusion, discard 0 / 0.5 / 0.9)", worst, 1e-12)
@@ -372,6 +409,45 @@ def check_fixtures():
     check(f"{len(traces)} trace fixtures match the reference (relative)", worst, 1e-6)
 
 
+def check_upsample_fixture():
+    path = os.path.join(FIXTURES, "upsample.safetensors")
+    if not os.path.exists(path):
+        print("skip fixtures: tests/fixtures/upsample.safetensors not generated")
+        return
+    stored, _ = ref.read_safetensors(path)
+    check("upsample.safetensors holds src and the sizes make_fixtures names",
+          0 if sorted(stored) == sorted(["src", *fx.UPSAMPLE_SIZES]) else 1, 0)
+    check("upsample.safetensors matches the bilinear formula",
+          max(max_diff(stored[name], bilinear_upsample(stored["src"], h, w))
+              for name, (h, w) in fx.UPSAMPLE_SIZES.items() if name in stored), 2e-6)  # float32
+
+
+def check_dense_set():
+    """Every object of the dense set is one flat colour over exactly the pixels its mask labels
+    (inside its bounding box), the masks label nothing else, and the counts match classes.json."""
+    folder = os.path.join(FIXTURES, "dense")
+    if not os.path.exists(os.path.join(folder, "classes.json")):
+        print("skip fixtures: tests/fixtures/dense not generated")
+        return
+    with open(os.path.join(folder, "classes.json")) as f:
+        index = json.load(f)
+    wrong, counts = 0, np.zeros(len(index["classes"]), dtype=np.int64)
+    for entry in index["images"]:
+        image = np.array(decode_png(os.path.join(folder, entry["image"]))[2], dtype=np.uint8)
+        mask = np.array(decode_png(os.path.join(folder, entry["mask"]))[2], dtype=np.uint8)[..., 0]
+        counts += np.bincount(mask.ravel(), minlength=len(counts))
+        for obj in entry["objects"]:
+            top, left, bottom, right = obj["bbox"]
+            inside = mask[top:bottom, left:right] == obj["label"]
+            wrong += int(inside.sum() != obj["pixels"]
+                         or len(np.unique(image[top:bottom, left:right][inside], axis=0)) != 1)
+        wrong += int((mask > 0).sum() != sum(obj["pixels"] for obj in entry["objects"]))
+    check(f"dense set: {len(index['images'])} masks label exactly their flat-coloured objects",
+          wrong, 0)
+    check("dense set: pixels per class match classes.json",
+          0 if counts.tolist() == index["pixels_per_class"] else 1, 0)
+
+
 def check_planted(entry, stored, metadata):
     """The planted fixture's artifacts are exactly the tokens above its threshold from its
     block on (none before), and its metadata states the norms the stored trace shows."""
@@ -403,6 +479,8 @@ def main():
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()
+    check_upsample_fixture()
+    check_dense_set()
     if failures:
         print(f"{len(failures)} check(s) FAILED")
         return 1

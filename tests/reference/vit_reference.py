@@ -5,12 +5,14 @@ Semantics: shared/DESIGN.md sections 2 (forward, position-embedding resampling, 
 layouts) and 3 (attention normalizers). Everything is computed in float64 except the
 position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do we.
 
-The module has five parts, top to bottom:
+The module has six parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
   2. layouts: canonical weights <-> dinov2 / timm_reg / hf tensor names, one adapter each,
   3. config resolution (metadata, config.json, shapes, defaults, overrides) and `load_model`,
-  4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities),
-  5. attention rollout.
+  4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
+     block's output, plain and final-normed, as dinov2's get_intermediate_layers gives them),
+  5. attention rollout,
+  6. dense features: bilinear upsampling of a channels-last feature grid.
 
 Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIGN §2):
   cls_token [1,1,D], register_tokens [1,R,D] (R > 0 only), pos_embed [1,1+M*M,D],
@@ -418,7 +420,8 @@ def embed(images, w, cfg):
     return torch.cat(tokens, dim=1)
 
 
-TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden", "key_mass")
+TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden", "key_mass",
+              "blocks", "blocks_normed")
 
 
 def block_output_statistics(x):
@@ -444,7 +447,12 @@ def forward(cfg, w, images, trace=False):
       norms [B,L,N], inf_norm [B,L], kurtosis [B,L]  of each block's output (see
                             `block_output_statistics`),
       mlp_hidden [B,L,N,H]  the MLP hidden activation (after GELU; SwiGLU: silu(x1) * x2),
-      key_mass [B,L,h,N]    alpha_k = (1/N) sum_i A_ik, the mean attention key k receives."""
+      key_mass [B,L,h,N]    alpha_k = (1/N) sum_i A_ik, the mean attention key k receives,
+      blocks [B,L,N,D]      each block's output, the residual stream before the final norm
+                            (dinov2 get_intermediate_layers(norm=False); the last is prenorm),
+      blocks_normed [B,L,N,D]  the final LayerNorm (`norm.*`, cfg.eps) of each of them
+                            (get_intermediate_layers(norm=True); the last holds cls, registers
+                            and patches)."""
     x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg)
     layers = []
     for i in range(cfg.depth):
@@ -457,6 +465,7 @@ def forward(cfg, w, images, trace=False):
         x = x + ls2 * m
         if trace:
             layers.append({"attn": p, "abstention": abstention, "mlp_hidden": hidden,
+                           "blocks": x, "blocks_normed": layer_norm(x, w, "norm", cfg.eps),
                            **block_output_statistics(x)})
     xn = layer_norm(x, w, "norm", cfg.eps)
     R = cfg.registers
@@ -501,3 +510,20 @@ def rollout(attn, fuse="mean", discard=0.0):
         a = fused + eye
         result = (a / a.sum(dim=-1, keepdim=True)) @ result
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. Dense features
+# ---------------------------------------------------------------------------------------------
+
+def upsample_bilinear(features, height, width, compute_dtype=torch.float32):
+    """Channels-last feature grid [h,w,C] -> [height,width,C] by torch's bilinear interpolation
+    (align_corners False, no antialias), computed in `compute_dtype` (float32, as a float32
+    feature map would be) on the [1,C,h,w] layout; returned in the input's dtype.
+    Per axis (in size n -> out size m): src = max((i + 0.5) * n / m - 0.5, 0), i0 = floor(src),
+    i1 = min(i0 + 1, n - 1), out = (1 - t) in[i0] + t in[i1] with t = src - i0."""
+    features = torch.as_tensor(features)
+    x = features.to(compute_dtype).permute(2, 0, 1)[None]
+    y = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False,
+                      antialias=False)
+    return y[0].permute(1, 2, 0).to(features.dtype)

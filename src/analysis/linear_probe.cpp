@@ -1,0 +1,101 @@
+#include "vitreg/linear_probe.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+std::vector<int> patch_labels(const std::uint8_t* mask, int width, int height, int patch) {
+    const int gh = height / patch, gw = width / patch;
+    std::vector<int> out(static_cast<std::size_t>(gh) * gw, -1);
+    for (int r = 0; r < gh; ++r)
+        for (int c = 0; c < gw; ++c) {
+            int count[256] = {};
+            for (int y = r * patch; y < (r + 1) * patch; ++y)
+                for (int x = c * patch; x < (c + 1) * patch; ++x) ++count[mask[static_cast<std::size_t>(y) * width + x]];
+            out[static_cast<std::size_t>(r) * gw + c] = static_cast<int>(std::max_element(count, count + 256) - count);
+        }
+    return out;
+}
+
+namespace {
+
+// Rows of all samples with a label, as one matrix (plus labels).
+std::pair<Eigen::MatrixXd, std::vector<int>> stack(const std::vector<LabelledPatches>& set, int dim, int classes) {
+    std::vector<int> labels;
+    for (const auto& s : set)
+        for (int l : s.labels)
+            if (l >= 0 && l < classes) labels.push_back(l);
+    Eigen::MatrixXd x(static_cast<Eigen::Index>(labels.size()), dim);
+    Eigen::Index at = 0;
+    for (const auto& s : set) {
+        if (s.features.size() != s.labels.size() * static_cast<std::size_t>(dim))
+            throw UsageError("linear probe: features and labels disagree in size");
+        for (std::size_t p = 0; p < s.labels.size(); ++p) {
+            if (s.labels[p] < 0 || s.labels[p] >= classes) continue;
+            for (int d = 0; d < dim; ++d) x(at, d) = s.features[p * dim + d];
+            ++at;
+        }
+    }
+    return {x, labels};
+}
+
+}  // namespace
+
+LinearProbeResult linear_probe(const std::vector<LabelledPatches>& train, const std::vector<LabelledPatches>& test, int dim,
+                               int classes, double ridge) {
+    auto [xtr, ytr] = stack(train, dim, classes);
+    auto [xte, yte] = stack(test, dim, classes);
+    if (xtr.rows() == 0 || xte.rows() == 0) throw UsageError("linear probe: no labelled patches to fit or score");
+    const Eigen::RowVectorXd mean = xtr.colwise().mean();
+    const Eigen::RowVectorXd sd = ((xtr.rowwise() - mean).array().square().colwise().mean().sqrt() + 1e-6).matrix();
+    auto design = [&](const Eigen::MatrixXd& x) {
+        Eigen::MatrixXd d(x.rows(), dim + 1);
+        d.leftCols(dim) = ((x.rowwise() - mean).array().rowwise() / sd.array()).matrix();
+        d.col(dim).setOnes();
+        return d;
+    };
+    const Eigen::MatrixXd a = design(xtr), b = design(xte);
+    Eigen::MatrixXd y = Eigen::MatrixXd::Zero(a.rows(), classes);
+    for (Eigen::Index i = 0; i < a.rows(); ++i) y(i, ytr[static_cast<std::size_t>(i)]) = 1.0;
+    Eigen::MatrixXd gram = a.transpose() * a;
+    gram.diagonal().head(dim).array() += ridge * static_cast<double>(a.rows()) / dim;
+    const Eigen::MatrixXd w = gram.ldlt().solve(a.transpose() * y);
+    const Eigen::MatrixXd scores = b * w;
+
+    std::vector<double> inter(classes, 0), uni(classes, 0);
+    LinearProbeResult r;
+    r.train_patches = static_cast<int>(a.rows());
+    r.test_patches = static_cast<int>(b.rows());
+    int right = 0;
+    for (Eigen::Index i = 0; i < b.rows(); ++i) {
+        Eigen::Index pred = 0;
+        scores.row(i).maxCoeff(&pred);
+        const int truth = yte[static_cast<std::size_t>(i)];
+        if (pred == truth) {
+            ++right;
+            inter[truth] += 1;
+            uni[truth] += 1;
+        } else {
+            uni[truth] += 1;
+            uni[pred] += 1;
+        }
+    }
+    r.accuracy = static_cast<double>(right) / b.rows();
+    int present = 0;
+    for (int k = 0; k < classes; ++k) {
+        r.iou.push_back(uni[k] > 0 ? inter[k] / uni[k] : std::numeric_limits<double>::quiet_NaN());
+        if (uni[k] > 0) {
+            r.miou += r.iou.back();
+            ++present;
+        }
+    }
+    r.miou /= std::max(1, present);
+    return r;
+}
+
+}  // namespace vitreg

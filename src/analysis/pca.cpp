@@ -1,0 +1,87 @@
+#include "vitreg/pca.hpp"
+
+#include <Eigen/Dense>
+#include <algorithm>
+
+namespace vitreg {
+
+namespace {
+
+using Matrix = Eigen::MatrixXd;
+
+// The top-k eigenvectors (columns) of the covariance of `rows`, signs fixed.
+Matrix principal_axes(const Matrix& rows, int k) {
+    const Matrix centred = rows.rowwise() - rows.colwise().mean();
+    const Matrix cov = centred.transpose() * centred / std::max<Eigen::Index>(1, rows.rows() - 1);
+    Eigen::SelfAdjointEigenSolver<Matrix> solver(cov);
+    const Eigen::Index d = cov.rows();
+    Matrix axes(d, k);
+    for (int c = 0; c < k; ++c) {
+        Eigen::VectorXd v = c < d ? Eigen::VectorXd(solver.eigenvectors().col(d - 1 - c)) : Eigen::VectorXd::Zero(d);
+        Eigen::Index at = 0;
+        v.cwiseAbs().maxCoeff(&at);
+        if (v[at] < 0) v = -v;
+        axes.col(c) = v;
+    }
+    return axes;
+}
+
+bool on_border(int p, int gh, int gw) {
+    const int r = p / gw, c = p % gw;
+    return r == 0 || c == 0 || r == gh - 1 || c == gw - 1;
+}
+
+}  // namespace
+
+std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, int dim) {
+    Eigen::Index total = 0;
+    for (const auto& im : images) total += im.grid_h * im.grid_w;
+    Matrix all(total, dim);
+    Eigen::Index at = 0;
+    for (const auto& im : images)
+        for (int p = 0; p < im.grid_h * im.grid_w; ++p, ++at)
+            for (int d = 0; d < dim; ++d) all(at, d) = im.data[static_cast<std::size_t>(p) * dim + d];
+
+    // Foreground: the first component, oriented so the border leans negative.
+    const Eigen::RowVectorXd mean = all.colwise().mean();
+    Eigen::VectorXd first = (all.rowwise() - mean) * principal_axes(all, 1).col(0);
+    double border = 0;
+    at = 0;
+    for (const auto& im : images)
+        for (int p = 0; p < im.grid_h * im.grid_w; ++p, ++at)
+            if (on_border(p, im.grid_h, im.grid_w)) border += first[at];
+    if (border > 0) first = -first;
+    std::vector<Eigen::Index> fg;
+    for (Eigen::Index i = 0; i < total; ++i)
+        if (first[i] > 0) fg.push_back(i);
+    if (fg.size() < 3) {  // nothing stands out: colour every patch
+        fg.resize(static_cast<std::size_t>(total));
+        for (Eigen::Index i = 0; i < total; ++i) fg[static_cast<std::size_t>(i)] = i;
+    }
+
+    Matrix fg_rows(static_cast<Eigen::Index>(fg.size()), dim);
+    for (std::size_t i = 0; i < fg.size(); ++i) fg_rows.row(static_cast<Eigen::Index>(i)) = all.row(fg[i]);
+    const Matrix proj = (fg_rows.rowwise() - fg_rows.colwise().mean()) * principal_axes(fg_rows, 3);
+    const Eigen::RowVectorXd lo = proj.colwise().minCoeff(), hi = proj.colwise().maxCoeff();
+
+    std::vector<PcaPreview> out(images.size());
+    std::vector<std::pair<std::size_t, int>> owner;  // global patch → (image, patch)
+    for (std::size_t i = 0; i < images.size(); ++i) {
+        const int n = images[i].grid_h * images[i].grid_w;
+        out[i].rgb.assign(static_cast<std::size_t>(n) * 3, 0.0f);
+        out[i].foreground.assign(static_cast<std::size_t>(n), 0);
+        for (int p = 0; p < n; ++p) owner.emplace_back(i, p);
+    }
+    for (std::size_t k = 0; k < fg.size(); ++k) {
+        const auto [img, p] = owner[static_cast<std::size_t>(fg[k])];
+        out[img].foreground[p] = 1;
+        for (int c = 0; c < 3; ++c) {
+            const double span = hi[c] - lo[c];
+            out[img].rgb[static_cast<std::size_t>(p) * 3 + c] =
+                span > 0 ? static_cast<float>((proj(static_cast<Eigen::Index>(k), c) - lo[c]) / span) : 0.5f;
+        }
+    }
+    return out;
+}
+
+}  // namespace vitreg

@@ -1,0 +1,52 @@
+#include "batch_input.hpp"
+
+#include <tbb/parallel_for.h>
+
+#include <map>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg::batch {
+
+std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
+                              const ImageLimits& limits, tbb::task_arena& arena) {
+    const Config& c = model.config();
+    std::vector<Prepared> prepared(count);
+    arena.execute([&] {
+        tbb::parallel_for(std::size_t(0), count, [&](std::size_t i) {
+            const std::string& path = paths[i];
+            try {
+                prepared[i].pixels = preprocess(decode_image(path, limits), resize, c.patch, c.mean, c.std, path,
+                                                &prepared[i].geometry);
+            } catch (const Error& e) {
+                prepared[i].error = e.what();
+            } catch (const std::bad_alloc&) {
+                prepared[i].error = path + ": out of memory while decoding";
+            }
+        });
+    });
+    return prepared;
+}
+
+std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
+                             const ForwardOptions& options) {
+    std::map<std::pair<int, int>, std::vector<std::size_t>> by_size;
+    for (std::size_t i = 0; i < prepared.size(); ++i)
+        if (prepared[i].pixels) by_size[{prepared[i].pixels->height, prepared[i].pixels->width}].push_back(i);
+    std::vector<Ran> ran(prepared.size());
+    for (const auto& [size, members] : by_size) {
+        const auto [h, w] = size;
+        const std::size_t plane = static_cast<std::size_t>(3) * h * w;
+        std::vector<float> pixels(plane * members.size());
+        for (std::size_t k = 0; k < members.size(); ++k)
+            std::copy(prepared[members[k]].pixels->chw.begin(), prepared[members[k]].pixels->chw.end(),
+                      pixels.begin() + static_cast<std::ptrdiff_t>(k * plane));
+        auto trace = std::make_shared<Trace>();
+        auto features = std::make_shared<const Features>(
+            model.forward(pixels.data(), static_cast<int>(members.size()), h, w, probe, *trace, options));
+        for (std::size_t k = 0; k < members.size(); ++k) ran[members[k]] = Ran{features, trace, static_cast<int>(k)};
+    }
+    return ran;
+}
+
+}  // namespace vitreg::batch

@@ -1,0 +1,38 @@
+#pragma once
+// What the batch jobs (extract, dense) share: decode + preprocess a chunk of inputs in
+// parallel, each to pixels or to the reason it failed; then run same-size images together.
+#include <tbb/task_arena.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vitreg/image.hpp"
+#include "vitreg/model.hpp"
+#include "vitreg/preprocess.hpp"
+
+namespace vitreg::batch {
+
+struct Prepared {
+    std::optional<Pixels> pixels;
+    Geometry geometry;
+    std::string error;  // when pixels is empty
+};
+
+// paths[0..count) decoded and preprocessed for `model` inside `arena`; never throws for a bad file.
+std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
+                              const ImageLimits& limits, tbb::task_arena& arena);
+
+// The forward that holds input i: its features, trace and index in that forward's batch.
+struct Ran {
+    std::shared_ptr<const Features> features;
+    std::shared_ptr<const Trace> trace;
+    int index = 0;
+};
+
+// One forward per input size (rows keep their order within it); failed inputs get nothing.
+std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
+                             const ForwardOptions& options);
+
+}  // namespace vitreg::batch

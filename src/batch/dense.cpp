@@ -1,0 +1,204 @@
+#include "vitreg/dense.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "batch_input.hpp"
+#include "parse_number.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/pca.hpp"
+#include "vitreg/resample.hpp"
+#include "vitreg/version.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+void DenseOptions::parse_upsample(const std::string& text) {
+    if (text == "none") {
+        upsample = Upsample::None;
+    } else if (text == "image") {
+        upsample = Upsample::Image;
+    } else if (text.size() > 1 && text[0] == 'x' && parse_integer(text.substr(1), 1, 64)) {
+        upsample = Upsample::Factor;
+        factor = static_cast<int>(*parse_integer(text.substr(1), 1, 64));
+    } else {
+        throw UsageError("bad --upsample '" + text + "' (expected none, image or xN with N in 1..64)");
+    }
+}
+
+namespace {
+
+// One image's dense array: `layers` grids of [h, w, D] side by side in channels or stacked.
+struct DenseArray {
+    std::vector<std::int64_t> shape;
+    std::vector<float> data;
+};
+
+DenseArray assemble(const Trace& t, int b, const DenseOptions& o, int out_h, int out_w) {
+    const int L = static_cast<int>(t.block_layers.size()), D = t.dim, gh = t.grid_h, gw = t.grid_w;
+    const std::size_t plane = static_cast<std::size_t>(out_h) * out_w;
+    DenseArray a;
+    a.data.resize(plane * L * D);
+    const bool resize = out_h != gh || out_w != gw;
+    const ResampleAxis ys = resize ? linear_axis(gh, out_h) : ResampleAxis{}, xs = resize ? linear_axis(gw, out_w) : ResampleAxis{};
+    for (int l = 0; l < L; ++l) {
+        const float* grid = t.block_of(l, b) + static_cast<std::size_t>(t.patch_offset()) * D;  // [gh*gw, D]
+        std::vector<float> up = resize ? resample_hwc(grid, gh, gw, D, ys, xs)
+                                       : std::vector<float>(grid, grid + static_cast<std::size_t>(gh) * gw * D);
+        if (o.concat || L == 1) {
+            for (std::size_t p = 0; p < plane; ++p)
+                std::copy(up.begin() + static_cast<std::ptrdiff_t>(p * D), up.begin() + static_cast<std::ptrdiff_t>((p + 1) * D),
+                          a.data.begin() + static_cast<std::ptrdiff_t>((p * L + l) * D));
+        } else {
+            std::copy(up.begin(), up.end(), a.data.begin() + static_cast<std::ptrdiff_t>(l * plane * D));
+        }
+    }
+    if (o.concat || L == 1) a.shape = {out_h, out_w, static_cast<std::int64_t>(L) * D};
+    else a.shape = {L, out_h, out_w, D};
+    return a;
+}
+
+// The patch-grid features the PCA looks at: every chosen layer's tokens, concatenated.
+std::vector<float> grid_features(const Trace& t, int b) {
+    const int L = static_cast<int>(t.block_layers.size()), D = t.dim, n = t.patch_count();
+    std::vector<float> f(static_cast<std::size_t>(n) * L * D);
+    for (int l = 0; l < L; ++l) {
+        const float* grid = t.block_of(l, b) + static_cast<std::size_t>(t.patch_offset()) * D;
+        for (int p = 0; p < n; ++p)
+            std::copy(grid + static_cast<std::size_t>(p) * D, grid + static_cast<std::size_t>(p + 1) * D,
+                      f.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(p) * L + l) * D));
+    }
+    return f;
+}
+
+// input | PCA colours (bilinear from the patch grid), both at model-input resolution.
+void write_pca_png(const std::string& path, const Pixels& px, const Config& c, const PcaPreview& pca, int gh, int gw) {
+    const int W = px.width, H = px.height;
+    const auto rgb = resample_hwc(pca.rgb.data(), gh, gw, 3, linear_axis(gh, H), linear_axis(gw, W));
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(H) * 2 * W * 3);
+    const std::size_t plane = static_cast<std::size_t>(W) * H;
+    for (int y = 0; y < H; ++y)
+        for (int x = 0; x < W; ++x)
+            for (int ch = 0; ch < 3; ++ch) {
+                const float v = (px.chw[ch * plane + static_cast<std::size_t>(y) * W + x] * c.std[ch] + c.mean[ch]) * 255.0f;
+                const std::size_t row = static_cast<std::size_t>(y) * 2 * W;
+                out[(row + x) * 3 + ch] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+                const float p = rgb[(static_cast<std::size_t>(y) * W + x) * 3 + ch] * 255.0f;
+                out[(row + W + x) * 3 + ch] = static_cast<std::uint8_t>(std::clamp(std::lround(p), 0L, 255L));
+            }
+    write_png_rgb(path, 2 * W, H, out.data());
+}
+
+nlohmann::ordered_json geometry_json(const Geometry& g, int patch) {
+    return {{"source_width", g.source_width},
+            {"source_height", g.source_height},
+            {"resized_width", g.resized_width},
+            {"resized_height", g.resized_height},
+            {"scale_x", static_cast<double>(g.resized_width) / g.source_width},
+            {"scale_y", static_cast<double>(g.resized_height) / g.source_height},
+            {"crop_left", g.crop_left},
+            {"crop_top", g.crop_top},
+            {"patch", patch},
+            {"input_width", g.width},
+            {"input_height", g.height}};
+}
+
+}  // namespace
+
+ExtractSummary dense_features(const Model& model, const std::vector<std::string>& inputs, const DenseOptions& o,
+                              const ExtractProgress& progress) {
+    const Config& c = model.config();
+    Probe probe;
+    probe.block_layers = resolve_layers(o.layers, c.depth);
+    probe.blocks_normed = o.norm;
+    make_dirs(o.out_dir);
+    const std::string dir = o.out_dir + "/";
+    const std::string suffix = o.format == FeatureFormat::Npy ? ".npy" : ".safetensors";
+    std::vector<nlohmann::ordered_json> manifest(inputs.size());
+    ExtractSummary summary;
+    summary.inputs = inputs.size();
+    tbb::task_arena arena(o.threads > 0 ? o.threads : tbb::task_arena::automatic);
+    const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
+
+    for (std::size_t start = 0; start < inputs.size(); start += batch) {
+        const std::size_t count = std::min(batch, inputs.size() - start);
+        const auto prepared = batch::prepare(model, &inputs[start], count, o.resize, o.image_limits, arena);
+        const auto ran = batch::run_by_size(model, prepared, probe, ForwardOptions{o.threads});
+
+        // PCA per image, or jointly over this batch's images.
+        std::vector<std::vector<float>> feats(count);
+        std::vector<PcaPreview> previews(count);
+        if (o.pca) {
+            std::vector<PatchFeatures> all;
+            std::vector<std::size_t> which;
+            for (std::size_t i = 0; i < count; ++i) {
+                if (!prepared[i].pixels) continue;
+                feats[i] = grid_features(*ran[i].trace, ran[i].index);
+                all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
+                which.push_back(i);
+            }
+            const int width = static_cast<int>(probe.block_layers.size()) * c.dim;
+            if (o.pca_joint && !all.empty()) {
+                const auto joint = pca_preview(all, width);
+                for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
+            } else {
+                for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = pca_preview({all[k]}, width)[0];
+            }
+        }
+
+        for (std::size_t i = 0; i < count; ++i) {
+            auto& row = manifest[start + i];
+            row["path"] = inputs[start + i];
+            if (!prepared[i].pixels) {
+                row["status"] = "error";
+                row["error"] = prepared[i].error;
+                ++summary.failed;
+                continue;
+            }
+            const Trace& t = *ran[i].trace;
+            const Pixels& px = *prepared[i].pixels;
+            int out_h = t.grid_h, out_w = t.grid_w;
+            if (o.upsample == DenseOptions::Upsample::Image) out_h = px.height, out_w = px.width;
+            if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
+            const DenseArray a = assemble(t, ran[i].index, o, out_h, out_w);
+            const std::size_t r = summary.ok++;
+            const std::string stem = dir + std::to_string(r);
+            const ArrayRef ref{a.shape, a.data.data(), o.half};
+            if (o.format == FeatureFormat::Npy) write_npy(stem + ".npy", ref);
+            else write_safetensors(stem + ".safetensors", {{"features", ref}}, {{"source", inputs[start + i]}});
+            if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[i], t.grid_h, t.grid_w);
+            row["status"] = "ok";
+            row["row"] = r;
+            row["file"] = std::to_string(r) + suffix;
+            row["height"] = px.height;
+            row["width"] = px.width;
+            row["grid"] = {t.grid_h, t.grid_w};
+            row["shape"] = a.shape;
+            row["geometry"] = geometry_json(prepared[i].geometry, c.patch);
+        }
+        if (progress) progress(start + count, inputs.size());
+    }
+
+    std::string lines;
+    for (const auto& row : manifest) lines += row.dump() + "\n";
+    write_file_atomic(dir + "manifest.jsonl", lines);
+    const nlohmann::json run = {
+        {"model", model.path()},
+        {"attention", to_string(c.attention)},
+        {"layers", probe.block_layers},
+        {"norm", o.norm},
+        {"concat", o.concat},
+        {"resize", o.resize.to_string()},
+        {"dtype", o.half ? "f16" : "f32"},
+        {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"inputs", summary.inputs},
+        {"ok", summary.ok},
+        {"failed", summary.failed},
+        {"vitreg_version", VITREG_VERSION},
+    };
+    write_file_atomic(dir + "run.json", run.dump(2) + "\n");
+    return summary;
+}
+
+}  // namespace vitreg
