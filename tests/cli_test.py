@@ -263,6 +263,56 @@ class CliTest(unittest.TestCase):
         self.assertIn("unknown attention kind 'relu'", r.stderr)
         self.assertFalse(os.path.exists(out + "2"))
 
+    def test_dense_arrays_load_with_numpy(self):
+        out = os.path.join(self.tmp, "dense")
+        bad = os.path.join(self.tmp, "bad.jpg")
+        with open(bad, "w") as f:
+            f.write("nope")
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "coffee.jpg"), bad, os.path.join(ASSETS, "camera.png"), "-o", out,
+                   "--resize", "long:224", "--layers", "-4,-3,-2,-1", "--norm", "--dtype", "f16", "--pca", "--pca-joint",
+                   "--batch", "3")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        rows = manifest(out)
+        self.assertEqual([x["status"] for x in rows], ["ok", "error", "ok"])
+        a = np.load(os.path.join(out, "0.npy"))
+        self.assertEqual(a.dtype, np.float16)
+        self.assertEqual(a.shape, (4, 10, 16, 192))  # 512x341 → 224x149 → 224x140: 16 x 10 patches
+        self.assertEqual(rows[0]["shape"], [4, 10, 16, 192])
+        g = rows[0]["geometry"]
+        self.assertEqual((g["source_width"], g["source_height"], g["input_width"], g["input_height"]), (512, 341, 224, 140))
+        self.assertTrue(np.all(np.isfinite(a.astype(np.float32))))
+        # normed: each token has (close to) zero mean over channels for this weight-1 bias-0 norm
+        self.assertLess(float(np.abs(a.astype(np.float32).mean(-1)).max()), 0.05)
+        w, h = png_size(os.path.join(out, "0.pca.png"))
+        self.assertEqual((w, h), (2 * 224, 140))
+        self.assertEqual(np.load(os.path.join(out, "1.npy")).shape, (4, 16, 16, 192))
+
+        out2 = os.path.join(self.tmp, "dense2")
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", out2, "--resize", "none", "--layers", "0,5",
+                   "--concat", "--upsample", "x2", "--format", "safetensors")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        t = read_safetensors(os.path.join(out2, "0.safetensors"))["features"]
+        self.assertEqual(t.shape, (42, 64, 384))  # 451x300 → 448x294 = 32x21 patches, x2, 2 layers concatenated
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", out2, "--upsample", "image")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(np.load(os.path.join(out2, "0.npy")).shape, (224, 224, 192))
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", os.path.join(self.tmp, "never"), "--layers", "7")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("layer '7'", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", out2, "--upsample", "x0")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("bad --upsample 'x0'", r.stderr)
+
+    def test_linprobe_reports_miou(self):
+        r = vitreg("linprobe", MODEL, "--data", os.path.join(FIXTURES, "dense"), "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["train_images"], j["test_images"]), (30, 10))
+        self.assertEqual(len(j["iou"]), 4)
+        self.assertTrue(0 <= j["miou"] <= 1)
+        self.assertGreater(j["accuracy"], 0.5)  # background alone is most of the patches
+
     def test_bench_reports_ms_and_gflops(self):
         r = vitreg("bench", MODEL, "--iters", "2", "--warmup", "1", "--size", "112x168")
         self.assertEqual(r.returncode, 0, r.stderr)
