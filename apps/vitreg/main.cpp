@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; bad usage is 2
     }
     try {
         return run();
