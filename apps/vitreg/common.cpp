@@ -6,6 +6,8 @@
 #include <iostream>
 
 #include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/inputs.hpp"
 
 namespace vitreg::cli {
 
@@ -16,6 +18,30 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
         ->check(CLI::IsMember({"offset", "antialias", "size"}));
+}
+
+void add_batch_args(CLI::App& cmd, BatchArgs& a) {
+    add_model_args(cmd, a.model);
+    cmd.add_option("INPUT", a.inputs, "image files, folders (recursive, sorted) or @list.txt")->required();
+    cmd.add_option("-o,--out", a.out, "output folder")->required();
+    cmd.add_option("--resize", a.resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    cmd.add_option("--format", a.format, "npy or safetensors")->check(CLI::IsMember({"npy", "safetensors"}))->capture_default_str();
+    cmd.add_option("--batch", a.batch, "images per forward (same-size images share one)")->check(CLI::Range(1, 4096))->capture_default_str();
+    cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+}
+
+std::vector<std::string> batch_inputs(const BatchArgs& a) {
+    auto inputs = expand_inputs(a.inputs);
+    if (inputs.empty()) throw UsageError("no input images found");
+    return inputs;
+}
+
+int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const std::string& what, const std::string& out_dir) {
+    std::cerr << "vitreg: " << what << " of " << ok << " of " << inputs << " images written to " << out_dir << "\n";
+    if (!failed) return 0;
+    std::cerr << "vitreg: " << failed << " input" << (failed == 1 ? "" : "s") << " failed (reasons in " << out_dir
+              << "/manifest.jsonl)\n";
+    return 3;
 }
 
 ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "vitreg/model.hpp"
 
@@ -21,6 +22,19 @@ struct ModelArgs {
 
 // MODEL positional plus --attention / --pos-interp.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
+// What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT and how to read and run them.
+struct BatchArgs {
+    ModelArgs model;
+    std::vector<std::string> inputs;
+    std::string out, resize = "eval", format = "npy";
+    int batch = 8, threads = 0;
+};
+void add_batch_args(CLI::App& cmd, BatchArgs& args);
+// The expanded inputs (UsageError when there are none).
+std::vector<std::string> batch_inputs(const BatchArgs& args);
+// Says how the job went on stderr; the exit status: 0, or 3 when some inputs failed.
+int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const std::string& what, const std::string& out_dir);
+
 // A one-line progress bar on stderr, drawn only when stderr is a terminal.
 class ProgressBar {
 public:

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "vitreg/error.hpp"
+#include "vitreg/version.hpp"
+#include "vitreg/writers.hpp"
 
 namespace vitreg::batch {
 
@@ -47,6 +49,18 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
         for (std::size_t k = 0; k < members.size(); ++k) ran[members[k]] = Ran{features, trace, static_cast<int>(k)};
     }
     return ran;
+}
+
+void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
+            const ExtractSummary& summary) {
+    std::string lines;
+    for (const auto& row : manifest) lines += row.dump() + "\n";
+    write_file_atomic(out_dir + "/manifest.jsonl", lines);
+    run["inputs"] = summary.inputs;
+    run["ok"] = summary.ok;
+    run["failed"] = summary.failed;
+    run["vitreg_version"] = VITREG_VERSION;
+    write_file_atomic(out_dir + "/run.json", run.dump(2) + "\n");
 }
 
 }  // namespace vitreg::batch

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "vitreg/extract.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
@@ -34,5 +37,10 @@ struct Ran {
 // One forward per input size (rows keep their order within it); failed inputs get nothing.
 std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
                              const ForwardOptions& options);
+
+// Writes OUT/manifest.jsonl (one row per input, in input order) and OUT/run.json (`run` plus
+// the counts and vitreg's version), each atomically.
+void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
+            const ExtractSummary& summary);
 
 }  // namespace vitreg::batch

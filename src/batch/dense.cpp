@@ -9,7 +9,6 @@
 #include "vitreg/error.hpp"
 #include "vitreg/pca.hpp"
 #include "vitreg/resample.hpp"
-#include "vitreg/version.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
@@ -180,9 +179,6 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
         if (progress) progress(start + count, inputs.size());
     }
 
-    std::string lines;
-    for (const auto& row : manifest) lines += row.dump() + "\n";
-    write_file_atomic(dir + "manifest.jsonl", lines);
     const nlohmann::json run = {
         {"model", model.path()},
         {"attention", to_string(c.attention)},
@@ -192,12 +188,8 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
         {"resize", o.resize.to_string()},
         {"dtype", o.half ? "f16" : "f32"},
         {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
-        {"inputs", summary.inputs},
-        {"ok", summary.ok},
-        {"failed", summary.failed},
-        {"vitreg_version", VITREG_VERSION},
     };
-    write_file_atomic(dir + "run.json", run.dump(2) + "\n");
+    batch::finish(o.out_dir, manifest, run, summary);
     return summary;
 }
 

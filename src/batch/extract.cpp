@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "vitreg/error.hpp"
-#include "vitreg/version.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
@@ -85,9 +84,6 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
         if (R > 0) tensors.emplace("registers", regs_a);
         write_safetensors(dir + "features.safetensors", tensors, {{"model", model.path()}});
     }
-    std::string lines;
-    for (const auto& row : manifest) lines += row.dump() + "\n";
-    write_file_atomic(dir + "manifest.jsonl", lines);
     const nlohmann::json run = {
         {"model", model.path()},
         {"layout", to_string(c.layout)},
@@ -98,12 +94,8 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
         {"patch_tokens", options.patch_tokens},
         {"dim", D},
         {"registers", R},
-        {"inputs", summary.inputs},
-        {"ok", summary.ok},
-        {"failed", summary.failed},
-        {"vitreg_version", VITREG_VERSION},
     };
-    write_file_atomic(dir + "run.json", run.dump(2) + "\n");
+    batch::finish(options.out_dir, manifest, run, summary);
     return summary;
 }
 
