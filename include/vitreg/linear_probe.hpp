@@ -21,8 +21,9 @@ struct LinearProbeResult {
     int train_patches = 0, test_patches = 0;
 };
 
-// Standardizes features on the training set, fits W = (XᵀX + λI)⁻¹XᵀY with a bias column,
-// predicts argmax on the test set.
+// Standardizes features on the training set, fits W = (XᵀSX + λI)⁻¹XᵀSY with a bias column and
+// S weighting every class alike (background would otherwise swamp small objects), predicts
+// argmax on the test set.
 LinearProbeResult linear_probe(const std::vector<LabelledPatches>& train, const std::vector<LabelledPatches>& test, int dim,
                                int classes, double ridge = 1.0);
 

@@ -59,9 +59,20 @@ LinearProbeResult linear_probe(const std::vector<LabelledPatches>& train, const 
         d.col(dim).setOnes();
         return d;
     };
-    const Eigen::MatrixXd a = design(xtr), b = design(xte);
+    Eigen::MatrixXd a = design(xtr);
+    const Eigen::MatrixXd b = design(xte);
     Eigen::MatrixXd y = Eigen::MatrixXd::Zero(a.rows(), classes);
     for (Eigen::Index i = 0; i < a.rows(); ++i) y(i, ytr[static_cast<std::size_t>(i)]) = 1.0;
+    // Classes weigh alike, however few their patches (objects are a few percent of an image):
+    // rows are scaled by sqrt(n / (classes_present · count of their class)).
+    std::vector<double> count(classes, 0.0);
+    for (int l : ytr) count[l] += 1;
+    const double classes_seen = static_cast<double>(std::count_if(count.begin(), count.end(), [](double c) { return c > 0; }));
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+        const double w = std::sqrt(static_cast<double>(a.rows()) / (classes_seen * count[ytr[static_cast<std::size_t>(i)]]));
+        a.row(i) *= w;
+        y.row(i) *= w;
+    }
     Eigen::MatrixXd gram = a.transpose() * a;
     gram.diagonal().head(dim).array() += ridge * static_cast<double>(a.rows()) / dim;
     const Eigen::MatrixXd w = gram.ldlt().solve(a.transpose() * y);
