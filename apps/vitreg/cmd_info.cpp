@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "vitreg/safetensors.hpp"
 
 namespace vitreg::cli {
 
@@ -35,6 +36,12 @@ void register_info(CLI::App& app, Command& run) {
             std::ostringstream ms;
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
             row("mean / std", ms.str());
+            // Everything else the file states about itself (provenance, training, metrics).
+            const SafetensorsFile file(m.path());
+            if (!file.metadata().empty()) std::cout << "metadata\n";
+            for (const auto& [key, value] : file.metadata())
+                std::cout << "  " << std::left << std::setw(22) << key << (value.size() > 100 ? value.substr(0, 97) + "..." : value)
+                          << "\n";
             return 0;
         };
     });
