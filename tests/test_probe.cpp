@@ -10,6 +10,7 @@
 #include "test_support.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
+#include "vitreg/query_attention.hpp"
 #include "vitreg/rollout.hpp"
 #include "vitreg/stats.hpp"
 
@@ -172,4 +173,27 @@ TEST_CASE("token names resolve to indices and refuse what is not there") {
     CHECK_THROWS_WITH(TokenRef::parse("patch:16,0").token_index(4, 16, 16), Catch::Contains("outside the 16x16"));
     CHECK_THROWS_AS(TokenRef::parse("patch:1"), UsageError);
     CHECK_THROWS_AS(TokenRef::parse("query"), UsageError);
+}
+
+TEST_CASE("any query's rows recomputed from recorded q and k equal the forward's") {
+    for (const auto& c : traces()) {
+        INFO("trace " << c["name"].get<std::string>());
+        const Model m = Model::load(fixture(c["model"].get<std::string>()));
+        Probe p = everything(m.config().depth);
+        p.qkv_layers = {0, m.config().depth - 1};
+        const Traced r = run_fixture(c, &p);
+        const Trace& t = r.trace;
+        for (int slot = 0; slot < 2; ++slot) {
+            const int layer = t.qkv_layers[slot];
+            for (int q : {0, t.tokens / 2, t.tokens - 1}) {
+                const QueryAttention a = query_attention(t, slot, 0, q, m.config().attention, m.sink_logits(layer));
+                for (int h = 0; h < t.heads; ++h) {
+                    const float* want = t.attention_row(layer, 0, h, q);
+                    const std::vector<float> got(a.rows.begin() + h * t.tokens, a.rows.begin() + (h + 1) * t.tokens);
+                    CHECK(relative_error(got, std::vector<float>(want, want + t.tokens)) < 1e-5);
+                    CHECK(a.abstention[h] == Approx(t.abstention_of(layer, 0, h)[q]).margin(1e-6));
+                }
+            }
+        }
+    }
 }

@@ -31,6 +31,9 @@ public:
     Features forward(const float* pixels, int batch, int height, int width, const Probe& probe, Trace& trace,
                      const ForwardOptions& options = {}) const;
 
+    // The per-head sink logits of a layer (zeros when the checkpoint has none).
+    std::vector<float> sink_logits(int layer) const;
+
     // Multiply-adds × 2 of one image's forward at this input size.
     double flops_per_image(int height, int width) const;
 

@@ -36,6 +36,7 @@ struct Probe {
     std::vector<int> mlp_layers;        // MLP hidden activations (after GELU / SwiGLU) of these layers
     std::vector<int> block_layers;      // the residual stream after these blocks (get_intermediate_layers)
     bool blocks_normed = false;         // ...with the final LayerNorm applied
+    std::vector<int> qkv_layers;        // the q | k | v projections of these layers (any query's row can then be recomputed)
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
@@ -58,6 +59,8 @@ struct Trace {
     int dim = 0;
     std::vector<int> block_layers;
     std::vector<float> blocks;      // [block_layers, batch, tokens, dim]
+    std::vector<int> qkv_layers;
+    std::vector<float> qkv;         // [qkv_layers, batch, tokens, 3 * dim]
 
     int patch_offset() const { return 1 + registers; }
     int patch_count() const { return grid_h * grid_w; }
@@ -72,6 +75,7 @@ struct Trace {
     }
     const float* key_mass_of(int layer, int b, int h) const { return key_mass.data() + (at(layer, b) * heads + h) * tokens; }
     const float* mlp_of(int l, int b) const { return mlp.data() + at(l, b) * tokens * mlp_hidden; }
+    const float* qkv_of(int l, int b) const { return qkv.data() + at(l, b) * tokens * 3 * dim; }
     // Block output slot l (an index into `block_layers`) of image b: [tokens, dim].
     const float* block_of(int l, int b) const { return blocks.data() + at(l, b) * tokens * dim; }
     // Slot of a recorded layer / query, or -1.

@@ -136,6 +136,11 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
 const Config& Model::config() const { return impl_->config; }
 const std::string& Model::path() const { return impl_->path; }
 
+std::vector<float> Model::sink_logits(int layer) const {
+    const auto& s = impl_->blocks.at(static_cast<std::size_t>(layer)).sinks;
+    return std::vector<float>(s.data(), s.data() + s.size());
+}
+
 double Model::flops_per_image(int height, int width) const {
     const Config& c = impl_->config;
     const double D = c.dim, H = c.mlp_hidden, p = c.patch;
@@ -219,6 +224,9 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, i
     }
     t.block_layers = probe.block_layers;
     t.blocks.resize(t.block_layers.size() * per_layer * c.dim);
+    check_layers(probe.qkv_layers, c.depth, "qkv");
+    t.qkv_layers = probe.qkv_layers;
+    t.qkv.resize(t.qkv_layers.size() * per_layer * 3 * c.dim);
     return slot;
 }
 
@@ -310,6 +318,9 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width,
         const bool recording = rec.rows || rec.abstention || rec.key_mass;
         kernels::layer_norm(x.data(), rows, D, blk.norm1, c.eps, normed.data());
         kernels::linear(normed.data(), rows, blk.qkv, qkv.data(), Epilogue::Bias);
+        for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
+            if (trace->qkv_layers[k] == layer)
+                std::copy(qkv.begin(), qkv.end(), trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv.size()));
         kernels::attention(qkv.data(), batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed.data(),
                            recording ? &rec : nullptr);
         kernels::linear(mixed.data(), rows, blk.proj, x.data(), Epilogue::ScaledResidual, &blk.ls1);
