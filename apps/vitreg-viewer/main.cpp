@@ -105,12 +105,15 @@ int run(int argc, char** argv) {
     CLI::App cli{"vitreg-viewer: an interactive attention-map explorer"};
     std::vector<std::string> positional;
     std::string resize = "eval", snapshot, layer = "last", head = "mean", query = "cls", mode = "attention";
+    std::vector<std::string> retrofits;
     int threads = 0;
     float opacity = 0.6f;
     cli.add_option("MODEL_AND_IMAGE", positional, "checkpoints (each optionally @softmax|@softmax1|@sink), then the image")
         ->required()
         ->expected(2, 64);
     cli.add_option("--resize", resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    cli.add_option("--attention", retrofits, "also run every checkpoint with these normalizers (retrofits), e.g. softmax1 sink")
+        ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cli.add_option("--snapshot", snapshot, "render the view to this PNG and exit (no window)");
     cli.add_option("--layer", layer, "layer to show (a number, -1 or last)")->capture_default_str();
     cli.add_option("--head", head, "mean | max | a head number")->capture_default_str();
@@ -128,8 +131,12 @@ int run(int argc, char** argv) {
     const Image image = decode_image(image_path);
     const ResizeSpec spec = ResizeSpec::parse(resize);
 
+    // Each checkpoint as given, then with every --attention kind: n and p flip through them all.
+    std::vector<std::string> specs = positional;
+    for (const auto& kind : retrofits)
+        for (const auto& m : positional) specs.push_back(m.substr(0, m.rfind('@')) + "@" + kind);
     App app;
-    for (const auto& m : positional) {
+    for (const auto& m : specs) {
         ConfigOverrides o;
         std::string path = m, label = m.substr(m.find_last_of('/') + 1);
         const auto at = m.rfind('@');
