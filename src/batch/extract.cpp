@@ -1,15 +1,10 @@
 #include "vitreg/extract.hpp"
 
-#include "batch_input.hpp"
-
 #include <tbb/task_arena.h>
 
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 
-#include "vitreg/error.hpp"
+#include "batch_input.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
