@@ -51,6 +51,15 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
     return ran;
 }
 
+bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary) {
+    row["path"] = path;
+    if (prepared.pixels) return true;
+    row["status"] = "error";
+    row["error"] = prepared.error;
+    ++summary.failed;
+    return false;
+}
+
 void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
             const ExtractSummary& summary) {
     std::string lines;

@@ -38,6 +38,9 @@ struct Ran {
 std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
                              const ForwardOptions& options);
 
+// Starts input i's manifest row; when it failed, records the reason, counts it and returns false.
+bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary);
+
 // Writes OUT/manifest.jsonl (one row per input, in input order) and OUT/run.json (`run` plus
 // the counts and vitreg's version), each atomically.
 void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,

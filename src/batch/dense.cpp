@@ -148,13 +148,7 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
 
         for (std::size_t i = 0; i < count; ++i) {
             auto& row = manifest[start + i];
-            row["path"] = inputs[start + i];
-            if (!prepared[i].pixels) {
-                row["status"] = "error";
-                row["error"] = prepared[i].error;
-                ++summary.failed;
-                continue;
-            }
+            if (!batch::start_row(row, inputs[start + i], prepared[i], summary)) continue;
             const Trace& t = *ran[i].trace;
             const Pixels& px = *prepared[i].pixels;
             int out_h = t.grid_h, out_w = t.grid_w;

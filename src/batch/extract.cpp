@@ -41,13 +41,7 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
 
         for (std::size_t i = 0; i < count; ++i) {
             nlohmann::ordered_json& row = manifest[start + i];
-            row["path"] = inputs[start + i];
-            if (!prepared[i].pixels) {
-                row["status"] = "error";
-                row["error"] = prepared[i].error;
-                ++summary.failed;
-                continue;
-            }
+            if (!batch::start_row(row, inputs[start + i], prepared[i], summary)) continue;
             const Features& f = *ran[i].features;
             const int b = ran[i].index;
             const std::size_t r = summary.ok++;
