@@ -144,11 +144,7 @@ void register_compare(CLI::App& app, Command& run) {
                     const Cell& cell = cells[i][k];
                     const Trace& t = cell.in.trace;
                     const int last = t.layers - 1;
-                    std::vector<float> rows;
-                    for (int h = 0; h < t.heads; ++h) {
-                        const float* r = t.attention_row(t.attention_slot(last), 0, h, t.query_slot(0));
-                        rows.insert(rows.end(), r, r + t.tokens);
-                    }
+                    const auto rows = t.query_rows(t.attention_slot(last), 0, t.query_slot(0));
                     row.push_back(render::attention_tile(cell.image, fuse_heads(rows.data(), t.heads, t.tokens, HeadFusion::Mean).data(), t));
                     cv::Mat norms = render::norms_tile(cell.image, t.norms_of(last, 0), t, 0.0f, norm_max[k],
                                                        cell.stats.layers.back().artifact_tokens_robust);
@@ -179,9 +175,8 @@ void register_compare(CLI::App& app, Command& run) {
                 for (std::size_t k = 0; k < configs.size(); ++k) {
                     const Cell& cell = cells[i][k];
                     rows.push_back(summary_row(images[i], configs[k], cell.in, cell.stats));
-                    nlohmann::ordered_json j;
-                    for (const auto& [key, value] : rows.back()) j[key] = value;
-                    nlohmann::json full = nlohmann::json::parse(j.dump());
+                    nlohmann::json full;
+                    for (const auto& [key, value] : rows.back()) full[key] = value;
                     full["model"] = configs[k].model.path();
                     full["per_layer"] = stats_json(cell.stats, a->rules, cell.in.trace);
                     json_rows.push_back(full);

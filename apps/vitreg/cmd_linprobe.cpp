@@ -66,13 +66,7 @@ void register_linprobe(CLI::App& app, Command& run) {
                 const Trace& t = in.trace;
                 if (static_cast<int>(s.labels.size()) != t.patch_count())
                     throw UsageError(mask_path + ": mask size differs from its image");
-                s.features.resize(static_cast<std::size_t>(t.patch_count()) * dim);
-                for (std::size_t l = 0; l < t.block_layers.size(); ++l) {
-                    const float* grid = t.block_of(static_cast<int>(l), 0) + static_cast<std::size_t>(t.patch_offset()) * t.dim;
-                    for (int p = 0; p < t.patch_count(); ++p)
-                        std::copy(grid + static_cast<std::size_t>(p) * t.dim, grid + static_cast<std::size_t>(p + 1) * t.dim,
-                                  s.features.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * dim + l * t.dim));
-                }
+                s.features = t.patch_features(0);
                 for (int l : s.labels) classes = std::max(classes, l + 1);
                 (i < n_train ? train : test).push_back(std::move(s));
             }

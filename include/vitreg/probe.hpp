@@ -78,6 +78,11 @@ struct Trace {
     const float* qkv_of(int l, int b) const { return qkv.data() + at(l, b) * tokens * 3 * dim; }
     // Block output slot l (an index into `block_layers`) of image b: [tokens, dim].
     const float* block_of(int l, int b) const { return blocks.data() + at(l, b) * tokens * dim; }
+    // Every head's row of one query: [heads, tokens] (attention layer slot l, query slot q).
+    std::vector<float> query_rows(int l, int b, int q) const;
+    // Image b's patch tokens from every recorded block, channels side by side:
+    // [patches, block_layers.size() * dim] (what dense export and the linear probe use).
+    std::vector<float> patch_features(int b) const;
     // Slot of a recorded layer / query, or -1.
     int attention_slot(int layer) const;
     int query_slot(int token) const;

@@ -84,12 +84,7 @@ std::vector<double> rollout(const Trace& t, int b, HeadFusion fusion, float disc
         const int slot = t.attention_slot(l);
         fused[l].resize(static_cast<std::size_t>(n) * n);
         for (int q = 0; q < n; ++q) {
-            // Heads of one query row are `queries × tokens` apart; gather them.
-            std::vector<float> rows(static_cast<std::size_t>(t.heads) * n);
-            for (int h = 0; h < t.heads; ++h) {
-                const float* r = t.attention_row(slot, b, h, q);
-                std::copy(r, r + n, rows.begin() + static_cast<std::ptrdiff_t>(h) * n);
-            }
+            const auto rows = t.query_rows(slot, b, q);
             const auto f = fuse_heads(rows.data(), t.heads, n, fusion);
             std::copy(f.begin(), f.end(), fused[l].begin() + static_cast<std::ptrdiff_t>(q) * n);
         }

@@ -51,6 +51,12 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
     return ran;
 }
 
+void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,
+                 FeatureFormat format, const std::map<std::string, std::string>& metadata) {
+    if (format == FeatureFormat::Npy) write_npy(path_without_suffix + ".npy", array);
+    else write_safetensors(path_without_suffix + ".safetensors", {{tensor, array}}, metadata);
+}
+
 bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary) {
     row["path"] = path;
     if (prepared.pixels) return true;

@@ -3,6 +3,7 @@
 // parallel, each to pixels or to the reason it failed; then run same-size images together.
 #include <tbb/task_arena.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
+#include "vitreg/writers.hpp"
 
 namespace vitreg::batch {
 
@@ -37,6 +39,10 @@ struct Ran {
 // One forward per input size (rows keep their order within it); failed inputs get nothing.
 std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
                              const ForwardOptions& options);
+
+// One per-image array: PATH.npy, or PATH.safetensors holding `tensor` and `metadata`.
+void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,
+                 FeatureFormat format, const std::map<std::string, std::string>& metadata = {});
 
 // Starts input i's manifest row; when it failed, records the reason, counts it and returns false.
 bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary);

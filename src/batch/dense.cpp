@@ -58,19 +58,6 @@ DenseArray assemble(const Trace& t, int b, const DenseOptions& o, int out_h, int
     return a;
 }
 
-// The patch-grid features the PCA looks at: every chosen layer's tokens, concatenated.
-std::vector<float> grid_features(const Trace& t, int b) {
-    const int L = static_cast<int>(t.block_layers.size()), D = t.dim, n = t.patch_count();
-    std::vector<float> f(static_cast<std::size_t>(n) * L * D);
-    for (int l = 0; l < L; ++l) {
-        const float* grid = t.block_of(l, b) + static_cast<std::size_t>(t.patch_offset()) * D;
-        for (int p = 0; p < n; ++p)
-            std::copy(grid + static_cast<std::size_t>(p) * D, grid + static_cast<std::size_t>(p + 1) * D,
-                      f.begin() + static_cast<std::ptrdiff_t>((static_cast<std::size_t>(p) * L + l) * D));
-    }
-    return f;
-}
-
 // input | PCA colours (bilinear from the patch grid), both at model-input resolution.
 void write_pca_png(const std::string& path, const Pixels& px, const Config& c, const PcaPreview& pca, int gh, int gw) {
     const int W = px.width, H = px.height;
@@ -133,7 +120,7 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
             std::vector<std::size_t> which;
             for (std::size_t i = 0; i < count; ++i) {
                 if (!prepared[i].pixels) continue;
-                feats[i] = grid_features(*ran[i].trace, ran[i].index);
+                feats[i] = ran[i].trace->patch_features(ran[i].index);
                 all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
                 which.push_back(i);
             }
@@ -158,8 +145,7 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
             const std::size_t r = summary.ok++;
             const std::string stem = dir + std::to_string(r);
             const ArrayRef ref{a.shape, a.data.data(), o.half};
-            if (o.format == FeatureFormat::Npy) write_npy(stem + ".npy", ref);
-            else write_safetensors(stem + ".safetensors", {{"features", ref}}, {{"source", inputs[start + i]}});
+            batch::write_array(stem, "features", ref, o.format, {{"source", inputs[start + i]}});
             if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[i], t.grid_h, t.grid_w);
             row["status"] = "ok";
             row["row"] = r;

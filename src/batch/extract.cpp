@@ -9,16 +9,6 @@
 
 namespace vitreg {
 
-namespace {
-
-void write_array(const std::string& path_without_suffix, const std::string& tensor_name, const ArrayRef& a,
-                 FeatureFormat format) {
-    if (format == FeatureFormat::Npy) write_npy(path_without_suffix + ".npy", a);
-    else write_safetensors(path_without_suffix + ".safetensors", {{tensor_name, a}});
-}
-
-}  // namespace
-
 ExtractSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                                 const ExtractProgress& progress) {
     const Config& c = model.config();
@@ -55,7 +45,7 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
             pooled.insert(pooled.end(), p.begin(), p.end());
             regs.insert(regs.end(), f.registers_of(b), f.registers_of(b) + static_cast<std::size_t>(R) * D);
             if (options.patch_tokens)
-                write_array(options.out_dir + "/patch/" + std::to_string(r), "patch",
+                batch::write_array(options.out_dir + "/patch/" + std::to_string(r), "patch",
                             ArrayRef{{f.grid_h, f.grid_w, D}, f.patches_of(b)}, options.format);
         }
         if (progress) progress(start + count, inputs.size());

@@ -105,3 +105,27 @@ int Trace::query_slot(int token) const {
 }
 
 }  // namespace vitreg
+
+namespace vitreg {
+
+std::vector<float> Trace::query_rows(int l, int b, int q) const {
+    std::vector<float> rows(static_cast<std::size_t>(heads) * tokens);
+    for (int h = 0; h < heads; ++h) {
+        const float* r = attention_row(l, b, h, q);
+        std::copy(r, r + tokens, rows.begin() + static_cast<std::ptrdiff_t>(h) * tokens);
+    }
+    return rows;
+}
+
+std::vector<float> Trace::patch_features(int b) const {
+    const std::size_t L = block_layers.size(), n = static_cast<std::size_t>(patch_count()), d = static_cast<std::size_t>(dim);
+    std::vector<float> f(n * L * d);
+    for (std::size_t l = 0; l < L; ++l) {
+        const float* grid = block_of(static_cast<int>(l), b) + static_cast<std::size_t>(patch_offset()) * d;
+        for (std::size_t p = 0; p < n; ++p)
+            std::copy(grid + p * d, grid + (p + 1) * d, f.begin() + static_cast<std::ptrdiff_t>((p * L + l) * d));
+    }
+    return f;
+}
+
+}  // namespace vitreg

@@ -67,13 +67,10 @@ cv::Mat attention_grid(const cv::Mat& image, const Trace& t, const std::vector<i
     std::vector<std::vector<cv::Mat>> tiles;
     for (int layer : layers) {
         const int slot = t.attention_slot(layer);
-        std::vector<float> rows(static_cast<std::size_t>(t.heads) * t.tokens);
+        const std::vector<float> rows = t.query_rows(slot, 0, q);
         std::vector<cv::Mat> row_tiles;
-        for (int h = 0; h < t.heads; ++h) {
-            const float* r = t.attention_row(slot, 0, h, q);
-            std::copy(r, r + t.tokens, rows.begin() + static_cast<std::ptrdiff_t>(h) * t.tokens);
-            if (each_head) row_tiles.push_back(attention_tile(image, r, t));
-        }
+        if (each_head)
+            for (int h = 0; h < t.heads; ++h) row_tiles.push_back(attention_tile(image, rows.data() + static_cast<std::size_t>(h) * t.tokens, t));
         row_tiles.push_back(attention_tile(image, fuse_heads(rows.data(), t.heads, t.tokens, fusion).data(), t));
         tiles.push_back(std::move(row_tiles));
     }
