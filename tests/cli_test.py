@@ -42,6 +42,11 @@ def read_text(path):
         return f.read()
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 def png_size(path):
     with open(path, "rb") as f:
         head = f.read(24)
@@ -104,10 +109,18 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(os.listdir(os.path.join(out, "patch"))), len(images))
         run = read_json(os.path.join(out, "run.json"))
         self.assertEqual(run["resize"], "eval")
-        # Rerunning into the same folder replaces the files and gives the same numbers.
+        # The same folder with other options is refused and left as it was; --overwrite replaces
+        # it, and the numbers do not depend on the thread count.
+        before = {n: read_bytes(os.path.join(out, n)) for n in ("cls.npy", "manifest.jsonl", "run.json")}
         r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(out, r.stderr)
+        self.assertIn("patch_tokens: true -> false", r.stderr)
+        self.assertEqual(before, {n: read_bytes(os.path.join(out, n)) for n in before})
+        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1", "--overwrite")
         self.assertEqual(r.returncode, 0, r.stderr)
         np.testing.assert_array_equal(np.load(os.path.join(out, "cls.npy")), cls)
+        self.assertFalse(os.path.exists(os.path.join(out, "patch", "0.npy")))
         self.assertEqual([f for f in os.listdir(out) if ".tmp." in f], [])
 
     def test_bad_inputs_are_recorded_and_the_batch_goes_on(self):

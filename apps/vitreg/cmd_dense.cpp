@@ -37,6 +37,8 @@ void register_dense(CLI::App& app, Command& run) {
             o.pca_joint = a->pca_joint;
             o.batch = a->batch;
             o.threads = a->threads;
+            o.image_limits = a->limits.image;
+            o.max_tokens = a->limits.max_tokens;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
             resolve_layers(o.layers, m.config().depth);  // a bad --layers fails before any output

@@ -21,6 +21,7 @@ void register_maps(CLI::App& app, Command& run) {
         float discard = 0.0f;
         ArtifactRules rules;
         int threads = 0;
+        InputLimits limits;
     };
     auto a = std::make_shared<Args>();
     add_model_args(*cmd, a->model);
@@ -40,6 +41,7 @@ void register_maps(CLI::App& app, Command& run) {
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
     cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_input_limit_args(*cmd, a->limits);
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
@@ -51,7 +53,8 @@ void register_maps(CLI::App& app, Command& run) {
             const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
 
             // Everything that can fail on the input fails here, before any file is written.
-            const Pixels px = preprocess(decode_image(a->image), resize, c.patch, c.mean, c.std, a->image);
+            const Pixels px = preprocess(decode_image(a->image, a->limits.image), resize, c.patch, c.mean, c.std, a->image);
+            m.check_tokens(px.height, px.width, a->limits.max_tokens, a->image);
             const int gh = px.height / c.patch, gw = px.width / c.patch;
             const int q = query.token_index(c.registers, gh, gw);
 
@@ -59,7 +62,7 @@ void register_maps(CLI::App& app, Command& run) {
             if (q != 0) probe.queries.push_back(q);
             probe.all_queries = a->rollout;
             Trace t;
-            m.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{a->threads});
+            m.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{a->threads, a->limits.max_tokens});
             const ImageStats stats = image_stats(t, 0, a->rules);
 
             make_dirs(a->out);

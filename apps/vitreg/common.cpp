@@ -18,6 +18,21 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
         ->check(CLI::IsMember({"offset", "antialias", "size"}));
+    cmd.add_option("--max-header-bytes", args.limits.max_header_bytes, "refuse checkpoints with a larger safetensors header")
+        ->check(CLI::Range(std::uint64_t(8), std::uint64_t(100) << 20))
+        ->capture_default_str();
+    cmd.add_option("--max-json-depth", args.limits.max_json_depth, "refuse JSON (header, config.json) nested deeper")
+        ->check(CLI::Range(2, 1000))
+        ->capture_default_str();
+}
+
+void add_input_limit_args(CLI::App& cmd, InputLimits& limits) {
+    cmd.add_option("--max-image-pixels", limits.image.max_pixels, "refuse images with more pixels (before decoding them)")
+        ->check(CLI::Range(std::int64_t(1), std::int64_t(1) << 40))
+        ->capture_default_str();
+    cmd.add_option("--max-tokens", limits.max_tokens, "refuse inputs that make more tokens than this (0 = no limit)")
+        ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 31))
+        ->capture_default_str();
 }
 
 void add_batch_args(CLI::App& cmd, BatchArgs& a) {
@@ -28,6 +43,7 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a) {
     cmd.add_option("--format", a.format, "npy or safetensors")->check(CLI::IsMember({"npy", "safetensors"}))->capture_default_str();
     cmd.add_option("--batch", a.batch, "images per forward (same-size images share one)")->check(CLI::Range(1, 4096))->capture_default_str();
     cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+    add_input_limit_args(cmd, a.limits);
 }
 
 std::vector<std::string> batch_inputs(const BatchArgs& a) {
@@ -58,6 +74,7 @@ void ProgressBar::operator()(std::size_t done, std::size_t total) const {
 
 Model load_model(const ModelArgs& args) {
     ConfigOverrides o;
+    o.limits = args.limits;
     if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
     if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
     Model m = Model::load(resolve_model_path(args.model), o);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 
 namespace vitreg::cli {
@@ -18,16 +19,25 @@ struct ModelArgs {
     std::string model;
     std::string attention;   // "" = as trained
     std::string pos_interp;  // "" = per checkpoint origin
+    SafetensorsLimits limits;
 };
 
 // MODEL positional plus --attention / --pos-interp.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
+// The bounds on what one input image may cost: --max-image-pixels, --max-tokens.
+struct InputLimits {
+    ImageLimits image;
+    std::int64_t max_tokens = kDefaultMaxTokens;
+};
+void add_input_limit_args(CLI::App& cmd, InputLimits& limits);
+
 // What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT and how to read and run them.
 struct BatchArgs {
     ModelArgs model;
     std::vector<std::string> inputs;
     std::string out, resize = "eval", format = "npy";
     int batch = 8, threads = 0;
+    InputLimits limits;
 };
 void add_batch_args(CLI::App& cmd, BatchArgs& args);
 // The expanded inputs (UsageError when there are none).
@@ -55,6 +65,7 @@ void register_bench(CLI::App& app, Command& run);
 void register_maps(CLI::App& app, Command& run);
 void register_dense(CLI::App& app, Command& run);
 void register_linprobe(CLI::App& app, Command& run);
+void register_merge(CLI::App& app, Command& run);
 void register_compare(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

@@ -74,6 +74,7 @@ struct Config {
 struct ConfigOverrides {
     std::optional<AttentionKind> attention;
     std::optional<PosInterp> pos_interp;
+    SafetensorsLimits limits;  // bounds on the checkpoint's header and config.json
 };
 
 }  // namespace vitreg

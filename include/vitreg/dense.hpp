@@ -23,6 +23,7 @@ struct DenseOptions {
     int batch = 1;
     int threads = 0;
     ImageLimits image_limits;
+    std::int64_t max_tokens = kDefaultMaxTokens;  // per image; 0 = no limit
 
     // "none" | "image" | "xN"; throws UsageError.
     void parse_upsample(const std::string& text);

@@ -12,6 +12,11 @@ namespace vitreg {
 // file cannot be read.
 std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 
+// The paths listed in the text of an `@list.txt` file: one per line, surrounding blanks and a
+// trailing '\r' trimmed, blank lines and lines starting with '#' skipped. Throws UsageError
+// naming `name` for a line holding a NUL byte (no file can be named that way).
+std::vector<std::string> parse_input_list(const std::string& text, const std::string& name);
+
 // True for the extensions a directory walk picks up (.jpg .jpeg .png .bmp .ppm .pgm .pnm
 // .tga .gif .psd, any case).
 bool has_image_extension(const std::string& path);

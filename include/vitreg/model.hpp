@@ -1,6 +1,7 @@
 #pragma once
 // A loaded ViT: weights packed once for the forward, immutable afterwards, safe to share
 // between threads.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,8 +12,14 @@
 
 namespace vitreg {
 
+// The default bound on the tokens of one image's forward: 16384 is a 1792×1792 input at
+// patch 14, far above what ViTs are run at, while a hostile `--resize none` image stays
+// refused before its quadratic attention time is spent.
+constexpr std::int64_t kDefaultMaxTokens = 16384;
+
 struct ForwardOptions {
     int threads = 0;  // oneTBB worker count for this call; 0 = all cores
+    std::int64_t max_tokens = kDefaultMaxTokens;  // per image; larger inputs are refused
 };
 
 class Model {
@@ -33,6 +40,11 @@ public:
 
     // The per-head sink logits of a layer (zeros when the checkpoint has none).
     std::vector<float> sink_logits(int layer) const;
+
+    // Tokens of one image's forward at this input size: CLS, registers and patches.
+    std::int64_t tokens(int height, int width) const;
+    // Throws UsageError naming `name` when an input of this size exceeds `max_tokens`.
+    void check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const;
 
     // Multiply-adds × 2 of one image's forward at this input size.
     double flops_per_image(int height, int width) const;

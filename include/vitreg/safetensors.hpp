@@ -20,6 +20,7 @@ std::size_t dtype_size(DType d);
 struct SafetensorsLimits {
     std::uint64_t max_header_bytes = 100ull << 20;  // the format's own bound
     std::size_t max_tensors = 1u << 20;
+    int max_json_depth = 64;  // of the header, and of an HF config.json beside it
 };
 
 // One tensor inside a mapped file. `data` may be unaligned; use to_float().

@@ -8,6 +8,23 @@
 
 namespace vitreg {
 
+// A file written piece by piece under a temporary name beside `path` and renamed into place by
+// commit() (after fsync); destroyed uncommitted, it leaves nothing behind. Throws IoError.
+class AtomicFile {
+public:
+    explicit AtomicFile(std::string path);
+    ~AtomicFile();
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+    void write(const void* data, std::size_t size);
+    void write(const std::string& bytes) { write(bytes.data(), bytes.size()); }
+    void commit();
+
+private:
+    std::string path_, tmp_;
+    int fd_ = -1;
+};
+
 // Writes `bytes` to `path` atomically (temp file, fsync, rename). Throws IoError.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
@@ -26,10 +43,17 @@ struct ArrayRef {
 // The element bytes of an array: float32, or float16 rounded to nearest even.
 std::string array_bytes(const ArrayRef& array);
 
-// The bytes of a NumPy .npy file (format 1.0, '<f4' or '<f2', C order).
+// The header of a NumPy .npy file (format 1.0, '<f4' or '<f2', C order) for the array's shape;
+// the element bytes follow it. `data` is not read.
+std::string npy_header(const ArrayRef& array);
+// The bytes of a NumPy .npy file: header and elements.
 std::string npy_bytes(const ArrayRef& array);
 void write_npy(const std::string& path, const ArrayRef& array);
 
+// The length prefix and JSON header of a safetensors file whose tensors (F32 / F16, data
+// sections in name order) have these shapes; their element bytes follow. `data` is not read.
+std::string safetensors_header(const std::map<std::string, ArrayRef>& tensors,
+                               const std::map<std::string, std::string>& metadata = {});
 // The bytes of a safetensors file holding F32 / F16 tensors (sorted by name) and string metadata.
 std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
                               const std::map<std::string, std::string>& metadata = {});

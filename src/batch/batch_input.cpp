@@ -11,15 +11,17 @@
 namespace vitreg::batch {
 
 std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, tbb::task_arena& arena) {
+                              const ImageLimits& limits, std::int64_t max_tokens, tbb::task_arena& arena) {
     const Config& c = model.config();
     std::vector<Prepared> prepared(count);
     arena.execute([&] {
         tbb::parallel_for(std::size_t(0), count, [&](std::size_t i) {
             const std::string& path = paths[i];
             try {
-                prepared[i].pixels = preprocess(decode_image(path, limits), resize, c.patch, c.mean, c.std, path,
-                                                &prepared[i].geometry);
+                Pixels px = preprocess(decode_image(path, limits), resize, c.patch, c.mean, c.std, path,
+                                       &prepared[i].geometry);
+                model.check_tokens(px.height, px.width, max_tokens, path);
+                prepared[i].pixels = std::move(px);
             } catch (const Error& e) {
                 prepared[i].error = e.what();
             } catch (const std::bad_alloc&) {

@@ -25,9 +25,10 @@ struct Prepared {
     std::string error;  // when pixels is empty
 };
 
-// paths[0..count) decoded and preprocessed for `model` inside `arena`; never throws for a bad file.
+// paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs over `max_tokens`
+// refused; never throws for a bad file.
 std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, tbb::task_arena& arena);
+                              const ImageLimits& limits, std::int64_t max_tokens, tbb::task_arena& arena);
 
 // The forward that holds input i: its features, trace and index in that forward's batch.
 struct Ran {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "batch_input.hpp"
-#include "parse_number.hpp"
+#include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/pca.hpp"
 #include "vitreg/resample.hpp"
@@ -106,11 +106,12 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
     summary.inputs = inputs.size();
     tbb::task_arena arena(o.threads > 0 ? o.threads : tbb::task_arena::automatic);
     const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
+    const ForwardOptions fwd{o.threads, o.max_tokens};
 
     for (std::size_t start = 0; start < inputs.size(); start += batch) {
         const std::size_t count = std::min(batch, inputs.size() - start);
-        const auto prepared = batch::prepare(model, &inputs[start], count, o.resize, o.image_limits, arena);
-        const auto ran = batch::run_by_size(model, prepared, probe, ForwardOptions{o.threads});
+        const auto prepared = batch::prepare(model, &inputs[start], count, o.resize, o.image_limits, fwd.max_tokens, arena);
+        const auto ran = batch::run_by_size(model, prepared, probe, fwd);
 
         // PCA per image, or jointly over this batch's images.
         std::vector<std::vector<float>> feats(count);

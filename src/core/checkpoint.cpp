@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "json_limits.hpp"
-#include "parse_number.hpp"
+#include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -159,7 +159,7 @@ struct Hints {
     }
 };
 
-nlohmann::json read_config_json(const std::string& path) {
+nlohmann::json read_config_json(const std::string& path, int max_depth) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw ConfigError(path + ": cannot open");
     std::stringstream ss;
@@ -167,7 +167,7 @@ nlohmann::json read_config_json(const std::string& path) {
     const std::string text = ss.str();
     if (text.size() > (16u << 20)) throw ConfigError(path + ": larger than 16 MB, not a model config");
     try {
-        auto j = parse_json_bounded(text);
+        auto j = parse_json_bounded(text, max_depth);
         if (!j.is_object()) throw ConfigError(path + ": not a JSON object");
         return j;
     } catch (const ConfigError&) {
@@ -191,7 +191,7 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
         file = path + "/model.safetensors";
         if (!is_file(file)) throw CheckpointError(path + ": folder holds no model.safetensors");
     }
-    file_ = std::make_unique<SafetensorsFile>(file);
+    file_ = std::make_unique<SafetensorsFile>(file, overrides.limits);
     config_ = resolve(parent_dir(file), overrides);
 }
 
@@ -253,7 +253,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (c.layout == Layout::HF) {
         if (!is_file(h.cfg_file))
             throw ConfigError(fpath + ": HF layout needs a sibling config.json (looked for " + h.cfg_file + ")");
-        h.cfg = read_config_json(h.cfg_file);
+        h.cfg = read_config_json(h.cfg_file, overrides.limits.max_json_depth);
     }
 
     // Patch embedding: [D, 3, p, p].

@@ -151,6 +151,19 @@ double Model::flops_per_image(int height, int width) const {
     return 2 * patches * 3 * p * p * D + c.depth * block;
 }
 
+std::int64_t Model::tokens(int height, int width) const {
+    const Config& c = impl_->config;
+    return 1 + c.registers + std::int64_t(height / c.patch) * (width / c.patch);
+}
+
+void Model::check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const {
+    const std::int64_t n = tokens(height, width);
+    if (max_tokens > 0 && n > max_tokens)
+        throw UsageError(name + ": a " + std::to_string(width) + "x" + std::to_string(height) + " input makes " +
+                         std::to_string(n) + " tokens, over the limit of " + std::to_string(max_tokens) +
+                         " (--max-tokens)");
+}
+
 Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
     Trace unused;
     return forward(pixels, batch, height, width, Probe{}, unused, options);
@@ -163,6 +176,7 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
     if (height <= 0 || width <= 0 || height % c.patch || width % c.patch)
         throw UsageError("forward: input " + std::to_string(width) + "x" + std::to_string(height) +
                          " is not a positive multiple of the patch size " + std::to_string(c.patch));
+    check_tokens(height, width, options.max_tokens, "forward");
     tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
     Features f;
     arena.execute([&] { f = impl_->run(pixels, batch, height, width, &probe, &trace); });

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "parse_number.hpp"
+#include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {

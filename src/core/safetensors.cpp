@@ -162,7 +162,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimit
         const char* hbegin = reinterpret_cast<const char*>(bytes + 8);
         nlohmann::json header;
         try {
-            header = parse_json_bounded(std::string_view(hbegin, header_len));
+            header = parse_json_bounded(std::string_view(hbegin, header_len), limits.max_json_depth);
         } catch (const std::exception& e) {
             fail(path, std::string("header is not valid JSON: ") + e.what());
         }

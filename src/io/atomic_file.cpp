@@ -4,39 +4,59 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "vitreg/error.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     // The temporary lives beside the target so rename() stays within one file system.
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw IoError(path + ": cannot create: " + std::strerror(errno));
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    tmp_ = path_ + ".tmp." + std::to_string(::getpid());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(path_ + ": cannot create: " + std::strerror(errno));
+}
+
+AtomicFile::~AtomicFile() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, std::size_t size) {
+    if (fd_ < 0) throw IoError(path_ + ": write after commit");
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd_, p, size);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            throw IoError(path + ": write failed: " + why);
-        }
-        done += static_cast<std::size_t>(n);
+        if (n <= 0) throw IoError(path_ + ": write failed: " + std::strerror(n < 0 ? errno : ENOSPC));
+        p += n;
+        size -= static_cast<std::size_t>(n);
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+}
+
+void AtomicFile::commit() {
+    const int fd = fd_;
+    fd_ = -1;
+    const bool synced = ::fsync(fd) == 0;
+    const int sync_errno = errno;
+    if (::close(fd) != 0 || !synced) {
+        const std::string why = std::strerror(synced ? errno : sync_errno);
+        ::unlink(tmp_.c_str());
+        throw IoError(path_ + ": write failed: " + why);
+    }
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
         const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw IoError(path + ": write failed: " + why);
+        ::unlink(tmp_.c_str());
+        throw IoError(path_ + ": cannot rename into place: " + why);
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw IoError(path + ": cannot rename into place: " + why);
-    }
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+    AtomicFile f(path);
+    f.write(bytes);
+    f.commit();
 }
 
 void make_dirs(const std::string& path) {

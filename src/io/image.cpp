@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "stb_guards.hpp"
 #include "vitreg/error.hpp"
 
 // stb_image lives privately in this translation unit; no file I/O of its own.
@@ -33,7 +34,8 @@ namespace vitreg {
 namespace {
 
 void check_pixel_count(std::int64_t w, std::int64_t h, const std::string& name, const ImageLimits& limits) {
-    if (w * h > limits.max_pixels)
+    // Divided, not multiplied: a header may declare 2^32 - 1 on each side.
+    if (w > 0 && h > limits.max_pixels / w)
         throw ImageError(name + ": image is " + std::to_string(w) + "x" + std::to_string(h) + ", over the limit of " +
                          std::to_string(limits.max_pixels) + " pixels");
 }
@@ -53,6 +55,7 @@ Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std:
         };
         check_pixel_count(be32(16), be32(20), name, limits);
     }
+    check_before_stb(data, size, name);  // stb already parses headers and tables when asked for the size
     if (!stbi_info_from_memory(data, static_cast<int>(size), &w, &h, &comp)) {
         const char* why = stbi_failure_reason();
         throw ImageError(name + ": not a decodable image (" + std::string(why ? why : "unknown format") + ")");

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <string_view>
 
 #include "vitreg/error.hpp"
 
@@ -40,20 +42,37 @@ void walk(const std::string& dir, std::vector<std::string>& out) {
 
 }  // namespace
 
+std::vector<std::string> parse_input_list(const std::string& text, const std::string& name) {
+    std::vector<std::string> out;
+    std::size_t number = 0, begin = 0;
+    while (begin < text.size()) {
+        std::size_t end = text.find('\n', begin);
+        if (end == std::string::npos) end = text.size();
+        ++number;
+        std::string_view line(text.data() + begin, end - begin);
+        begin = end + 1;
+        if (line.find('\0') != std::string_view::npos)
+            throw UsageError(name + ": line " + std::to_string(number) + " holds a NUL byte");
+        const std::size_t first = line.find_first_not_of(" \t\r");
+        if (first == std::string_view::npos || line[first] == '#') continue;
+        const std::size_t last = line.find_last_not_of(" \t\r");
+        out.emplace_back(line.substr(first, last - first + 1));
+    }
+    return out;
+}
+
 std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
     std::vector<std::string> out;
     for (const auto& a : args) {
         if (!a.empty() && a[0] == '@') {
             const std::string list = a.substr(1);
-            std::ifstream in(list);
+            std::ifstream in(list, std::ios::binary);
             if (!in) throw UsageError(list + ": cannot read input list");
-            std::string line;
-            while (std::getline(in, line)) {
-                while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-                std::size_t start = line.find_first_not_of(" \t");
-                if (start == std::string::npos || line[start] == '#') continue;
-                out.push_back(line.substr(start));
-            }
+            std::ostringstream text;
+            text << in.rdbuf();
+            if (in.bad()) throw UsageError(list + ": cannot read input list");
+            const auto listed = parse_input_list(text.str(), list);
+            out.insert(out.end(), listed.begin(), listed.end());
             continue;
         }
         std::error_code ec;

@@ -19,7 +19,7 @@ std::string array_bytes(const ArrayRef& array) {
     return out;
 }
 
-std::string npy_bytes(const ArrayRef& array) {
+std::string npy_header(const ArrayRef& array) {
     std::string shape = "(";
     for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
     shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
@@ -32,8 +32,10 @@ std::string npy_bytes(const ArrayRef& array) {
     out += static_cast<char>(header.size() & 0xff);
     out += static_cast<char>((header.size() >> 8) & 0xff);
     out += header;
-    return out + array_bytes(array);
+    return out;
 }
+
+std::string npy_bytes(const ArrayRef& array) { return npy_header(array) + array_bytes(array); }
 
 void write_npy(const std::string& path, const ArrayRef& array) { write_file_atomic(path, npy_bytes(array)); }
 

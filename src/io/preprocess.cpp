@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "parse_number.hpp"
+#include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/resample.hpp"
 

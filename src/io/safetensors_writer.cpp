@@ -5,8 +5,8 @@
 
 namespace vitreg {
 
-std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+std::string safetensors_header(const std::map<std::string, ArrayRef>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
     nlohmann::json header = nlohmann::json::object();
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::size_t offset = 0;
@@ -19,7 +19,12 @@ std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
     h.append((8 - h.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
     std::string out(8, '\0');
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<std::uint64_t>(h.size()) >> (8 * i)) & 0xff);
-    out += h;
+    return out + h;
+}
+
+std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+    std::string out = safetensors_header(tensors, metadata);
     for (const auto& [name, a] : tensors) out += array_bytes(a);
     return out;
 }

@@ -1,0 +1,53 @@
+#include "parse_shard.hpp"
+
+#include <cstdlib>
+
+#include "vitreg/parse_number.hpp"
+#include "vitreg/error.hpp"
+
+namespace vitreg::cli {
+
+namespace {
+
+long env_number(const char* name, bool required) {
+    const char* v = std::getenv(name);
+    if (!v) {
+        if (required) throw UsageError(std::string("--shard auto: ") + name + " is not set");
+        return -1;
+    }
+    const auto n = parse_integer(v, 0, 1 << 30);
+    if (!n) throw UsageError(std::string("--shard auto: ") + name + "='" + v + "' is not a number");
+    return *n;
+}
+
+Shard checked(long index, long count, const std::string& what) {
+    if (count < 1 || index < 0 || index >= count)
+        throw UsageError(what + ": shard " + std::to_string(index) + " of " + std::to_string(count) +
+                         " is out of range (0 <= K < N)");
+    return {static_cast<int>(index), static_cast<int>(count)};
+}
+
+}  // namespace
+
+Shard parse_shard(const std::string& text, int count) {
+    if (text == "auto") {
+        if (std::getenv("SLURM_ARRAY_TASK_ID")) {
+            const long id = env_number("SLURM_ARRAY_TASK_ID", true);
+            const long n = env_number("SLURM_ARRAY_TASK_COUNT", true);
+            const long min = env_number("SLURM_ARRAY_TASK_MIN", false);
+            return checked(id - std::max(0L, min), n, "--shard auto (Slurm)");
+        }
+        if (std::getenv("JOB_COMPLETION_INDEX")) {
+            if (count < 1) throw UsageError("--shard auto with JOB_COMPLETION_INDEX needs --shard-count N");
+            return checked(env_number("JOB_COMPLETION_INDEX", true), count, "--shard auto (JOB_COMPLETION_INDEX)");
+        }
+        throw UsageError("--shard auto: neither SLURM_ARRAY_TASK_ID nor JOB_COMPLETION_INDEX is set");
+    }
+    const auto slash = text.find('/');
+    const auto k = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(0, slash), 0, 1 << 30);
+    const auto n = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(slash + 1), 1, 1 << 30);
+    if (!k || !n) throw UsageError("bad --shard '" + text + "' (expected K/N, e.g. 0/4, or auto)");
+    return checked(*k, *n, "--shard " + text);
+}
+
+}  // namespace vitreg::cli

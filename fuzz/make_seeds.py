@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Writes the fuzzers' seed corpora into fuzz/seeds/: tiny checkpoints (a few KB, so the
+fuzzer spends its time in headers and shapes, not in weight bytes) in every layout, dtype
+and metadata variant vitreg reads, HF config.json files, small images in every format the
+decoder takes, and @list files. Deterministic; needs only NumPy.
+    fuzz/make_seeds.py [OUT_DIR]"""
+import json
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+D, HIDDEN, PATCH, GRID = 8, 16, 2, 2
+
+
+def tensors(layout, registers=0, swiglu=False, sinks=False):
+    rng = np.random.default_rng(len(layout) * 10 + registers + 2 * swiglu + 4 * sinks)
+    t = {}
+    npos = GRID * GRID + (0 if layout == "timm" else 1)
+    t["cls_token"] = [1, 1, D]
+    t["pos_embed"] = [1, npos, D]
+    t["patch_embed.proj.weight"] = [D, 3, PATCH, PATCH]
+    t["patch_embed.proj.bias"] = [D]
+    if registers:
+        t["reg_token" if layout == "timm" else "register_tokens"] = [1, registers, D]
+    b = "blocks.0."
+    for n in ("norm1", "norm2"):
+        t[b + n + ".weight"] = [D]
+        t[b + n + ".bias"] = [D]
+    t[b + "attn.qkv.weight"] = [3 * D, D]
+    t[b + "attn.qkv.bias"] = [3 * D]
+    t[b + "attn.proj.weight"] = [D, D]
+    t[b + "attn.proj.bias"] = [D]
+    if sinks:
+        t[b + "attn.sinks"] = [2]
+    t[b + "ls1.gamma"] = [D]
+    t[b + "ls2.gamma"] = [D]
+    if swiglu:
+        t[b + "mlp.w12.weight"] = [2 * HIDDEN, D]
+        t[b + "mlp.w12.bias"] = [2 * HIDDEN]
+        t[b + "mlp.w3.weight"] = [D, HIDDEN]
+        t[b + "mlp.w3.bias"] = [D]
+    else:
+        t[b + "mlp.fc1.weight"] = [HIDDEN, D]
+        t[b + "mlp.fc1.bias"] = [HIDDEN]
+        t[b + "mlp.fc2.weight"] = [D, HIDDEN]
+        t[b + "mlp.fc2.bias"] = [D]
+    t["norm.weight"] = [D]
+    t["norm.bias"] = [D]
+    return {name: (rng.standard_normal(shape) * 0.3).astype(np.float32) for name, shape in t.items()}
+
+
+HF_NAMES = [("cls_token", "embeddings.cls_token"), ("register_tokens", "embeddings.register_tokens"),
+            ("pos_embed", "embeddings.position_embeddings"),
+            ("patch_embed.proj.", "embeddings.patch_embeddings.projection."),
+            ("norm.", "layernorm.")]
+HF_BLOCK = [("attn.proj.", "attention.output.dense."), ("ls1.gamma", "layer_scale1.lambda1"),
+            ("ls2.gamma", "layer_scale2.lambda1"), ("mlp.w12.", "mlp.weights_in."), ("mlp.w3.", "mlp.weights_out.")]
+
+
+def to_hf(t):
+    out = {}
+    for name, v in t.items():
+        if name.startswith("blocks.0."):
+            rest = name[len("blocks.0."):]
+            if rest.startswith("attn.qkv."):
+                kind = rest.split(".")[-1]
+                for i, part in enumerate(("query", "key", "value")):
+                    out[f"encoder.layer.0.attention.attention.{part}.{kind}"] = v[i * D:(i + 1) * D]
+                continue
+            for a, h in HF_BLOCK:
+                if rest.startswith(a):
+                    rest = h + rest[len(a):]
+                    break
+            out["encoder.layer.0." + rest] = v
+            continue
+        for a, h in HF_NAMES:
+            if name.startswith(a):
+                name = h + name[len(a):]
+                break
+        out[name] = v
+    return out
+
+
+def safetensors_bytes(t, dtype="F32", metadata=None):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(t):
+        a = t[name].astype(np.float32)
+        if dtype == "F16":
+            raw = a.astype(np.float16).tobytes()
+        elif dtype == "BF16":
+            raw = (a.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+        else:
+            raw = a.tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def png_bytes(w, h, channels, bit_depth=8, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = ">u2" if bit_depth == 16 else np.uint8
+    pixels = rng.integers(0, 2 ** bit_depth, size=(h, w, channels)).astype(dtype)
+    color = {1: 0, 2: 4, 3: 2, 4: 6}[channels]
+    raw = b"".join(b"\0" + pixels[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def bmp_bytes(w, h):
+    row = (3 * w + 3) & ~3
+    pixels = bytes((x * 37 + y * 11) % 256 for y in range(h) for x in range(row))
+    header = struct.pack("<2sIHHI", b"BM", 54 + len(pixels), 0, 0, 54)
+    info = struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(pixels), 2835, 2835, 0, 0)
+    return header + info + pixels
+
+
+def jpeg_bytes():
+    """A 16×8 baseline JPEG with 4:2:0 chroma, by PIL (the only seed that needs it)."""
+    import io
+    from PIL import Image
+    rgb = np.stack(np.meshgrid(np.arange(16) * 15, np.arange(8) * 30) + [np.full((8, 16), 90)], -1).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, format="JPEG", quality=80)
+    return buf.getvalue()
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
+    dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list")}
+    for d in dirs.values():
+        os.makedirs(d, exist_ok=True)
+
+    def put(kind, name, data):
+        with open(os.path.join(dirs[kind], name), "wb") as f:
+            f.write(data if isinstance(data, bytes) else data.encode())
+
+    put("safetensors", "dinov2_f32", safetensors_bytes(tensors("dinov2"), "F32", {"heads": "2"}))
+    put("safetensors", "dinov2_reg2_f16", safetensors_bytes(tensors("dinov2", registers=2), "F16",
+                                                            {"heads": "2", "num_registers": "2", "patch_size": "2"}))
+    put("safetensors", "timm_reg2_bf16", safetensors_bytes(tensors("timm", registers=2), "BF16",
+                                                           {"heads": "2", "layer_norm_eps": "1e-05"}))
+    put("safetensors", "sink_f32", safetensors_bytes(tensors("dinov2", sinks=True), "F32",
+                                                     {"heads": "2", "attention": "sink",
+                                                      "image_mean": "0.5,0.5,0.5", "image_std": "0.2,0.2,0.2"}))
+    put("safetensors", "softmax1_swiglu", safetensors_bytes(tensors("dinov2", swiglu=True), "F32",
+                                                            {"heads": "2", "attention": "softmax1", "origin": "timm"}))
+    put("safetensors", "nometa_f32", safetensors_bytes(tensors("dinov2")))
+    put("safetensors", "hf_reg2", safetensors_bytes(to_hf(tensors("dinov2", registers=2)), "F32", {"format": "pt"}))
+
+    config = {"architectures": ["Dinov2WithRegistersModel"], "hidden_size": D, "num_attention_heads": 2,
+              "num_hidden_layers": 1, "num_register_tokens": 2, "patch_size": PATCH, "image_size": PATCH * GRID,
+              "layer_norm_eps": 1e-6, "mlp_ratio": 2, "use_swiglu_ffn": False, "hidden_act": "gelu",
+              "model_type": "dinov2_with_registers", "image_mean": [0.5, 0.5, 0.5]}
+    put("config", "hf_reg2.json", json.dumps(config, indent=1))
+    put("config", "minimal.json", json.dumps({"num_attention_heads": 2}))
+    put("config", "contradicts.json", json.dumps(dict(config, hidden_size=16, num_hidden_layers=3)))
+
+    put("image", "rgb.png", png_bytes(6, 4, 3, seed=1))
+    put("image", "gray16.png", png_bytes(5, 3, 1, bit_depth=16, seed=2))
+    put("image", "gray_alpha.png", png_bytes(4, 4, 2, seed=3))
+    put("image", "rgba.png", png_bytes(3, 5, 4, seed=4))
+    put("image", "rgb.bmp", bmp_bytes(5, 3))
+    put("image", "gray.pgm", b"P5\n4 3\n255\n" + bytes(range(0, 240, 20)))
+    put("image", "rgb.ppm", b"P6\n2 2\n255\n" + bytes(range(12)))
+    put("image", "tiny.gif", bytes.fromhex("4749463839610200020080000000ffffff21f90401000000002c00000000020002000002028451003b"))
+    put("image", "tiny.jpg", jpeg_bytes())
+    put("list", "plain.txt", "a.jpg\nb/c.png\n")
+    put("list", "comments.txt", "# header\n\n  spaced name.jpg  \r\n\t#not a comment?\nlast-without-newline.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and runs each one.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET=15] [TARGET...]      targets: safetensors config image list
+# Corpora grow in build-fuzz/corpus/<target>/ (seeded from fuzz/seeds and fuzz/regressions);
+# an input that crashes lands in build-fuzz/findings/<target>/ and the script exits 1. Copy it
+# to fuzz/regressions/<target>/ when fixed: the test suite replays that folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-15}"
+shift || true
+targets=("$@")
+((${#targets[@]})) || targets=(safetensors config image list)
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DVITREG_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
+
+status=0
+for t in "${targets[@]}"; do
+  corpus="build-fuzz/corpus/$t" findings="build-fuzz/findings/$t"
+  mkdir -p "$corpus" "$findings"
+  log="build-fuzz/fuzz-$t.log"
+  # -rss_limit_mb: a hostile input must be refused long before it costs this much.
+  if build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
+       -artifact_prefix="$findings/" "$corpus" "fuzz/seeds/$t" $(test -d "fuzz/regressions/$t" && echo "fuzz/regressions/$t") \
+       >"$log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    echo "fuzz $t: ${runs:-?} executions in ${seconds} s, no finding"
+  else
+    status=1
+    echo "fuzz $t: FINDING (see $log and $findings/):"
+    grep -E "ERROR|SUMMARY|runtime error" "$log" | head -5
+  fi
+done
+exit $status

@@ -1,0 +1,211 @@
+#include "durable_job.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "vitreg/error.hpp"
+#include "vitreg/version.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg::batch {
+
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 1469598103934665603ull, kFnvPrime = 1099511628211ull;
+
+std::uint64_t fnv1a(std::uint64_t h, const unsigned char* p, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
+    return h;
+}
+
+std::string hex_digest(std::uint64_t h) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+    return buf;
+}
+
+bool exists(const std::string& p) {
+    struct stat st {};
+    return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != "..") names.push_back(n);
+        }
+        ::closedir(d);
+    }
+    return names;
+}
+
+void remove_file(const std::string& p) {
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT) throw IoError(p + ": cannot remove: " + std::strerror(errno));
+}
+
+// "12.npy", "12.safetensors", or a temporary left by a killed writer.
+bool is_vitreg_row_file(const std::string& n) {
+    const auto dot = n.find('.');
+    if (dot == 0 || dot == std::string::npos || n.find_first_not_of("0123456789") != dot) return false;
+    const std::string rest = n.substr(dot);
+    return rest == ".npy" || rest == ".safetensors" || rest.rfind(".npy.tmp.", 0) == 0 ||
+           rest.rfind(".safetensors.tmp.", 0) == 0;
+}
+
+nlohmann::ordered_json read_json_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return nlohmann::ordered_json::parse(ss.str());
+    } catch (const std::exception& e) {
+        throw UsageError(path + ": unreadable job description (" + e.what() + "); use --overwrite to start over");
+    }
+}
+
+// The keys that make two jobs the same; "model" (a path) and "vitreg_version" are informative.
+std::string difference(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now) {
+    std::string out;
+    for (const auto& [key, value] : now.items()) {
+        if (key == "model" || key == "vitreg_version") continue;
+        const auto old = was.contains(key) ? was[key] : nlohmann::ordered_json();
+        if (old != value) out += (out.empty() ? "" : ", ") + key + ": " + old.dump() + " -> " + value.dump();
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string file_digest(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError(path + ": cannot read: " + std::strerror(errno));
+    std::vector<unsigned char> buf(1 << 20);
+    std::uint64_t h = kFnvOffset;
+    for (;;) {
+        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const std::string why = std::strerror(errno);
+            ::close(fd);
+            throw IoError(path + ": cannot read: " + why);
+        }
+        if (n == 0) break;
+        h = fnv1a(h, buf.data(), static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return hex_digest(h);
+}
+
+std::string text_digest(const std::string& text) {
+    return hex_digest(fnv1a(kFnvOffset, reinterpret_cast<const unsigned char*>(text.data()), text.size()));
+}
+
+const std::vector<std::string>& DurableJob::output_names() {
+    static const std::vector<std::string> names{"manifest.jsonl", "run.json",      "cls.npy",
+                                                "pooled.npy",     "registers.npy", "features.safetensors"};
+    return names;
+}
+
+DurableJob::DurableJob(std::string out_dir, nlohmann::ordered_json identity, std::size_t inputs, std::size_t chunk_rows,
+                       bool resume, bool overwrite)
+    : out_dir_(std::move(out_dir)), inputs_(inputs), chunk_rows_(std::max<std::size_t>(1, chunk_rows)) {
+    identity["chunk_rows"] = chunk_rows_;
+    identity["vitreg_version"] = VITREG_VERSION;
+    const std::string job_file = out_dir_ + "/job.json";
+    bool start = true;
+    if (exists(job_file)) {
+        const auto was = read_json_file(job_file);
+        const std::string diff = difference(was, identity);
+        if (diff.empty() && resume) {
+            start = false;
+        } else if (!overwrite) {
+            if (!diff.empty())
+                throw UsageError(out_dir_ + ": holds an extraction of another model, options or inputs (" + diff +
+                                 "); use another folder, or --overwrite to replace it");
+            throw UsageError(out_dir_ + ": holds this extraction already; use --resume to continue (or finish) it, "
+                                        "or --overwrite to start over");
+        }
+    } else {
+        bool has_outputs = false;
+        for (const auto& n : output_names()) has_outputs |= exists(out_dir_ + "/" + n);
+        if (has_outputs && !overwrite)
+            throw UsageError(out_dir_ + ": holds vitreg output without a job description; use another folder, or "
+                                        "--overwrite to replace it");
+    }
+    make_dirs(out_dir_);
+    if (start) {
+        remove_outputs();
+        make_dirs(out_dir_ + "/chunks");
+        write_file_atomic(job_file, identity.dump(2) + "\n");
+    }
+}
+
+void DurableJob::remove_outputs() const {
+    remove_file(out_dir_ + "/job.json");
+    for (const auto& n : list_dir(out_dir_ + "/chunks")) remove_file(out_dir_ + "/chunks/" + n);
+    for (const auto& n : output_names()) remove_file(out_dir_ + "/" + n);
+    for (const auto& n : list_dir(out_dir_ + "/patch"))
+        if (is_vitreg_row_file(n)) remove_file(out_dir_ + "/patch/" + n);
+}
+
+std::string DurableJob::chunk_path(std::size_t k) const {
+    char name[32];
+    std::snprintf(name, sizeof name, "%08zu.safetensors", k);
+    return out_dir_ + "/chunks/" + name;
+}
+
+Chunk read_chunk(const std::string& path) {
+    Chunk c;
+    c.file = std::make_shared<const SafetensorsFile>(path);
+    const auto& meta = c.file->metadata();
+    const auto rows = meta.find("manifest"), index = meta.find("inputs");
+    if (rows == meta.end() || index == meta.end()) throw IoError(path + ": not a vitreg chunk (no manifest)");
+    try {
+        std::istringstream lines(rows->second);
+        std::string line;
+        while (std::getline(lines, line)) c.rows.push_back(nlohmann::ordered_json::parse(line));
+        c.input_index = nlohmann::json::parse(index->second).get<std::vector<std::uint64_t>>();
+    } catch (const std::exception& e) {
+        throw IoError(path + ": corrupt chunk manifest: " + e.what());
+    }
+    if (c.input_index.size() != c.rows.size()) throw IoError(path + ": chunk manifest and input indices disagree");
+    for (const auto& r : c.rows) c.ok += r.value("status", "") == "ok";
+    if (c.file->get("cls").shape.at(0) != static_cast<std::int64_t>(c.ok))
+        throw IoError(path + ": chunk holds a different number of rows than its manifest");
+    return c;
+}
+
+std::optional<Chunk> DurableJob::load(std::size_t k) const {
+    const std::string path = chunk_path(k);
+    if (!exists(path)) return std::nullopt;
+    try {
+        Chunk c = read_chunk(path);
+        if (c.rows.size() != chunk_end(k) - chunk_begin(k)) return std::nullopt;
+        return c;
+    } catch (const Error&) {
+        return std::nullopt;  // damaged (not by vitreg, whose writes are atomic): run it again
+    }
+}
+
+void DurableJob::save(std::size_t k, const ChunkData& chunk, int dim, int registers) const {
+    const auto ok = static_cast<std::int64_t>(chunk.ok);
+    std::map<std::string, ArrayRef> tensors{{"cls", {{ok, dim}, chunk.cls.data()}},
+                                            {"pooled", {{ok, dim}, chunk.pooled.data()}}};
+    if (registers > 0) tensors.emplace("registers", ArrayRef{{ok, registers, dim}, chunk.registers.data()});
+    std::string lines;
+    for (const auto& r : chunk.rows) lines += r.dump() + "\n";
+    write_safetensors(chunk_path(k), tensors,
+                      {{"manifest", lines}, {"inputs", nlohmann::json(chunk.input_index).dump()}});
+}
+
+}  // namespace vitreg::batch

@@ -1,0 +1,75 @@
+#pragma once
+// The on-disk progress of a batch job, so that a run killed at any moment loses at most the
+// chunk it was working on. OUT/job.json states what the job is (model digest, options, inputs);
+// OUT/chunks/<k>.safetensors holds the finished chunk k of `chunk_rows` inputs: its features
+// and, as metadata, its manifest rows and their input indices. Each file appears atomically,
+// so a chunk file that exists is complete.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "vitreg/safetensors.hpp"
+
+namespace vitreg::batch {
+
+// A content digest of a file ("fnv1a64:<16 hex digits>"); throws IoError naming it.
+std::string file_digest(const std::string& path);
+// The same digest of a string.
+std::string text_digest(const std::string& text);
+
+// One finished chunk as written: rows in order, the features of its ok rows.
+struct ChunkData {
+    std::vector<nlohmann::ordered_json> rows;  // manifest rows ("row" counts the job's ok rows)
+    std::vector<std::uint64_t> input_index;    // each row's position in the unsharded input list
+    std::vector<float> cls, pooled, registers;  // [ok, D], [ok, D], [ok, R, D]
+    std::size_t ok = 0;
+};
+
+// A finished chunk read back: the mapped file and its rows.
+struct Chunk {
+    std::shared_ptr<const SafetensorsFile> file;  // tensors cls, pooled (, registers)
+    std::vector<nlohmann::ordered_json> rows;
+    std::vector<std::uint64_t> input_index;
+    std::size_t ok = 0;
+};
+
+class DurableJob {
+public:
+    // Opens OUT_DIR for the job `identity` over `inputs` inputs:
+    //  - empty or absent: starts it (writes job.json);
+    //  - holding this job: continues it with `resume`, else refuses;
+    //  - holding another job or other vitreg output: refuses, naming what differs, unless
+    //    `overwrite`, which removes vitreg's files there (and only those) first.
+    // Refusals are UsageErrors naming the folder.
+    DurableJob(std::string out_dir, nlohmann::ordered_json identity, std::size_t inputs, std::size_t chunk_rows,
+               bool resume, bool overwrite);
+
+    const std::string& out_dir() const { return out_dir_; }
+    std::size_t chunk_count() const { return (inputs_ + chunk_rows_ - 1) / chunk_rows_; }
+    std::size_t chunk_begin(std::size_t k) const { return k * chunk_rows_; }
+    std::size_t chunk_end(std::size_t k) const { return std::min(inputs_, (k + 1) * chunk_rows_); }
+
+    // Chunk k when it is finished and intact; nullopt when it must run (again).
+    std::optional<Chunk> load(std::size_t k) const;
+    void save(std::size_t k, const ChunkData& chunk, int dim, int registers) const;
+
+    // The vitreg files in OUT_DIR besides job.json and chunks/ (final outputs, patch/).
+    static const std::vector<std::string>& output_names();
+
+private:
+    std::string chunk_path(std::size_t k) const;
+    void remove_outputs() const;
+
+    std::string out_dir_;
+    std::size_t inputs_, chunk_rows_;
+};
+
+// Reads a finished chunk file; throws CheckpointError/IoError when it is not one.
+Chunk read_chunk(const std::string& path);
+
+}  // namespace vitreg::batch

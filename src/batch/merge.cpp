@@ -1,0 +1,173 @@
+#include "vitreg/merge.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "durable_job.hpp"
+#include "feature_table.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/parse_number.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+namespace {
+
+bool exists(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+        ::closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+nlohmann::ordered_json read_json(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return nlohmann::ordered_json::parse(ss.str());
+    } catch (const std::exception& e) {
+        throw UsageError(path + ": unreadable (" + e.what() + ")");
+    }
+}
+
+// "shard-K-of-N" → (K, N).
+std::optional<std::pair<long, long>> shard_name(const std::string& name) {
+    if (name.rfind("shard-", 0) != 0) return std::nullopt;
+    const auto of = name.find("-of-");
+    if (of == std::string::npos) return std::nullopt;
+    const auto k = parse_integer(name.substr(6, of - 6), 0, 1 << 30);
+    const auto n = parse_integer(name.substr(of + 4), 1, 1 << 30);
+    if (!k || !n) return std::nullopt;
+    return std::make_pair(*k, *n);
+}
+
+// The job a shard ran, without what differs between shards of one job.
+nlohmann::ordered_json common_identity(nlohmann::ordered_json job) {
+    for (const char* key : {"shard", "model", "vitreg_version"}) job.erase(key);
+    return job;
+}
+
+// Places `from` at `to` (a hard link when the file system allows, else a copy), atomically.
+void place_file(const std::string& from, const std::string& to) {
+    const std::string tmp = to + ".tmp." + std::to_string(::getpid());
+    ::unlink(tmp.c_str());
+    if (::link(from.c_str(), tmp.c_str()) != 0) {
+        std::ifstream in(from, std::ios::binary);
+        if (!in) throw IoError(from + ": cannot read: " + std::strerror(errno));
+        std::stringstream ss;
+        ss << in.rdbuf();
+        write_file_atomic(to, ss.str());
+        return;
+    }
+    if (::rename(tmp.c_str(), to.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throw IoError(to + ": cannot rename into place: " + why);
+    }
+}
+
+}  // namespace
+
+MergeSummary merge_shards(const std::string& out_dir) {
+    long count = 0;
+    std::map<long, std::string> dirs;
+    for (const auto& name : list_dir(out_dir)) {
+        const auto s = shard_name(name);
+        if (!s) continue;
+        if (count && s->second != count)
+            throw UsageError(out_dir + ": holds shards of different splits (" + std::to_string(count) + " and " +
+                             std::to_string(s->second) + " shards); remove the stale ones");
+        count = s->second;
+        dirs[s->first] = out_dir + "/" + name;
+    }
+    if (!count) throw UsageError(out_dir + ": no shard folders (shard-K-of-N) to merge");
+
+    // Every shard present, finished and of the same job; all problems listed at once.
+    std::vector<std::string> problems;
+    nlohmann::ordered_json identity, run;
+    for (long k = 0; k < count; ++k) {
+        const std::string name = "shard " + std::to_string(k) + " of " + std::to_string(count);
+        const auto it = dirs.find(k);
+        if (it == dirs.end() || !exists(it->second + "/job.json")) {
+            problems.push_back(name + ": missing");
+            continue;
+        }
+        if (!exists(it->second + "/run.json")) {
+            problems.push_back(name + ": not finished (run it again with --resume)");
+            continue;
+        }
+        const auto job = common_identity(read_json(it->second + "/job.json"));
+        if (identity.is_null()) {
+            identity = job;
+            run = read_json(it->second + "/run.json");
+        } else if (job != identity) {
+            problems.push_back(name + ": ran another model, options or input list than shard 0");
+        }
+    }
+    if (!problems.empty()) {
+        std::string list;
+        for (const auto& p : problems) list += "\n  " + p;
+        throw UsageError(out_dir + ": cannot merge:" + list);
+    }
+
+    // All rows of all shards, back in the order of the (unsharded) input list.
+    std::vector<batch::Chunk> chunks;
+    std::vector<std::string> chunk_shard;
+    for (const auto& [k, dir] : dirs)
+        for (const auto& name : list_dir(dir + "/chunks"))
+            if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) {
+                chunks.push_back(batch::read_chunk(dir + "/chunks/" + name));
+                chunk_shard.push_back(dir);
+            }
+    std::vector<batch::TableRow> rows = batch::rows_in_order(chunks);
+    auto index_of = [](const batch::TableRow& r) { return r.chunk->input_index[r.at]; };
+    std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return index_of(a) < index_of(b); });
+    const std::uint64_t inputs = identity.value("inputs", std::uint64_t(0));
+    bool complete = rows.size() == inputs;
+    for (std::size_t i = 0; complete && i < rows.size(); ++i) complete = index_of(rows[i]) == i;
+    if (!complete)
+        throw UsageError(out_dir + ": the shards hold " + std::to_string(rows.size()) + " rows, not each of the " +
+                         std::to_string(inputs) + " inputs exactly once; rerun the shards with --overwrite");
+
+    // Per-image patch files move to the merged row numbers.
+    const int dim = run.value("dim", 0), registers = run.value("registers", 0);
+    const bool npy = run.value("format", "npy") == "npy";
+    if (run.value("patch_tokens", false)) {
+        make_dirs(out_dir + "/patch");
+        const std::string ext = npy ? ".npy" : ".safetensors";
+        std::size_t global = 0;
+        for (const auto& r : rows) {
+            const auto& row = r.chunk->rows[r.at];
+            if (row.value("status", "") != "ok") continue;
+            const std::string& dir = chunk_shard[static_cast<std::size_t>(r.chunk - chunks.data())];
+            place_file(dir + "/patch/" + std::to_string(row["row"].get<std::size_t>()) + ext,
+                       out_dir + "/patch/" + std::to_string(global++) + ext);
+        }
+    }
+    for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);
+    MergeSummary summary;
+    summary.shards = static_cast<int>(count);
+    summary.rows = batch::write_feature_table(out_dir, rows, dim, registers,
+                                              npy ? FeatureFormat::Npy : FeatureFormat::Safetensors,
+                                              run.value("model", ""), nlohmann::json(run));
+    return summary;
+}
+
+}  // namespace vitreg
