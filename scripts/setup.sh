@@ -2,12 +2,14 @@
 # Installs what vitreg needs from Debian's packages, skipping what is already there.
 #   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, JSON, CLI11, Catch2, OpenCV
 #   scripts/setup.sh --tests   also Python, NumPy, PyTorch (the reference), Chromium (the HTML report test),
-#                              OpenCV highgui (vitreg-viewer), Xvfb, xdotool and xwd (the viewer test)
+#                              OpenCV highgui (vitreg-viewer), Xvfb, xdotool and xwd (the viewer test),
+#                              clang and its sanitizer/libFuzzer runtime (the fuzzers)
 set -euo pipefail
 packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev nlohmann-json3-dev libcli11-dev catch2
           libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev)
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3 python3-numpy python3-torch chromium libopencv-highgui-dev xvfb xdotool x11-apps)
+  packages+=(python3 python3-numpy python3-torch chromium libopencv-highgui-dev xvfb xdotool x11-apps
+             clang libclang-rt-14-dev)
 fi
 missing=()
 for p in "${packages[@]}"; do

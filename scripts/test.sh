@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: installs what it needs, builds, runs CTest.
+# The whole test suite, from a fresh machine: installs what it needs, then
+#   1. builds (Release) and runs every test;
+#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests of
+#      vitreg's own code there (any report fails the run);
+#   3. builds the libFuzzer targets and runs each briefly (scripts/fuzz.sh; longer runs: README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests
 scripts/build.sh
-cd build
-ctest --output-on-failure -j2
+(cd build && ctest --output-on-failure -j2)
+
+echo "== sanitizers: ASan + UBSan =="
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITREG_SANITIZE=ON >/dev/null
+cmake --build build-asan -j2
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
+# Not re-run there: the Python reference and fixture checks, and the install test (no vitreg code runs).
+(cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package)$')
+
+echo "== fuzz smoke =="
+scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"

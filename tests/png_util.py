@@ -44,3 +44,15 @@ def decode_png(path):
             rows.append([tuple(cur[x * channels:x * channels + 3]) for x in range(width)])
         prev = cur
     return width, height, rows
+
+
+def encode_png(width, height, rgb, declared=None):
+    """8-bit RGB PNG bytes of `rgb` (height*width*3 bytes); `declared` = (w, h) puts another
+    size in the header than the pixels have (a decompression-bomb header)."""
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    w, h = declared or (width, height)
+    raw = b"".join(b"\0" + bytes(rgb[y * width * 3:(y + 1) * width * 3]) for y in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "test_support.hpp"
+#include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
 
 using namespace vitreg;
@@ -96,4 +97,29 @@ TEST_CASE("extract to safetensors writes features.safetensors and per-row patch 
     CHECK_FALSE(f.has("registers"));
     const SafetensorsFile p(o.out_dir + "/patch/0.safetensors");
     CHECK(p.get("patch").shape == std::vector<std::int64_t>{7, 10, 64});
+}
+
+TEST_CASE("shards split the sorted inputs into equal blocks, whatever the listing order") {
+    std::vector<std::string> inputs;
+    for (int i = 0; i < 23; ++i) inputs.push_back("img" + std::to_string(100 + (i * 7) % 23) + ".png");
+    std::vector<std::string> reversed(inputs.rbegin(), inputs.rend());
+    std::vector<int> seen(inputs.size(), 0);
+    for (int k = 0; k < 4; ++k) {
+        const auto mine = vitreg::shard_positions(inputs, k, 4);
+        const auto theirs = vitreg::shard_positions(reversed, k, 4);
+        CHECK((mine.size() == 5 || mine.size() == 6));
+        REQUIRE(mine.size() == theirs.size());
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+            CHECK(inputs[mine[i]] == reversed[theirs[i]]);  // the same files, in sorted order
+            if (i) CHECK(inputs[mine[i - 1]] < inputs[mine[i]]);
+            ++seen[mine[i]];
+        }
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    const auto all = vitreg::shard_positions(inputs, 0, 1);
+    CHECK(all.size() == inputs.size());
+    CHECK(all[3] == 3);  // one shard keeps the given order
+    CHECK_THROWS_AS(vitreg::shard_positions(inputs, 4, 4), vitreg::UsageError);
+    CHECK(vitreg::shard_dir("out", 2, 4) == "out/shard-2-of-4");
+    CHECK(vitreg::shard_dir("out", 0, 1) == "out");
 }

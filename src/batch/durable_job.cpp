@@ -2,9 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -32,23 +34,6 @@ std::string hex_digest(std::uint64_t h) {
     return buf;
 }
 
-bool exists(const std::string& p) {
-    struct stat st {};
-    return ::lstat(p.c_str(), &st) == 0;
-}
-
-std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> names;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (const dirent* e = ::readdir(d)) {
-            const std::string n = e->d_name;
-            if (n != "." && n != "..") names.push_back(n);
-        }
-        ::closedir(d);
-    }
-    return names;
-}
-
 void remove_file(const std::string& p) {
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) throw IoError(p + ": cannot remove: " + std::strerror(errno));
 }
@@ -60,17 +45,6 @@ bool is_vitreg_row_file(const std::string& n) {
     const std::string rest = n.substr(dot);
     return rest == ".npy" || rest == ".safetensors" || rest.rfind(".npy.tmp.", 0) == 0 ||
            rest.rfind(".safetensors.tmp.", 0) == 0;
-}
-
-nlohmann::ordered_json read_json_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-        return nlohmann::ordered_json::parse(ss.str());
-    } catch (const std::exception& e) {
-        throw UsageError(path + ": unreadable job description (" + e.what() + "); use --overwrite to start over");
-    }
 }
 
 // The keys that make two jobs the same; "model" (a path) and "vitreg_version" are informative.
@@ -85,6 +59,35 @@ std::string difference(const nlohmann::ordered_json& was, const nlohmann::ordere
 }
 
 }  // namespace
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> names;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != "..") names.push_back(n);
+        }
+        ::closedir(d);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+nlohmann::ordered_json read_json_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    try {
+        return nlohmann::ordered_json::parse(ss.str());
+    } catch (const std::exception& e) {
+        throw UsageError(path + ": unreadable (" + e.what() + "); use --overwrite to start over");
+    }
+}
 
 std::string file_digest(const std::string& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -143,11 +146,29 @@ DurableJob::DurableJob(std::string out_dir, nlohmann::ordered_json identity, std
                                         "--overwrite to replace it");
     }
     make_dirs(out_dir_);
+    const std::string lock = out_dir_ + "/job.lock";
+    lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd_ < 0) throw IoError(lock + ": cannot create: " + std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+        ::close(lock_fd_);
+        throw UsageError(out_dir_ + ": another vitreg process is writing there");
+    }
+    remove_temporaries();
     if (start) {
         remove_outputs();
         make_dirs(out_dir_ + "/chunks");
         write_file_atomic(job_file, identity.dump(2) + "\n");
     }
+}
+
+DurableJob::~DurableJob() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
+}
+
+void DurableJob::remove_temporaries() const {
+    for (const std::string& dir : {out_dir_, out_dir_ + "/chunks", out_dir_ + "/patch"})
+        for (const auto& n : list_dir(dir))
+            if (n.find(".tmp.") != std::string::npos) remove_file(dir + "/" + n);
 }
 
 void DurableJob::remove_outputs() const {

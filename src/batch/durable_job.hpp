@@ -17,6 +17,13 @@
 
 namespace vitreg::batch {
 
+// The entries of a folder, sorted ([] when it cannot be read).
+std::vector<std::string> list_dir(const std::string& dir);
+// True when `path` names anything (a dangling link too).
+bool exists(const std::string& path);
+// A job file (job.json, run.json); throws UsageError naming it when it is not JSON.
+nlohmann::ordered_json read_json_file(const std::string& path);
+
 // A content digest of a file ("fnv1a64:<16 hex digits>"); throws IoError naming it.
 std::string file_digest(const std::string& path);
 // The same digest of a string.
@@ -46,8 +53,14 @@ public:
     //  - holding another job or other vitreg output: refuses, naming what differs, unless
     //    `overwrite`, which removes vitreg's files there (and only those) first.
     // Refusals are UsageErrors naming the folder.
+    // While it lives, the job holds an exclusive lock on OUT_DIR/job.lock (a second process on
+    // the same folder is refused; the kernel drops the lock when a process dies, even by SIGKILL),
+    // so the temporaries a killed run left behind can be removed safely.
     DurableJob(std::string out_dir, nlohmann::ordered_json identity, std::size_t inputs, std::size_t chunk_rows,
                bool resume, bool overwrite);
+    ~DurableJob();
+    DurableJob(const DurableJob&) = delete;
+    DurableJob& operator=(const DurableJob&) = delete;
 
     const std::string& out_dir() const { return out_dir_; }
     std::size_t chunk_count() const { return (inputs_ + chunk_rows_ - 1) / chunk_rows_; }
@@ -64,9 +77,11 @@ public:
 private:
     std::string chunk_path(std::size_t k) const;
     void remove_outputs() const;
+    void remove_temporaries() const;
 
     std::string out_dir_;
     std::size_t inputs_, chunk_rows_;
+    int lock_fd_ = -1;
 };
 
 // Reads a finished chunk file; throws CheckpointError/IoError when it is not one.

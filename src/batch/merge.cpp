@@ -1,7 +1,5 @@
 #include "vitreg/merge.hpp"
 
-#include <dirent.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,32 +18,6 @@
 namespace vitreg {
 
 namespace {
-
-bool exists(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0;
-}
-
-std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> names;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (const dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
-        ::closedir(d);
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-nlohmann::ordered_json read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    try {
-        return nlohmann::ordered_json::parse(ss.str());
-    } catch (const std::exception& e) {
-        throw UsageError(path + ": unreadable (" + e.what() + ")");
-    }
-}
 
 // "shard-K-of-N" → (K, N).
 std::optional<std::pair<long, long>> shard_name(const std::string& name) {
@@ -88,7 +60,7 @@ void place_file(const std::string& from, const std::string& to) {
 MergeSummary merge_shards(const std::string& out_dir) {
     long count = 0;
     std::map<long, std::string> dirs;
-    for (const auto& name : list_dir(out_dir)) {
+    for (const auto& name : batch::list_dir(out_dir)) {
         const auto s = shard_name(name);
         if (!s) continue;
         if (count && s->second != count)
@@ -105,18 +77,18 @@ MergeSummary merge_shards(const std::string& out_dir) {
     for (long k = 0; k < count; ++k) {
         const std::string name = "shard " + std::to_string(k) + " of " + std::to_string(count);
         const auto it = dirs.find(k);
-        if (it == dirs.end() || !exists(it->second + "/job.json")) {
+        if (it == dirs.end() || !batch::exists(it->second + "/job.json")) {
             problems.push_back(name + ": missing");
             continue;
         }
-        if (!exists(it->second + "/run.json")) {
+        if (!batch::exists(it->second + "/run.json")) {
             problems.push_back(name + ": not finished (run it again with --resume)");
             continue;
         }
-        const auto job = common_identity(read_json(it->second + "/job.json"));
+        const auto job = common_identity(batch::read_json_file(it->second + "/job.json"));
         if (identity.is_null()) {
             identity = job;
-            run = read_json(it->second + "/run.json");
+            run = batch::read_json_file(it->second + "/run.json");
         } else if (job != identity) {
             problems.push_back(name + ": ran another model, options or input list than shard 0");
         }
@@ -131,7 +103,7 @@ MergeSummary merge_shards(const std::string& out_dir) {
     std::vector<batch::Chunk> chunks;
     std::vector<std::string> chunk_shard;
     for (const auto& [k, dir] : dirs)
-        for (const auto& name : list_dir(dir + "/chunks"))
+        for (const auto& name : batch::list_dir(dir + "/chunks"))
             if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) {
                 chunks.push_back(batch::read_chunk(dir + "/chunks/" + name));
                 chunk_shard.push_back(dir);

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""Batches that survive faults (issue #8): a folder of 2,000 small images of which 5% are broken
+in different ways; runs killed with SIGKILL at random moments and resumed; each hard limit
+refused with the file and the limit named; sharded runs merged.
+
+usage: reliability_test.py VITREG_BINARY REPO_ROOT
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from png_util import encode_png  # noqa: E402
+
+VITREG, ROOT = sys.argv[1], sys.argv[2]
+MODEL = "vitreg-untrained-s14-d192-reg4"
+SIDE = 28  # 2x2 patches: the batch is about files, not about compute
+COMMON = ["--resize", "none", "--threads", "2", "--batch", "16"]
+
+
+def vitreg(*args, user=None):
+    cmd = [VITREG, *args]
+    if user is not None:  # root reads any file: drop to `user` so permissions mean something
+        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def manifest(out):
+    with open(os.path.join(out, "manifest.jsonl")) as f:
+        return [json.loads(line) for line in f]
+
+
+def tree(out, skip=("job.json", "job.lock")):
+    """Every file under `out` (relative path → bytes)."""
+    files = {}
+    for base, _, names in os.walk(out):
+        for n in names:
+            rel = os.path.relpath(os.path.join(base, n), out)
+            if rel not in skip:
+                files[rel] = read_bytes(os.path.join(base, n))
+    return files
+
+
+def good_png(seed):
+    rng = np.random.default_rng(seed)
+    return encode_png(SIDE, SIDE, rng.integers(0, 256, SIDE * SIDE * 3, dtype=np.uint8).tobytes())
+
+
+# The broken kinds, each (file name suffix, how to make it, what the reason must mention).
+def _truncated_png(d, name, i):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(good_png(i)[:60])
+
+
+def _zero_bytes(d, name, i):
+    open(os.path.join(d, name), "wb").close()
+
+
+def _wrong_extension(d, name, i):  # a text file named like an image
+    with open(os.path.join(d, name), "w") as f:
+        f.write("this is not an image\n")
+
+
+def _unsupported(d, name, i):  # a TIFF header: a real format stb does not read
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(b"II*\x00" + bytes(200))
+
+
+def _unreadable(d, name, i):
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(good_png(i))
+    os.chmod(os.path.join(d, name), 0)
+
+
+def _directory(d, name, i):
+    os.makedirs(os.path.join(d, name))
+
+
+def _huge(d, name, i):  # a 30000x30000 header over a few bytes of pixels
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(encode_png(2, 2, bytes(12), declared=(30000, 30000)))
+
+
+def _truncated_jpeg(d, name, i):
+    with open(os.path.join(ROOT, "assets", "images", "coffee.jpg"), "rb") as f:
+        data = f.read()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data[: len(data) // 4])
+
+
+BROKEN = [
+    (".png", _truncated_png, "cannot decode"),
+    (".jpg", _zero_bytes, "empty file"),
+    (".jpg", _wrong_extension, "not a decodable image"),
+    (".png", _unsupported, "not a decodable image"),
+    (".png", _unreadable, "Permission denied"),
+    (".jpg", _directory, "is a directory"),
+    (".png", _huge, "over the limit of"),
+    (".jpg", _truncated_jpeg, "truncated JPEG"),
+]
+
+
+class Reliability(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="vitreg-reliability-")
+        os.chmod(cls.tmp, 0o777)
+        cls.user = 65534 if os.geteuid() == 0 else None
+        cls.images = os.path.join(cls.tmp, "images")
+        os.makedirs(cls.images)
+        rng = random.Random(8)
+        broken = set(rng.sample(range(2000), 100))  # 5%
+        cls.expected_bad = {}
+        for i in range(2000):
+            if i in broken:
+                suffix, make, reason = BROKEN[len(cls.expected_bad) % len(BROKEN)]
+                name = f"img{i:05d}{suffix}"
+                make(cls.images, name, i)
+                cls.expected_bad[os.path.join(cls.images, name)] = reason
+            else:
+                with open(os.path.join(cls.images, f"img{i:05d}.png"), "wb") as f:
+                    f.write(good_png(i))
+        os.chmod(cls.images, 0o777)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def out(self, name):
+        path = os.path.join(self.tmp, name)
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o777)
+        return path
+
+    def extract(self, out, *extra, inputs=None):
+        return vitreg("extract", MODEL, *(inputs or [self.images]), "-o", out, *COMMON, *extra, user=self.user)
+
+    def test_broken_inputs_are_recorded_and_the_good_ones_land(self):
+        out = self.out("faults")
+        r = self.extract(out, "--chunk", "128")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("100 inputs failed", r.stderr)
+        rows = manifest(out)
+        self.assertEqual(len(rows), 2000)
+        self.assertEqual(rows, sorted(rows, key=lambda x: x["path"]))
+        bad = {row["path"]: row for row in rows if row["status"] == "error"}
+        self.assertEqual(set(bad), set(self.expected_bad))
+        for path, reason in self.expected_bad.items():
+            self.assertIn(reason, bad[path]["error"], path)
+            self.assertIn(path, bad[path]["error"])
+        ok = [row for row in rows if row["status"] == "ok"]
+        self.assertEqual([row["row"] for row in ok], list(range(1900)))
+        cls_ = np.load(os.path.join(out, "cls.npy"))
+        self.assertEqual(cls_.shape, (1900, 192))
+        # Exactly the good ones, with the features a run over only them gives.
+        listing = os.path.join(self.tmp, "good.txt")
+        with open(listing, "w") as f:
+            f.write("".join(row["path"] + "\n" for row in ok))
+        good = self.out("good-only")
+        r = self.extract(good, inputs=["@" + listing])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_array_equal(np.load(os.path.join(good, "cls.npy")), cls_)
+        np.testing.assert_array_equal(np.load(os.path.join(good, "registers.npy")),
+                                      np.load(os.path.join(out, "registers.npy")))
+
+    def test_killed_runs_resume_to_the_uninterrupted_result(self):
+        whole = self.out("whole")
+        t0 = time.monotonic()
+        r = self.extract(whole, "--chunk", "64", "--patch-tokens")
+        duration = time.monotonic() - t0
+        self.assertEqual(r.returncode, 3, r.stderr)
+        expected = tree(whole)
+
+        out = self.out("killed")
+        rng = random.Random(1)
+        kills = 0
+        for attempt in range(4):
+            cmd = [VITREG, "extract", MODEL, self.images, "-o", out, *COMMON, "--chunk", "64", "--patch-tokens",
+                   "--resume"]
+            if self.user is not None:
+                cmd = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups", *cmd]
+            p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.05, 0.5) * duration)
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                kills += 1
+            p.wait()
+        self.assertGreaterEqual(kills, 2, "the runs finished before they could be killed")
+        r = self.extract(out, "--chunk", "64", "--patch-tokens", "--resume")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        got = tree(out)
+        self.assertEqual(sorted(got), sorted(expected))
+        for name in expected:
+            self.assertEqual(got[name], expected[name], name)
+        # A finished run resumed again changes nothing.
+        r = self.extract(out, "--chunk", "64", "--patch-tokens", "--resume")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertEqual(tree(out), expected)
+
+    def test_an_output_folder_of_another_job_is_refused(self):
+        out = self.out("refuse")
+        few = [os.path.join(self.images, n) for n in sorted(os.listdir(self.images))[:40]]
+        r = self.extract(out, inputs=few)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        before = tree(out, skip=())
+        other = ["--resize", "short:28", "--threads", "2", "--resume"]
+        for args, what in ((COMMON, "--resume"), (other, "resize: \"none\" -> \"short:28\"")):
+            r = vitreg("extract", MODEL, *few, "-o", out, *args, user=self.user)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(out, r.stderr)
+            self.assertIn(what, r.stderr)
+            self.assertEqual(tree(out, skip=()), before)
+        r = vitreg("extract", "vitreg-fmnist-softmax", *few, "-o", out, *COMMON, "--resume", user=self.user)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("model_digest", r.stderr)
+
+    def test_sharded_runs_merge_to_the_single_run(self):
+        names = sorted(os.listdir(self.images))[:40]
+        paths = [os.path.join(self.images, n) for n in names]
+        single = self.out("single")
+        r = self.extract(single, "--patch-tokens", "--chunk", "8", inputs=paths)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        sharded = self.out("sharded")
+        shuffled = paths[:]
+        random.Random(3).shuffle(shuffled)
+        listing = os.path.join(self.tmp, "shuffled.txt")
+        with open(listing, "w") as f:
+            f.write("\n".join(shuffled) + "\n")
+        for k in (0, 1, 3):
+            # A shard takes the same files whatever order the list is in.
+            r = self.extract(sharded, "--patch-tokens", "--chunk", "8", "--shard", f"{k}/4",
+                             inputs=[*paths] if k != 1 else ["@" + listing])
+            self.assertIn(r.returncode, (0, 3), r.stderr)
+        r = vitreg("merge", sharded, user=self.user)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("shard 2 of 4: missing", r.stderr)
+        self.assertIn("shard 1 of 4: ran another", r.stderr)  # shuffled list: another input order
+        r = self.extract(sharded, "--patch-tokens", "--chunk", "8", "--shard", "1/4", "--overwrite", inputs=paths)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        env_run = subprocess.run(
+            [*(["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups"] if self.user else []),
+             VITREG, "extract", MODEL, *paths, "-o", sharded, *COMMON, "--patch-tokens", "--chunk", "8",
+             "--shard", "auto"],
+            env={**os.environ, "SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"},
+            capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        self.assertIn(env_run.returncode, (0, 3), env_run.stderr)
+        self.assertTrue(os.path.isdir(os.path.join(sharded, "shard-2-of-4")))
+        r = vitreg("merge", sharded, user=self.user)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        expected = tree(single)
+        got = tree(sharded)
+        for name in [n for n in expected if not n.startswith("chunks/")]:
+            self.assertEqual(got.get(name), expected[name], name)
+
+
+class Limits(unittest.TestCase):
+    """Each hard limit refuses with the file and the limit named, exit 1 (or a failed row)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="vitreg-limits-")
+        cls.image = os.path.join(cls.tmp, "small.png")
+        with open(cls.image, "wb") as f:
+            f.write(good_png(1))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def checkpoint(self, header_pad):
+        """A copy of a small fixture checkpoint whose header is padded by `header_pad` blanks."""
+        data = read_bytes(os.path.join(ROOT, "tests", "fixtures", "models", "dinov2_f32.safetensors"))
+        n = int.from_bytes(data[:8], "little")
+        text = data[8:8 + n].rstrip() + b" " * header_pad
+        text += b" " * (-len(text) % 8)
+        path = os.path.join(self.tmp, "padded.safetensors")
+        with open(path, "wb") as f:
+            f.write(len(text).to_bytes(8, "little") + text + data[8 + n:])
+        return path
+
+    def hf_config(self, deep):
+        """A copy of the HF fixture whose config.json carries an extra value nested `deep` levels."""
+        folder = os.path.join(self.tmp, "hf")
+        shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "models", "hf_reg2"), folder)
+        config = json.loads(read_bytes(os.path.join(folder, "config.json")))
+        config["extra"] = json.loads("[" * deep + "]" * deep)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        return os.path.join(folder, "config.json")
+
+    def test_header_size_and_json_depth(self):
+        for path, flag, value, words in (
+                (self.checkpoint(header_pad=5000), "--max-header-bytes", "4096", "over the limit of 4096"),
+                (self.hf_config(deep=40), "--max-json-depth", "16", "nesting deeper than 16")):
+            r = subprocess.run([VITREG, "info", os.path.dirname(path) if path.endswith(".json") else path, flag, value],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, flag)
+            self.assertIn(path, r.stderr)
+            self.assertIn(words, r.stderr)
+            model = os.path.dirname(path) if path.endswith(".json") else path
+            self.assertEqual(subprocess.run([VITREG, "info", model], capture_output=True).returncode, 0)
+
+    def test_pixels_and_tokens(self):
+        for flag, value, words in (("--max-image-pixels", "700", "over the limit of 700 pixels"),
+                                   ("--max-tokens", "8", "9 tokens, over the limit of 8")):
+            out = os.path.join(self.tmp, "out" + flag)
+            r = subprocess.run([VITREG, "extract", MODEL, self.image, "-o", out, "--resize", "none", flag, value],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            row = json.loads(read_bytes(os.path.join(out, "manifest.jsonl")).decode().splitlines()[0])
+            self.assertIn(self.image, row["error"])
+            self.assertIn(words, row["error"])
+            r = subprocess.run([VITREG, "maps", MODEL, self.image, "-o", out + "-maps", "--resize", "none", flag, value],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(self.image, r.stderr)
+            self.assertIn(words, r.stderr)
+            self.assertFalse(os.path.exists(out + "-maps"))
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0], "-v"])
