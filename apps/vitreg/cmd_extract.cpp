@@ -28,7 +28,9 @@ void register_extract(CLI::App& app, Command& run) {
     cmd->add_option("--shard", a->shard,
                     "K/N: take block K (0-based) of N of the sorted inputs, into OUT/shard-K-of-N; 'auto' reads "
                     "SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX (with --shard-count)");
-    cmd->add_option("--shard-count", a->shard_count, "N for --shard auto with JOB_COMPLETION_INDEX (Kubernetes)")
+    cmd->add_option("--shard-count", a->shard_count,
+                    "N for --shard auto: needed with JOB_COMPLETION_INDEX (Kubernetes) and when resubmitting single "
+                    "Slurm array tasks")
         ->check(CLI::Range(1, 1 << 20));
     cmd->callback([&run, a] {
         run = [a] {

@@ -33,6 +33,8 @@ Shard parse_shard(const std::string& text, int count) {
     if (text == "auto") {
         if (std::getenv("SLURM_ARRAY_TASK_ID")) {
             const long id = env_number("SLURM_ARRAY_TASK_ID", true);
+            // A resubmitted shard (`sbatch --array=2`) is an array of one: N must come from the user.
+            if (count > 0) return checked(id, count, "--shard auto (Slurm, --shard-count)");
             const long n = env_number("SLURM_ARRAY_TASK_COUNT", true);
             const long min = env_number("SLURM_ARRAY_TASK_MIN", false);
             return checked(id - std::max(0L, min), n, "--shard auto (Slurm)");

@@ -9,9 +9,10 @@ struct Shard {
     int count = 1;
 };
 
-// "K/N" (0 <= K < N), or "auto": SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT (the ID taken
-// relative to SLURM_ARRAY_TASK_MIN, so --array=1-4 works too), else JOB_COMPLETION_INDEX with
-// `count` (a Kubernetes Indexed Job). Throws UsageError saying what is missing or wrong.
+// "K/N" (0 <= K < N), or "auto": with Slurm, SLURM_ARRAY_TASK_ID of `count` shards when `count`
+// is given (so a lone resubmitted task knows N), else of SLURM_ARRAY_TASK_COUNT (the ID taken
+// relative to SLURM_ARRAY_TASK_MIN, so --array=1-4 works too); without Slurm, JOB_COMPLETION_INDEX
+// of `count` (a Kubernetes Indexed Job). Throws UsageError saying what is missing or wrong.
 Shard parse_shard(const std::string& text, int count);
 
 }  // namespace vitreg::cli

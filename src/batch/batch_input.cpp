@@ -1,6 +1,7 @@
 #include "batch_input.hpp"
 
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_pipeline.h>
 
 #include <map>
 
@@ -51,6 +52,44 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
         for (std::size_t k = 0; k < members.size(); ++k) ran[members[k]] = Ran{features, trace, static_cast<int>(k)};
     }
     return ran;
+}
+
+void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
+                    const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
+                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink) {
+    batch = std::max<std::size_t>(1, batch);
+    struct Work {
+        std::size_t start = 0;
+        std::vector<Prepared> prepared;
+    };
+    std::size_t next = 0;
+    arena.execute([&] {
+        tbb::parallel_pipeline(
+            3,  // batches in flight: one running, two decoding
+            tbb::make_filter<void, std::shared_ptr<Work>>(tbb::filter_mode::serial_in_order,
+                                                          [&](tbb::flow_control& fc) -> std::shared_ptr<Work> {
+                                                              if (next >= count) {
+                                                                  fc.stop();
+                                                                  return nullptr;
+                                                              }
+                                                              auto w = std::make_shared<Work>();
+                                                              w->start = next;
+                                                              next += std::min(batch, count - next);
+                                                              return w;
+                                                          }) &
+                tbb::make_filter<std::shared_ptr<Work>, std::shared_ptr<Work>>(
+                    tbb::filter_mode::parallel,
+                    [&](std::shared_ptr<Work> w) {
+                        const std::size_t n = std::min(batch, count - w->start);
+                        w->prepared = prepare(model, paths + w->start, n, resize, limits, options.max_tokens, arena);
+                        return w;
+                    }) &
+                tbb::make_filter<std::shared_ptr<Work>, void>(tbb::filter_mode::serial_in_order,
+                                                              [&](std::shared_ptr<Work> w) {
+                                                                  sink(w->start, w->prepared,
+                                                                       run_by_size(model, w->prepared, probe, options));
+                                                              }));
+    });
 }
 
 void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,

@@ -3,6 +3,7 @@
 // parallel, each to pixels or to the reason it failed; then run same-size images together.
 #include <tbb/task_arena.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -40,6 +41,17 @@ struct Ran {
 // One forward per input size (rows keep their order within it); failed inputs get nothing.
 std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
                              const ForwardOptions& options);
+
+// What a batch job does with each batch, in input order: its first input's position in `paths`,
+// each input's preparation and forward.
+using BatchSink = std::function<void(std::size_t start, const std::vector<Prepared>&, const std::vector<Ran>&)>;
+
+// paths[0..count) as a pipeline (oneTBB parallel_pipeline) of batches of `batch` inputs: decode
+// and preprocess (parallel, up to two batches ahead) → forward → `sink` (one batch at a time, in
+// order), so the next batch is decoded while this one runs.
+void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
+                    const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
+                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink);
 
 // One per-image array: PATH.npy, or PATH.safetensors holding `tensor` and `metadata`.
 void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,

@@ -108,10 +108,9 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
     const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
     const ForwardOptions fwd{o.threads, o.max_tokens};
 
-    for (std::size_t start = 0; start < inputs.size(); start += batch) {
-        const std::size_t count = std::min(batch, inputs.size() - start);
-        const auto prepared = batch::prepare(model, &inputs[start], count, o.resize, o.image_limits, fwd.max_tokens, arena);
-        const auto ran = batch::run_by_size(model, prepared, probe, fwd);
+    auto write_batch = [&](std::size_t start, const std::vector<batch::Prepared>& prepared,
+                           const std::vector<batch::Ran>& ran) {
+        const std::size_t count = prepared.size();
 
         // PCA per image, or jointly over this batch's images.
         std::vector<std::vector<float>> feats(count);
@@ -158,7 +157,9 @@ ExtractSummary dense_features(const Model& model, const std::vector<std::string>
             row["geometry"] = geometry_json(prepared[i].geometry, c.patch);
         }
         if (progress) progress(start + count, inputs.size());
-    }
+    };
+    batch::stream_batches(model, inputs.data(), inputs.size(), batch, o.resize, o.image_limits, probe, fwd, arena,
+                          write_batch);
 
     const nlohmann::json run = {
         {"model", model.path()},

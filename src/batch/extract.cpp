@@ -83,11 +83,9 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
             for (std::size_t i = begin; i < end; ++i) paths.push_back(inputs[mine[i]]);
             batch::ChunkData data;
             ExtractSummary counts;
-            for (std::size_t start = 0; start < paths.size(); start += batch) {
-                const std::size_t count = std::min(batch, paths.size() - start);
-                const auto prepared = batch::prepare(model, &paths[start], count, options.resize, options.image_limits,
-                                                     fwd.max_tokens, arena);
-                const auto ran = batch::run_by_size(model, prepared, Probe{}, fwd);
+            auto collect = [&](std::size_t start, const std::vector<batch::Prepared>& prepared,
+                               const std::vector<batch::Ran>& ran) {
+                const std::size_t count = prepared.size();
                 for (std::size_t i = 0; i < count; ++i) {
                     nlohmann::ordered_json row;
                     data.input_index.push_back(mine[begin + start + i]);
@@ -112,7 +110,9 @@ ExtractSummary extract_features(const Model& model, const std::vector<std::strin
                     data.rows.push_back(std::move(row));
                 }
                 if (progress) progress(begin + start + count, mine.size());
-            }
+            };
+            batch::stream_batches(model, paths.data(), paths.size(), batch, options.resize, options.image_limits, Probe{},
+                                  fwd, arena, collect);
             job.save(k, data, D, R);
             done = job.load(k);
             if (!done) throw IoError(out + ": chunk " + std::to_string(k) + " did not read back");
