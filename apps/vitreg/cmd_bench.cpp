@@ -16,6 +16,7 @@ void register_bench(CLI::App& app, Command& run) {
         ModelArgs model;
         int batch = 1, threads = 0, iters = 10, warmup = 2;
         std::string size;
+        bool probe = false;
     };
     auto a = std::make_shared<Args>();
     add_model_args(*cmd, a->model);
@@ -24,6 +25,9 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->add_option("--size", a->size, "input HxW in pixels (default: the native grid)");
     cmd->add_option("--iters", a->iters, "timed forwards")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", a->warmup, "untimed forwards first")->check(CLI::Range(0, 1000))->capture_default_str();
+    cmd->add_flag("--probe", a->probe,
+                  "time the forward that `vitreg maps` runs: CLS attention of every layer and head, norms, "
+                  "abstention and key mass");
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
@@ -42,12 +46,17 @@ void register_bench(CLI::App& app, Command& run) {
             std::mt19937 rng(0);
             std::normal_distribution<float> normal;
             for (auto& v : pixels) v = normal(rng);
-            const ForwardOptions opt{a->threads};
-            for (int i = 0; i < a->warmup; ++i) m.forward(pixels.data(), a->batch, h, w, opt);
+            const ForwardOptions opt{a->threads, 0};  // the size was asked for: no token limit
+            const Probe probe = a->probe ? Probe::statistics(m.config().depth) : Probe{};
+            auto forward = [&] {
+                Trace trace;
+                m.forward(pixels.data(), a->batch, h, w, probe, trace, opt);
+            };
+            for (int i = 0; i < a->warmup; ++i) forward();
             std::vector<double> ms;
             for (int i = 0; i < a->iters; ++i) {
                 const auto t0 = std::chrono::steady_clock::now();
-                m.forward(pixels.data(), a->batch, h, w, opt);
+                forward();
                 ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a->batch);
             }
             std::sort(ms.begin(), ms.end());
@@ -55,7 +64,7 @@ void register_bench(CLI::App& app, Command& run) {
             const double p95 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(ms.size())))];
             const double gflops = m.flops_per_image(h, w) / (median * 1e6);
             std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
-                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << ": " << median
+                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "") << ": " << median
                       << " ms/image median, " << p95 << " p95, " << std::setprecision(1) << gflops << " GFLOP/s ("
                       << std::setprecision(2) << m.flops_per_image(h, w) / 1e9 << " GFLOP/image)\n";
             return 0;
