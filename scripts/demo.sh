@@ -14,7 +14,7 @@ for c in "${family[@]}"; do models+=("weights/vitreg-fmnist-$c.safetensors"); do
 $vitreg info "${models[1]}"
 echo
 $vitreg compare "${models[@]}" --images assets/indist --resize none -o out/demo/compare
-$vitreg extract "${models[1]}" assets/images -o out/demo/features --resize 224x224 --patch-tokens
+$vitreg extract "${models[1]}" assets/images -o out/demo/features --resize 224x224 --patch-tokens --resume --overwrite
 echo
 echo "Open out/demo/compare/report.html in a browser (one self-contained file), or look at"
 echo "out/demo/compare/compare.png; the numbers (last layer) are in out/demo/compare/stats.csv:"
