@@ -187,7 +187,7 @@ class Reliability(unittest.TestCase):
 
         out = self.out("killed")
         rng = random.Random(1)
-        kills = 0
+        kills, chunks_seen = 0, []
         for attempt in range(4):
             cmd = [VITREG, "extract", MODEL, self.images, "-o", out, *COMMON, "--chunk", "64", "--patch-tokens",
                    "--resume"]
@@ -199,6 +199,9 @@ class Reliability(unittest.TestCase):
                 p.send_signal(signal.SIGKILL)
                 kills += 1
             p.wait()
+            chunks_seen.append(len(os.listdir(os.path.join(out, "chunks"))) if os.path.isdir(os.path.join(out, "chunks")) else 0)
+        print(f"\nkill/resume: uninterrupted run {duration:.2f} s; {kills} SIGKILLs; finished chunks after each attempt "
+              f"{chunks_seen} of 32", file=sys.stderr)
         self.assertGreaterEqual(kills, 2, "the runs finished before they could be killed")
         r = self.extract(out, "--chunk", "64", "--patch-tokens", "--resume")
         self.assertEqual(r.returncode, 3, r.stderr)
