@@ -9,6 +9,7 @@
 #include "test_support.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/dense.hpp"
+#include "vitreg/error.hpp"
 #include "vitreg/linear_probe.hpp"
 #include "vitreg/pca.hpp"
 #include "vitreg/resample.hpp"
@@ -129,6 +130,20 @@ TEST_CASE("eval-resized geometry round-trips to source pixels") {
     CHECK(g.resized_width == 384);
     CHECK(g.crop_left == 80);
     CHECK(source_x == Approx(80 * 512.0 / 384));
+}
+
+TEST_CASE("a resize that would make a huge intermediate image is refused, naming the file") {
+    // 256:1 still fits; a 734465x5 strip (a 33-byte PGM found by fuzz_image) would need 9.6e9 pixels.
+    CHECK(plan_geometry(65536, 256, ResizeSpec::parse("eval"), 14, "x").resized_width == 65536);
+    for (const char* spec : {"eval", "short:224", "65534x65534"}) {
+        INFO(spec);
+        try {
+            plan_geometry(734465, 5, ResizeSpec::parse(spec), 14, "strip.pgm");
+            FAIL("not refused");
+        } catch (const vitreg::ImageError& e) {
+            CHECK_THAT(e.what(), Catch::Contains("strip.pgm") && Catch::Contains("over the limit of 16777216"));
+        }
+    }
 }
 
 TEST_CASE("PCA view: the first component finds the object, the border is background") {

@@ -41,8 +41,12 @@ struct Geometry {
     int width = 0, height = 0;  // model input
 };
 
+// The largest image a resize may produce before cropping (2^24 pixels: ~200 MB as float RGB; the
+// eval transform of a 256:1 panorama still fits).
+constexpr long long kMaxResizedPixels = 1ll << 24;
+
 // Computes where `spec` puts an image of this size; throws ImageError naming `name` when
-// the result would be empty or not a multiple of the patch.
+// the result would be empty, not a multiple of the patch, or over kMaxResizedPixels.
 Geometry plan_geometry(int source_width, int source_height, const ResizeSpec& spec, int patch, const std::string& name);
 
 Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const std::array<float, 3>& mean,
