@@ -79,7 +79,10 @@ void check_pnm_header(const std::uint8_t* data, std::size_t size, const std::str
 }  // namespace
 
 void check_before_stb(const std::uint8_t* data, std::size_t size, const std::string& name) {
-    if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) check_jpeg_segments(data, size, name);
+    // stb takes a file as JPEG when it starts with SOI after any number of 0xFF fill bytes.
+    std::size_t soi = 0;
+    while (soi < size && data[soi] == 0xFF) ++soi;
+    if (soi > 0 && soi < size && data[soi] == 0xD8) check_jpeg_segments(data + soi - 1, size - soi + 1, name);
     if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
 }
 
