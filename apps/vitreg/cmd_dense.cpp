@@ -25,20 +25,14 @@ void register_dense(CLI::App& app, Command& run) {
     cmd->callback([&run, a] {
         run = [a] {
             DenseOptions o;
-            o.out_dir = a->out;
-            o.resize = ResizeSpec::parse(a->resize);
+            fill_batch_options(*a, o);
             o.layers = a->layers;
             o.norm = a->norm;
             o.concat = a->concat;
             o.parse_upsample(a->upsample);
-            o.format = a->format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
             o.half = a->dtype == "f16";
             o.pca = a->pca || a->pca_joint;
             o.pca_joint = a->pca_joint;
-            o.batch = a->batch;
-            o.threads = a->threads;
-            o.image_limits = a->limits.image;
-            o.max_tokens = a->limits.max_tokens;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
             resolve_layers(o.layers, m.config().depth);  // a bad --layers fails before any output

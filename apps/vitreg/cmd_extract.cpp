@@ -35,14 +35,8 @@ void register_extract(CLI::App& app, Command& run) {
     cmd->callback([&run, a] {
         run = [a] {
             ExtractOptions o;
-            o.out_dir = a->out;
-            o.resize = ResizeSpec::parse(a->resize);
+            fill_batch_options(*a, o);
             o.patch_tokens = a->patch_tokens;
-            o.format = a->format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
-            o.batch = a->batch;
-            o.threads = a->threads;
-            o.image_limits = a->limits.image;
-            o.max_tokens = a->limits.max_tokens;
             o.chunk_rows = a->chunk;
             o.resume = a->resume;
             o.overwrite = a->overwrite;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/extract.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 
@@ -40,6 +41,17 @@ struct BatchArgs {
     InputLimits limits;
 };
 void add_batch_args(CLI::App& cmd, BatchArgs& args);
+// The options every batch job shares (ExtractOptions, DenseOptions), from the command line.
+template <class Options>
+void fill_batch_options(const BatchArgs& a, Options& o) {
+    o.out_dir = a.out;
+    o.resize = ResizeSpec::parse(a.resize);
+    o.format = a.format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
+    o.batch = a.batch;
+    o.threads = a.threads;
+    o.image_limits = a.limits.image;
+    o.max_tokens = a.limits.max_tokens;
+}
 // The expanded inputs (UsageError when there are none).
 std::vector<std::string> batch_inputs(const BatchArgs& args);
 // Says how the job went on stderr; the exit status: 0, or 3 when some inputs failed.
