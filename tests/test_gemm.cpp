@@ -19,7 +19,7 @@ TEST_CASE("packed GEMM equals the exact product for every kernel and odd shapes"
             for (auto& v : b) v = normal(rng);
             for (int i = 0; i < k; ++i)
                 for (int j = 0; j < n; ++j) bt[j * k + i] = b[i * n + j];
-            const PackedMatrix p = pack(b.data(), k, n, n, isa), pt = pack_transposed(bt.data(), n, k, k, isa);
+            const PackedMatrix p = pack(b.data(), k, n, n, isa), pt = pack_transposed(bt.data(), n, k, k, 1.0f, isa);
             CHECK(p.isa == isa);
             // The whole product, and a column range starting at the second panel.
             std::vector<float> c(m * n, -1.0f), ct(m * n, -1.0f);
@@ -39,6 +39,35 @@ TEST_CASE("packed GEMM equals the exact product for every kernel and odd shapes"
                     else CHECK(part[i * n + j] == 7.0f);  // columns outside the range untouched
                 }
             CHECK(worst < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("the fused epilogue adds the bias, or scales and accumulates into C, for every kernel") {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal;
+    for (const Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Portable}) {
+        if (!supported(isa)) continue;
+        for (const auto [m, k, n] : {std::tuple{9, 20, 50}, {14, 33, 64}, {3, 5, 7}}) {
+            INFO("isa " << static_cast<int>(isa) << " m " << m << " k " << k << " n " << n);
+            std::vector<float> a(m * k), b(k * n), bias(n), scale(n), residual(m * n);
+            for (auto* v : {&a, &b, &bias, &scale, &residual})
+                for (auto& x : *v) x = normal(rng);
+            const PackedMatrix p = pack(b.data(), k, n, n, isa);
+            std::vector<float> biased(m * n, -1.0f), accumulated = residual;
+            multiply(a.data(), k, m, p, 0, n, biased.data(), n, Epilogue{bias.data(), nullptr});
+            multiply(a.data(), k, m, p, 0, n, accumulated.data(), n, Epilogue{bias.data(), scale.data()});
+            double worst_bias = 0, worst_residual = 0;
+            for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n; ++j) {
+                    double y = bias[j];
+                    for (int q = 0; q < k; ++q) y += double(a[i * k + q]) * b[q * n + j];
+                    const double want = residual[i * n + j] + double(scale[j]) * y;
+                    worst_bias = std::max(worst_bias, std::abs(y - biased[i * n + j]));
+                    worst_residual = std::max(worst_residual, std::abs(want - accumulated[i * n + j]));
+                }
+            CHECK(worst_bias < 1e-4);
+            CHECK(worst_residual < 1e-4);
         }
     }
 }

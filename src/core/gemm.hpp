@@ -48,11 +48,20 @@ struct PackedMatrix {
 
 // Packs B [k, n] given row-major with row stride ldb.
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
-// Packs B = Tᵀ for T [n, k] given row-major with row stride ldt (keys for Q·Kᵀ).
-PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, Isa isa = best());
+// Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt (keys for Q·Kᵀ, with
+// the attention scale folded in: exact when it is a power of two, as 1/√64 is).
+PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, float scale = 1.0f, Isa isa = best());
 
-// C[0:m, c0:c1] = A[0:m, 0:k] · B[:, c0:c1]; c0 must be a multiple of b.nr. C is written,
-// not accumulated; ldc is C's row stride and `c` points at C[0, c0].
-void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc);
+// What the kernel does with a finished tile while it is still in registers. Both vectors are
+// indexed by B's column and may be null.
+struct Epilogue {
+    const float* bias = nullptr;   // Y = A·B + bias
+    const float* scale = nullptr;  // set: C += scale ⊙ Y (LayerScale and the residual add); null: C = Y
+};
+
+// C[0:m, c0:c1] = epilogue(A[0:m, 0:k] · B[:, c0:c1]); c0 must be a multiple of b.nr. ldc is
+// C's row stride and `c` points at C[0, c0].
+void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& epilogue = {});
 
 }  // namespace vitreg::gemm

@@ -13,7 +13,6 @@ namespace vitreg::kernels {
 
 namespace {
 
-using ConstMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 using MutMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Tile sizes. Every output element is computed whole by one task, so the tiling affects
@@ -34,6 +33,14 @@ void for_each_task(int n, const Fn& fn) {
         tbb::simple_partitioner());
 }
 
+// One score block per worker thread, kept across tasks and forwards: the attention loop
+// allocates nothing once it has seen its largest sequence.
+float* thread_scratch(std::size_t floats) {
+    static thread_local gemm::Buffer scratch;
+    if (scratch.size() < floats) scratch.resize(floats);
+    return scratch.data();
+}
+
 }  // namespace
 
 void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, const Eigen::VectorXf* scale) {
@@ -42,22 +49,16 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     const int panels_per_tile = std::max(1, kColTile / nr);
     const int col_tiles = (layer.wt.panels() + panels_per_tile - 1) / panels_per_tile;
     const int row_tiles = (rows + kRowTile - 1) / kRowTile;
+    const gemm::Epilogue fused{layer.bias.data(), epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr};
     for_each_task(row_tiles * col_tiles, [&](int t) {
         const int r0 = (t / col_tiles) * kRowTile, rn = std::min(kRowTile, rows - r0);
         const int c0 = (t % col_tiles) * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
-        const float* xr = x + static_cast<std::size_t>(r0) * in;
-        MutMap O(out + static_cast<std::size_t>(r0) * width + c0, rn, cn, Eigen::OuterStride<>(width));
-        const auto bias = layer.bias.segment(c0, cn).transpose().array();
-        if (epilogue == Epilogue::ScaledResidual) {
-            RowMatrix y(rn, cn);
-            gemm::multiply(xr, in, rn, layer.wt, c0, c0 + cn, y.data(), cn);
-            O.array() += (y.array().rowwise() + bias).rowwise() * scale->segment(c0, cn).transpose().array();
-            return;
+        float* tile = out + static_cast<std::size_t>(r0) * width + c0;
+        gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
+        if (epilogue == Epilogue::BiasGelu) {
+            auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
+            a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
         }
-        gemm::multiply(xr, in, rn, layer.wt, c0, c0 + cn, O.data(), width);
-        auto a = O.array();
-        a.rowwise() += bias;
-        if (epilogue == Epilogue::BiasGelu) a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
     });
 }
 
@@ -89,11 +90,12 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
                const Eigen::VectorXf& sinks, float* out, const AttentionRecord* record) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    // Keys (as Kᵀ) and values packed once per (sequence, head), shared by its query blocks.
+    // Keys (as scale·Kᵀ, so queries are read in place) and values packed once per
+    // (sequence, head), shared by its query blocks.
     std::vector<gemm::PackedMatrix> keys(static_cast<std::size_t>(batch) * heads), values(keys.size());
     for_each_task(batch * heads, [&](int bh) {
         const float* seq = qkv + static_cast<std::size_t>(bh / heads) * tokens * stride + (bh % heads) * head_dim;
-        keys[bh] = gemm::pack_transposed(seq + dim, tokens, head_dim, stride);
+        keys[bh] = gemm::pack_transposed(seq + dim, tokens, head_dim, stride, scale);
         values[bh] = gemm::pack(seq + 2 * dim, tokens, head_dim, stride);
     });
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
@@ -102,26 +104,25 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
     for_each_task(batch * heads * blocks, [&](int t) {
         const int bh = t / blocks, h = bh % heads, b = bh / heads, qb = t % blocks;
         const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
-        RowMatrix q(qn, head_dim), s(qn, tokens);
-        q = ConstMap(qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim, qn, head_dim,
-                     Eigen::OuterStride<>(stride)) * scale;
-        gemm::multiply(q.data(), head_dim, qn, keys[bh], 0, tokens, s.data(), tokens);
+        float* s = thread_scratch(static_cast<std::size_t>(qn) * tokens);
+        gemm::multiply(qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim, stride, qn, keys[bh], 0,
+                       tokens, s, tokens);
         const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
         for (int i = 0; i < qn; ++i) {
-            const float null_mass = normalize_attention(s.row(i).data(), static_cast<std::size_t>(tokens), kind, sink);
+            float* row = s + static_cast<std::size_t>(i) * tokens;
+            const float null_mass = normalize_attention(row, static_cast<std::size_t>(tokens), kind, sink);
             if (!record) continue;
             if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
             const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;
             if (slot >= 0 && record->rows)
-                std::copy(s.row(i).data(), s.row(i).data() + tokens,
-                          record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
+                std::copy(row, row + tokens, record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
         }
         if (!block_mass.empty()) {
             double* mass = block_mass.data() + (static_cast<std::size_t>(bh) * blocks + qb) * tokens;
             for (int i = 0; i < qn; ++i)
-                for (int k = 0; k < tokens; ++k) mass[k] += s(i, k);
+                for (int k = 0; k < tokens; ++k) mass[k] += s[static_cast<std::size_t>(i) * tokens + k];
         }
-        gemm::multiply(s.data(), tokens, qn, values[bh], 0, head_dim,
+        gemm::multiply(s, tokens, qn, values[bh], 0, head_dim,
                        out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim, dim);
     });
     if (!block_mass.empty())

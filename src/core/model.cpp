@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "kernels.hpp"
@@ -52,6 +53,21 @@ Norm load_norm(const Checkpoint& ck, const std::string& name, int dim) {
     return Norm{to_vector(ck.load(name + ".weight", {dim})), to_vector(ck.load(name + ".bias", {dim}))};
 }
 
+// One forward's activations. Kept in a pool and grown, never shrunk, so repeated forwards
+// allocate, zero and page-fault nothing.
+struct Workspace {
+    Buffer x;       // the residual stream [rows, D]
+    Buffer normed;  // LayerNorm output, then the attention output (the qkv GEMM has consumed it)
+    Buffer qkv;     // [rows, 3D]
+    Buffer wide;    // the gathered patches first, then the MLP hidden activations
+    Buffer gated;   // SwiGLU's gated half [rows, H]
+
+    static float* sized(Buffer& b, std::size_t n) {
+        if (b.size() < n) b.resize(n);
+        return b.data();
+    }
+};
+
 }  // namespace
 
 struct Model::Impl {
@@ -79,7 +95,25 @@ struct Model::Impl {
         return pos_cache.emplace(std::make_pair(h, w), p).first->second;
     }
 
+    // Workspaces for concurrent forwards; each forward borrows one for its duration.
+    mutable std::mutex pool_mutex;
+    mutable std::vector<std::unique_ptr<Workspace>> pool;
+
+    std::unique_ptr<Workspace> borrow() const {
+        std::lock_guard<std::mutex> lock(pool_mutex);
+        if (pool.empty()) return std::make_unique<Workspace>();
+        auto ws = std::move(pool.back());
+        pool.pop_back();
+        return ws;
+    }
+    void give_back(std::unique_ptr<Workspace> ws) const {
+        std::lock_guard<std::mutex> lock(pool_mutex);
+        pool.push_back(std::move(ws));
+    }
+
     Features run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const;
+    Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Probe* probe,
+                 Trace* trace) const;
 };
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
@@ -279,43 +313,54 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, const 
 }  // namespace
 
 Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const {
+    auto ws = borrow();
+    Features f = run(*ws, pixels, batch, height, width, probe, trace);
+    give_back(std::move(ws));  // a forward that threw drops its workspace instead
+    return f;
+}
+
+Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int height, int width, const Probe* probe,
+                          Trace* trace) const {
     const Config& c = config;
     const int D = c.dim, p = c.patch, R = c.registers;
     const int gh = height / p, gw = width / p, np = gh * gw;
     const int N = 1 + R + np, rows = batch * N;
     const int pp3 = 3 * p * p;
+    const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
+    float* x = Workspace::sized(ws.x, static_cast<std::size_t>(rows) * D);
+    float* normed = Workspace::sized(ws.normed, static_cast<std::size_t>(rows) * D);
+    const std::size_t qkv_size = static_cast<std::size_t>(rows) * 3 * D;
+    float* qkv = Workspace::sized(ws.qkv, qkv_size);
+    float* hidden = Workspace::sized(
+        ws.wide, static_cast<std::size_t>(std::max(rows * hidden_width, batch * np * pp3)));
+    float* gated = Workspace::sized(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
+    float* mixed = normed;
 
-    // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM.
-    Buffer patches(static_cast<std::size_t>(batch) * np * pp3);
+    // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM per image that
+    // writes its tokens straight into their rows of x.
+    float* patches = hidden;
     for (int b = 0; b < batch; ++b)
         for (int py = 0; py < gh; ++py)
             for (int px = 0; px < gw; ++px) {
-                float* dst = patches.data() + (static_cast<std::size_t>(b) * np + py * gw + px) * pp3;
+                float* dst = patches + (static_cast<std::size_t>(b) * np + py * gw + px) * pp3;
                 for (int ch = 0; ch < 3; ++ch)
                     for (int ky = 0; ky < p; ++ky) {
                         const float* src = pixels + ((static_cast<std::size_t>(b) * 3 + ch) * height + py * p + ky) * width + px * p;
                         std::copy(src, src + p, dst + (ch * p + ky) * p);
                     }
             }
-    Buffer embedded(static_cast<std::size_t>(batch) * np * D);
-    kernels::linear(patches.data(), batch * np, patch_embed, embedded.data(), Epilogue::Bias);
 
     // Tokens [CLS, registers, patches]; position embeddings on CLS and patches only.
     const auto pos = pos_for(gh, gw);
-    Buffer x(static_cast<std::size_t>(rows) * D);
     for (int b = 0; b < batch; ++b) {
-        float* seq = x.data() + static_cast<std::size_t>(b) * N * D;
+        float* seq = x + static_cast<std::size_t>(b) * N * D;
+        float* patch_rows = seq + static_cast<std::size_t>(1 + R) * D;
+        kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias);
         Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
         if (R) Eigen::Map<RowMatrix>(seq + D, R, D) = registers;
-        Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(1 + R) * D, np, D) =
-            Eigen::Map<const RowMatrix>(embedded.data() + static_cast<std::size_t>(b) * np * D, np, D) +
-            Eigen::Map<const RowMatrix>(pos->data(), np, D);
+        Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
     }
 
-    Buffer normed(x.size()), qkv(static_cast<std::size_t>(rows) * 3 * D), mixed(x.size());
-    const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
-    Buffer hidden(static_cast<std::size_t>(rows) * hidden_width);
-    Buffer gated(c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
     for (int layer = 0; layer < c.depth; ++layer) {
@@ -330,26 +375,26 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width,
         if (probe->abstention) rec.abstention = trace->abstention.data() + layer * per_layer * c.heads;
         if (probe->key_mass) rec.key_mass = trace->key_mass.data() + layer * per_layer * c.heads;
         const bool recording = rec.rows || rec.abstention || rec.key_mass;
-        kernels::layer_norm(x.data(), rows, D, blk.norm1, c.eps, normed.data());
-        kernels::linear(normed.data(), rows, blk.qkv, qkv.data(), Epilogue::Bias);
+        kernels::layer_norm(x, rows, D, blk.norm1, c.eps, normed);
+        kernels::linear(normed, rows, blk.qkv, qkv, Epilogue::Bias);
         for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
             if (trace->qkv_layers[k] == layer)
-                std::copy(qkv.begin(), qkv.end(), trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv.size()));
-        kernels::attention(qkv.data(), batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed.data(),
+                std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));
+        kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed,
                            recording ? &rec : nullptr);
-        kernels::linear(mixed.data(), rows, blk.proj, x.data(), Epilogue::ScaledResidual, &blk.ls1);
-        kernels::layer_norm(x.data(), rows, D, blk.norm2, c.eps, normed.data());
+        kernels::linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
+        kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
         if (c.mlp == MlpKind::SwiGlu) {
-            kernels::linear(normed.data(), rows, blk.fc1, hidden.data(), Epilogue::Bias);
-            kernels::swiglu(hidden.data(), rows, c.mlp_hidden, gated.data());
-            kernels::linear(gated.data(), rows, blk.fc2, x.data(), Epilogue::ScaledResidual, &blk.ls2);
+            kernels::linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
+            kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
+            kernels::linear(gated, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         } else {
-            kernels::linear(normed.data(), rows, blk.fc1, hidden.data(), Epilogue::BiasGelu);
-            kernels::linear(hidden.data(), rows, blk.fc2, x.data(), Epilogue::ScaledResidual, &blk.ls2);
+            kernels::linear(normed, rows, blk.fc1, hidden, Epilogue::BiasGelu);
+            kernels::linear(hidden, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         }
-        record_layer(*probe, layer, x.data(), D, c.mlp == MlpKind::SwiGlu ? gated.data() : hidden.data(), *trace);
+        record_layer(*probe, layer, x, D, c.mlp == MlpKind::SwiGlu ? gated : hidden, *trace);
     }
-    kernels::layer_norm(x.data(), rows, D, norm, c.eps, normed.data());
+    kernels::layer_norm(x, rows, D, norm, c.eps, normed);
     if (probe->blocks_normed && !trace->blocks.empty())
         kernels::layer_norm(trace->blocks.data(), static_cast<int>(trace->block_layers.size()) * rows, D, norm, c.eps,
                             trace->blocks.data());
@@ -364,7 +409,7 @@ Features Model::Impl::run(const float* pixels, int batch, int height, int width,
     f.reg_tokens.resize(static_cast<std::size_t>(batch) * R * D);
     f.patches.resize(static_cast<std::size_t>(batch) * np * D);
     for (int b = 0; b < batch; ++b) {
-        const float* seq = normed.data() + static_cast<std::size_t>(b) * N * D;
+        const float* seq = normed + static_cast<std::size_t>(b) * N * D;
         std::copy(seq, seq + D, f.cls.begin() + static_cast<std::size_t>(b) * D);
         std::copy(seq + D, seq + static_cast<std::size_t>(1 + R) * D, f.reg_tokens.begin() + static_cast<std::size_t>(b) * R * D);
         std::copy(seq + static_cast<std::size_t>(1 + R) * D, seq + static_cast<std::size_t>(N) * D,
