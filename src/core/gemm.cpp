@@ -39,6 +39,9 @@ template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, const float* bp, int k, float* c,
                                                       long ldc, int cols, const float* bias, const float* scale) {
     constexpr int NR = 16 * NV;
+    // Fetch C's lines now, so that the stores at the end do not wait for them from memory.
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + 16 * v, 1, 3);
     __m512 acc[MR][NV];
     for (int r = 0; r < MR; ++r)
         for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -162,21 +165,25 @@ int panel_width(Isa isa, int n) {
     return plan(isa, 0).nr;
 }
 
+// Fills p with B [k, n], at(row, col) giving each element. p's storage is reused when it is
+// large enough, so repacking per layer (attention's keys and values) allocates nothing.
 template <class At>
-PackedMatrix pack_with(int k, int n, Isa isa, At at) {
-    PackedMatrix p;
+void pack_with(PackedMatrix& p, int k, int n, Isa isa, At at) {
     p.k = k;
     p.n = n;
     p.isa = supported(isa) ? isa : best();
     p.nr = panel_width(p.isa, n);
-    p.data.assign(static_cast<std::size_t>(p.panels()) * k * p.nr, 0.0f);
+    const std::size_t size = static_cast<std::size_t>(p.panels()) * k * p.nr;
+    if (p.data.size() < size) p.data.resize(size);
     for (int panel = 0; panel < p.panels(); ++panel) {
         float* dst = p.data.data() + static_cast<std::size_t>(panel) * k * p.nr;
         const int j0 = panel * p.nr, jn = std::min(p.nr, n - j0);
-        for (int row = 0; row < k; ++row)
-            for (int j = 0; j < jn; ++j) dst[row * p.nr + j] = at(row, j0 + j);
+        for (int row = 0; row < k; ++row) {
+            float* out = dst + static_cast<std::size_t>(row) * p.nr;
+            for (int j = 0; j < jn; ++j) out[j] = at(row, j0 + j);
+            std::fill(out + jn, out + p.nr, 0.0f);  // the padding the kernel multiplies by
+        }
     }
-    return p;
 }
 
 }  // namespace
@@ -192,12 +199,24 @@ bool supported(Isa isa) {
     return false;
 }
 
+void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa) {
+    pack_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
+}
+
+void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa) {
+    pack_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+}
+
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa) {
-    return pack_with(k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
+    PackedMatrix p;
+    pack_into(p, b, k, n, ldb, isa);
+    return p;
 }
 
 PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, float scale, Isa isa) {
-    return pack_with(k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+    PackedMatrix p;
+    pack_transposed_into(p, t, n, k, ldt, scale, isa);
+    return p;
 }
 
 void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,

@@ -42,15 +42,19 @@ struct PackedMatrix {
     int n = 0;   // columns of B
     int nr = 0;  // panel width of the kernel it was packed for
     Isa isa = Isa::Portable;
-    Buffer data;  // ceil(n / nr) panels of [k][nr], zero-padded
+    Buffer data;  // ceil(n / nr) panels of [k][nr], zero-padded (may be longer: reused storage)
     int panels() const { return (n + nr - 1) / nr; }
 };
 
 // Packs B [k, n] given row-major with row stride ldb.
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
+// The same into an existing PackedMatrix, reusing its storage when it is large enough.
+void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa = best());
 // Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt (keys for Q·Kᵀ, with
 // the attention scale folded in: exact when it is a power of two, as 1/√64 is).
 PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, float scale = 1.0f, Isa isa = best());
+void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale = 1.0f,
+                          Isa isa = best());
 
 // What the kernel does with a finished tile while it is still in registers. Both vectors are
 // indexed by B's column and may be null.

@@ -87,16 +87,21 @@ void swiglu(const float* u, int rows, int hidden, float* h) {
 }
 
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out, const AttentionRecord* record) {
+               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, const AttentionRecord* record) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     // Keys (as scale·Kᵀ, so queries are read in place) and values packed once per
     // (sequence, head), shared by its query blocks.
-    std::vector<gemm::PackedMatrix> keys(static_cast<std::size_t>(batch) * heads), values(keys.size());
+    auto& keys = scratch.keys;
+    auto& values = scratch.values;
+    if (keys.size() < static_cast<std::size_t>(batch) * heads) {
+        keys.resize(static_cast<std::size_t>(batch) * heads);
+        values.resize(keys.size());
+    }
     for_each_task(batch * heads, [&](int bh) {
         const float* seq = qkv + static_cast<std::size_t>(bh / heads) * tokens * stride + (bh % heads) * head_dim;
-        keys[bh] = gemm::pack_transposed(seq + dim, tokens, head_dim, stride, scale);
-        values[bh] = gemm::pack(seq + 2 * dim, tokens, head_dim, stride);
+        gemm::pack_transposed_into(keys[bh], seq + dim, tokens, head_dim, stride, scale);
+        gemm::pack_into(values[bh], seq + 2 * dim, tokens, head_dim, stride);
     });
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
     // Column sums per query block, added up in block order afterwards (deterministic).

@@ -51,8 +51,14 @@ struct AttentionRecord {
 // Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
 // (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
 // head, query block) with the full key range, so memory is O(tokens × block).
+// Keys and values packed per (sequence, head); the caller keeps them between layers and forwards.
+struct AttentionScratch {
+    std::vector<gemm::PackedMatrix> keys, values;
+};
+
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out, const AttentionRecord* record = nullptr);
+               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch,
+               const AttentionRecord* record = nullptr);
 
 // Per token of x [rows, width]: L2 norm, max |x|, and the sums of x, x², x³, x⁴ (for kurtosis).
 struct TokenMoments {

@@ -61,6 +61,7 @@ struct Workspace {
     Buffer qkv;     // [rows, 3D]
     Buffer wide;    // the gathered patches first, then the MLP hidden activations
     Buffer gated;   // SwiGLU's gated half [rows, H]
+    kernels::AttentionScratch attention;
 
     static float* sized(Buffer& b, std::size_t n) {
         if (b.size() < n) b.resize(n);
@@ -380,7 +381,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
             if (trace->qkv_layers[k] == layer)
                 std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));
-        kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed,
+        kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
                            recording ? &rec : nullptr);
         kernels::linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
         kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
