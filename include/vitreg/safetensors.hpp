@@ -53,6 +53,10 @@ public:
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
     // The dtype most tensors are stored in (for `vitreg info`).
     DType dominant_dtype() const;
+    // Drops the mapped pages wholly inside a tensor from this process's memory (they stay in
+    // the page cache and fault back in if read again). Loading calls it after converting each
+    // tensor, so that the file's pages and the packed weights are never resident together.
+    void release(const TensorView& tensor) const;
 
 private:
     std::string path_;

@@ -233,6 +233,7 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
                                   ", expected " + expected.shape_string());
         }
         auto f = v->to_float();
+        file_->release(*v);
         out.insert(out.end(), f.begin(), f.end());
     }
     return out;

@@ -233,6 +233,13 @@ SafetensorsFile::~SafetensorsFile() {
     if (map_) ::munmap(map_, map_size_);
 }
 
+void SafetensorsFile::release(const TensorView& tensor) const {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(tensor.data), end = begin + tensor.nbytes;
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 bool SafetensorsFile::has(const std::string& name) const { return tensors_.count(name) != 0; }
 
 const TensorView& SafetensorsFile::get(const std::string& name) const {
