@@ -6,6 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/tmp/vitreg-peers}; size=${2:-small}; regs=${3:-4}; img=${4:-224}
+images=${IMAGES:-80}  # images timed per case (IMAGES=16 for ViT-B or 518 px)
 peers="$root/../shared/peers"
 [[ -f "$peers/run-peers.sh" ]] || { echo "bench/peers.sh: $peers/run-peers.sh not found" >&2; exit 1; }
 "$root/scripts/build.sh" vitreg >/dev/null
@@ -13,11 +14,11 @@ log=$(bash "$peers/run-peers.sh" "$work" "$size" "$regs" "$img")
 model=$(sed -n 's/^model: \(.*\.safetensors\) .*/\1/p' <<<"$log")
 torch() { sed -n "s/^pytorch .*threads=$1 batch=$2: \([0-9.]*\) ms\/image.*/\1/p" <<<"$log" | head -1; }
 ort() {
-  ORT_HOME=$work node "$peers/ort_bench.js" "${model%.safetensors}.onnx" "$1" "$2" $((80 / $2)) |
+  ORT_HOME=$work node "$peers/ort_bench.js" "${model%.safetensors}.onnx" "$1" "$2" $((images / $2 > 2 ? images / $2 : 2)) |
     sed -n 's/.*: \([0-9.]*\) ms\/image.*/\1/p'
 }
 vit() {
-  "$root/build/apps/vitreg" bench "$model" --threads "$1" --batch "$2" --iters $((80 / $2)) --warmup 2 |
+  "$root/build/apps/vitreg" bench "$model" --threads "$1" --batch "$2" --iters $((images / $2 > 2 ? images / $2 : 2)) --warmup 2 |
     sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p'
 }
 printf 'model: %s (%s px, fp32, same weights in every runtime)\n' "$(basename "$model")" "$img"

@@ -1,6 +1,7 @@
 #pragma once
 // A loaded ViT: weights packed once for the forward, immutable afterwards, safe to share
-// between threads.
+// between threads. Forwards reuse activation memory: the model keeps one workspace per
+// concurrent forward, as large as the largest batch × size it has run, until it is destroyed.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,10 @@ constexpr std::int64_t kDefaultMaxTokens = 16384;
 struct ForwardOptions {
     int threads = 0;  // oneTBB worker count for this call; 0 = all cores
     std::int64_t max_tokens = kDefaultMaxTokens;  // per image; larger inputs are refused
+    // Run in the calling thread's oneTBB arena instead of a `threads`-wide one of the model's:
+    // for callers that run the forward as one stage of their own pipeline in an arena they
+    // sized, so that every stage shares its threads (a nested arena would hold one back).
+    bool in_current_arena = false;
 };
 
 class Model {

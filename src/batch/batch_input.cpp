@@ -63,6 +63,8 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
         std::vector<Prepared> prepared;
     };
     std::size_t next = 0;
+    ForwardOptions shared = options;  // the forward is the last stage, in the same arena
+    shared.in_current_arena = true;
     arena.execute([&] {
         tbb::parallel_pipeline(
             3,  // batches in flight: one running, two decoding
@@ -87,7 +89,7 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
                 tbb::make_filter<std::shared_ptr<Work>, void>(tbb::filter_mode::serial_in_order,
                                                               [&](std::shared_ptr<Work> w) {
                                                                   sink(w->start, w->prepared,
-                                                                       run_by_size(model, w->prepared, probe, options));
+                                                                       run_by_size(model, w->prepared, probe, shared));
                                                               }));
     });
 }

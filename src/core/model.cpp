@@ -1,5 +1,6 @@
 #include "vitreg/model.hpp"
 
+#include <tbb/info.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -96,16 +97,16 @@ struct Model::Impl {
         return pos_cache.emplace(std::make_pair(h, w), p).first->second;
     }
 
-    // One arena per thread count, kept for the model's life: a fresh arena per forward cost
-    // ~6 ms at 2 threads (ViT-S/224 went from 61.5 to 67.7 ms), its workers joining anew.
+    // One arena per thread count, kept for the model's life, and the forward runs inside
+    // execute(): a fresh arena per forward, or the implicit one, cost ~6 ms at 2 threads
+    // (ViT-S/224, 67.7 ms instead of 61.5), the worker leaving and rejoining between phases.
     mutable std::mutex arena_mutex;
     mutable std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
 
     tbb::task_arena& arena(int threads) const {
-        const int n = threads > 0 ? threads : tbb::task_arena::automatic;
         std::lock_guard<std::mutex> lock(arena_mutex);
-        auto& a = arenas[n];
-        if (!a) a = std::make_unique<tbb::task_arena>(n);
+        auto& a = arenas[threads];
+        if (!a) a = std::make_unique<tbb::task_arena>(threads);
         return *a;
     }
 
@@ -226,7 +227,9 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
                          " is not a positive multiple of the patch size " + std::to_string(c.patch));
     check_tokens(height, width, options.max_tokens, "forward");
     Features f;
-    impl_->arena(options.threads).execute([&] { f = impl_->run(pixels, batch, height, width, &probe, &trace); });
+    const auto run = [&] { f = impl_->run(pixels, batch, height, width, &probe, &trace); };
+    if (options.in_current_arena) run();
+    else impl_->arena(options.threads > 0 ? options.threads : tbb::info::default_concurrency()).execute(run);
     return f;
 }
 
