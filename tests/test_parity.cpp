@@ -2,6 +2,7 @@
 // every layout, dtype, attention kind and position-interpolation mode, native and non-native
 // grids. Fixtures come from tests/fixtures/make_fixtures.py.
 #include <catch2/catch.hpp>
+#include <tbb/task_arena.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -77,7 +78,30 @@ TEST_CASE("thread count does not change the result, bit for bit") {
         CHECK(one.cls == two.cls);
         CHECK(one.reg_tokens == two.reg_tokens);
         CHECK(one.patches == all.patches);
+        // Inside a caller's own arena (extract's pipeline), sharing its threads.
+        Features shared;
+        tbb::task_arena(2).execute([&] {
+            ForwardOptions in_arena;
+            in_arena.in_current_arena = true;
+            shared = m.forward(input.data(), 2, 24, 20, in_arena);
+        });
+        CHECK(one.patches == shared.patches);
+        CHECK(one.cls == shared.cls);
     }
+}
+
+TEST_CASE("reused workspaces change nothing: a forward after a larger one equals a fresh model's") {
+    const std::string path = fixture("models/sink_reg2_f32.safetensors");
+    const SafetensorsFile f(fixture("cases/dinov2_f32_24x20.safetensors"));
+    const auto input = tensor(f, "input");
+    const Features fresh = Model::load(path).forward(input.data(), 1, 24, 20);
+    const Model m = Model::load(path);
+    std::vector<float> large(static_cast<std::size_t>(3) * 3 * 56 * 56, 3.0f);
+    m.forward(large.data(), 3, 56, 56);  // grows every buffer and leaves other values in them
+    const Features after = m.forward(input.data(), 1, 24, 20);
+    CHECK(after.patches == fresh.patches);
+    CHECK(after.cls == fresh.cls);
+    CHECK(after.reg_tokens == fresh.reg_tokens);
 }
 
 TEST_CASE("a batch gives each image what it gets alone") {
