@@ -1,5 +1,8 @@
 // The normalizers against DESIGN.md §3's exact values, and their invariants.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -46,4 +49,38 @@ TEST_CASE("stable form: huge scores neither overflow nor shift the constant 1") 
     // A sink logit above every score dominates the same way.
     std::vector<float> z{0, 0};
     CHECK(normalize_attention(z.data(), z.size(), AttentionKind::Sink, 50.0f) == Approx(1.0f).margin(1e-6));
+}
+
+TEST_CASE("the normalizer's exp is within a few ulp of double precision over a row's whole range") {
+    // Rows of 261 and 1374 scores (ViT-S at 224 and 518 px), spread from 0 down past the
+    // e^-87 flush, against the same normalization computed in double.
+    for (const std::size_t n : {std::size_t{261}, std::size_t{1374}}) {
+        std::vector<float> z(n);
+        for (std::size_t i = 0; i < n; ++i) z[i] = 3.0f - 0.07f * static_cast<float>(i * 7 % n);
+        std::vector<double> e(n);
+        double sum = 0;
+        const double m = *std::max_element(z.begin(), z.end());
+        for (std::size_t i = 0; i < n; ++i) sum += e[i] = std::exp(double(z[i]) - m);
+        for (const auto kind : {AttentionKind::Softmax, AttentionKind::Softmax1}) {
+            std::vector<float> p = z;
+            const double denom = sum + (kind == AttentionKind::Softmax1 ? std::exp(-m) : 0.0);
+            normalize_attention(p.data(), n, kind);
+            double worst = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                const double want = e[i] / denom;
+                if (want > 1e-30) worst = std::max(worst, std::abs(p[i] - want) / want);
+            }
+            CHECK(worst < 1e-6);
+        }
+    }
+}
+
+TEST_CASE("a NaN score gives NaN probabilities, not undefined behaviour") {
+    // A broken checkpoint can make NaN scores; the sanitized build checks that nothing is UB.
+    std::vector<float> z{1.0f, std::numeric_limits<float>::quiet_NaN(), -2.0f};
+    normalize_attention(z.data(), z.size(), AttentionKind::Softmax);
+    CHECK(std::isnan(z[1]));
+    std::vector<float> inf{std::numeric_limits<float>::infinity(), 0.0f};
+    normalize_attention(inf.data(), inf.size(), AttentionKind::Softmax1);
+    CHECK(std::isnan(inf[0]));
 }

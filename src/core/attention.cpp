@@ -10,12 +10,16 @@ namespace vitreg {
 namespace {
 
 // e^x for x ≤ 0 (scores minus their maximum), within 2 ulp of std::exp down to e^-87 and
-// flushed to e^-87.3 below. Cephes' range reduction and polynomial, written as straight-line
-// float code so that the loops calling it vectorize for whatever -march the library gets.
+// flushed to e^-87.3 below; NaN stays NaN. Cephes' range reduction and polynomial, written as
+// straight-line code so that the loops calling it vectorize for whatever -march the library
+// gets. 2^n is built from the bits of the rounding sum, in unsigned arithmetic: no float→int
+// conversion, so a NaN score (from a broken checkpoint) has no undefined behaviour.
 inline float exp_nonpositive(float x) {
     x = x < -87.3f ? -87.3f : x;
-    const float shifter = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
-    const float n = (x * 1.44269504088896341f + shifter) - shifter;
+    constexpr float kShifter = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
+    constexpr std::uint32_t kShifterBits = 0x4B400000u;
+    const float shifted = x * 1.44269504088896341f + kShifter;  // holds n = round(x·log2 e)
+    const float n = shifted - kShifter;
     const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -24,7 +28,9 @@ inline float exp_nonpositive(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     const float y = p * r * r + r + 1.0f;
-    const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+    std::uint32_t bits;
+    std::memcpy(&bits, &shifted, sizeof bits);
+    bits = (bits - kShifterBits + 127u) << 23;  // the float 2^n
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
     return y * scale;
