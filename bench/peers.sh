@@ -2,11 +2,13 @@
 # vitreg against ONNX Runtime and PyTorch on the same random-weight ViT, in one run.
 #   bench/peers.sh [WORKDIR] [size small|base|large] [registers] [image px]
 # Prints one table of ms/image at 1 and 2 threads, batch 1 and 8, with vitreg's ratio to each
-# peer. Each vitreg case is timed right before the ORT case it is compared with.
+# peer. Each case runs ROUNDS times (default 3), vitreg then ORT, and keeps each one's best:
+# on a shared machine a neighbour's burst can slow either side of a single pair.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-/tmp/vitreg-peers}; size=${2:-small}; regs=${3:-4}; img=${4:-224}
 images=${IMAGES:-80}  # images timed per case (IMAGES=16 for ViT-B or 518 px)
+rounds=${ROUNDS:-3}
 peers="$root/../shared/peers"
 [[ -f "$peers/run-peers.sh" ]] || { echo "bench/peers.sh: $peers/run-peers.sh not found" >&2; exit 1; }
 "$root/scripts/build.sh" vitreg >/dev/null
@@ -21,12 +23,17 @@ vit() {
   "$root/build/apps/vitreg" bench "$model" --threads "$1" --batch "$2" --iters $((images / $2 > 2 ? images / $2 : 2)) --warmup 2 |
     sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p'
 }
-printf 'model: %s (%s px, fp32, same weights in every runtime)\n' "$(basename "$model")" "$img"
+printf 'model: %s (%s px, fp32, same weights in every runtime; best of %d rounds)\n' "$(basename "$model")" "$img" "$rounds"
 printf '| threads | batch | vitreg ms/image | ONNX Runtime ms/image | PyTorch ms/image | vitreg / ORT | vitreg / PyTorch |\n'
 printf '|---|---|---|---|---|---|---|\n'
 for case in "1 1" "2 1" "1 8" "2 8"; do
   read -r t b <<<"$case"
-  v=$(vit "$t" "$b"); o=$(ort "$t" "$b"); p=$(torch "$t" "$b")
+  v=; o=
+  for ((r = 0; r < rounds; r++)); do
+    v="$v $(vit "$t" "$b")"; o="$o $(ort "$t" "$b")"
+  done
+  v=$(tr ' ' '\n' <<<"$v" | sed '/^$/d' | sort -g | head -1); o=$(tr ' ' '\n' <<<"$o" | sed '/^$/d' | sort -g | head -1)
+  p=$(torch "$t" "$b")
   awk -v t="$t" -v b="$b" -v v="$v" -v o="$o" -v p="$p" 'BEGIN {
     printf "| %d | %d | %.1f | %.1f | %s | %.2f | %s |\n", t, b, v, o, p == "" ? "–" : sprintf("%.1f", p), v / o,
            p == "" ? "–" : sprintf("%.2f", v / p) }'
