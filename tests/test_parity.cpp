@@ -5,6 +5,7 @@
 #include <tbb/task_arena.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "test_support.hpp"
 #include "vitreg/model.hpp"
@@ -134,4 +135,35 @@ TEST_CASE("forward rejects sizes that are not whole patches") {
     const Model m = Model::load(fixture("models/dinov2_f32.safetensors"));
     std::vector<float> px(3 * 18 * 16);
     CHECK_THROWS_WITH(m.forward(px.data(), 1, 18, 16), Catch::Contains("multiple of the patch size 4"));
+}
+
+TEST_CASE("one model shared by concurrent forwards gives each caller its own exact result") {
+    // The model's workspaces and arenas are shared state: four threads, two input sizes and
+    // two thread counts at once, each result checked bit for bit against a lone forward.
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    const SafetensorsFile f(fixture("cases/dinov2_f32_24x20.safetensors"));
+    const auto small = tensor(f, "input");
+    std::vector<float> large(static_cast<std::size_t>(2) * 3 * 40 * 36);
+    for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<float>(i % 97) / 50.0f - 1.0f;
+    const Features want_small = m.forward(small.data(), 2, 24, 20, ForwardOptions{1});
+    const Features want_large = m.forward(large.data(), 2, 40, 36, ForwardOptions{1});
+    std::vector<Features> got(8);
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 4; ++t)
+        callers.emplace_back([&, t] {
+            for (int k = 0; k < 2; ++k) {
+                const bool is_large = (t + k) % 2 == 1;
+                got[static_cast<std::size_t>(t * 2 + k)] =
+                    is_large ? m.forward(large.data(), 2, 40, 36, ForwardOptions{1 + t % 2})
+                             : m.forward(small.data(), 2, 24, 20, ForwardOptions{1 + t % 2});
+            }
+        });
+    for (auto& c : callers) c.join();
+    for (int t = 0; t < 4; ++t)
+        for (int k = 0; k < 2; ++k) {
+            const Features& want = (t + k) % 2 == 1 ? want_large : want_small;
+            const Features& have = got[static_cast<std::size_t>(t * 2 + k)];
+            CHECK(have.patches == want.patches);
+            CHECK(have.cls == want.cls);
+        }
 }

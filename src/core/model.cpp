@@ -347,8 +347,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     float* normed = Workspace::sized(ws.normed, static_cast<std::size_t>(rows) * D);
     const std::size_t qkv_size = static_cast<std::size_t>(rows) * 3 * D;
     float* qkv = Workspace::sized(ws.qkv, qkv_size);
-    float* hidden = Workspace::sized(
-        ws.wide, static_cast<std::size_t>(std::max(rows * hidden_width, batch * np * pp3)));
+    float* hidden = Workspace::sized(ws.wide, std::max(static_cast<std::size_t>(rows) * hidden_width,
+                                                       static_cast<std::size_t>(batch) * np * pp3));
     float* gated = Workspace::sized(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     float* mixed = normed;
 
