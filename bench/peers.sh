@@ -15,25 +15,24 @@ peers="$root/../shared/peers"
 log=$(bash "$peers/run-peers.sh" "$work" "$size" "$regs" "$img")
 model=$(sed -n 's/^model: \(.*\.safetensors\) .*/\1/p' <<<"$log")
 torch() { sed -n "s/^pytorch .*threads=$1 batch=$2: \([0-9.]*\) ms\/image.*/\1/p" <<<"$log" | head -1; }
+iters() { echo $((images / $1 > 2 ? images / $1 : 2)); }  # forwards of batch $1
 ort() {
-  ORT_HOME=$work node "$peers/ort_bench.js" "${model%.safetensors}.onnx" "$1" "$2" $((images / $2 > 2 ? images / $2 : 2)) |
+  ORT_HOME=$work node "$peers/ort_bench.js" "${model%.safetensors}.onnx" "$1" "$2" "$(iters "$2")" |
     sed -n 's/.*: \([0-9.]*\) ms\/image.*/\1/p'
 }
 vit() {
-  "$root/build/apps/vitreg" bench "$model" --threads "$1" --batch "$2" --iters $((images / $2 > 2 ? images / $2 : 2)) --warmup 2 |
+  "$root/build/apps/vitreg" bench "$model" --threads "$1" --batch "$2" --iters "$(iters "$2")" --warmup 2 |
     sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p'
 }
+best() { printf '%s\n' "$@" | sort -g | head -1; }
 printf 'model: %s (%s px, fp32, same weights in every runtime; best of %d rounds)\n' "$(basename "$model")" "$img" "$rounds"
 printf '| threads | batch | vitreg ms/image | ONNX Runtime ms/image | PyTorch ms/image | vitreg / ORT | vitreg / PyTorch |\n'
 printf '|---|---|---|---|---|---|---|\n'
 for case in "1 1" "2 1" "1 8" "2 8"; do
   read -r t b <<<"$case"
-  v=; o=
-  for ((r = 0; r < rounds; r++)); do
-    v="$v $(vit "$t" "$b")"; o="$o $(ort "$t" "$b")"
-  done
-  v=$(tr ' ' '\n' <<<"$v" | sed '/^$/d' | sort -g | head -1); o=$(tr ' ' '\n' <<<"$o" | sed '/^$/d' | sort -g | head -1)
-  p=$(torch "$t" "$b")
+  vs=(); os=()
+  for ((r = 0; r < rounds; r++)); do vs+=("$(vit "$t" "$b")"); os+=("$(ort "$t" "$b")"); done
+  v=$(best "${vs[@]}"); o=$(best "${os[@]}"); p=$(torch "$t" "$b")
   awk -v t="$t" -v b="$b" -v v="$v" -v o="$o" -v p="$p" 'BEGIN {
     printf "| %d | %d | %.1f | %.1f | %s | %.2f | %s |\n", t, b, v, o, p == "" ? "–" : sprintf("%.1f", p), v / o,
            p == "" ? "–" : sprintf("%.2f", v / p) }'

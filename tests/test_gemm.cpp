@@ -19,7 +19,9 @@ TEST_CASE("packed GEMM equals the exact product for every kernel and odd shapes"
             for (auto& v : b) v = normal(rng);
             for (int i = 0; i < k; ++i)
                 for (int j = 0; j < n; ++j) bt[j * k + i] = b[i * n + j];
-            const PackedMatrix p = pack(b.data(), k, n, n, isa), pt = pack_transposed(bt.data(), n, k, k, 1.0f, isa);
+            const PackedMatrix p = pack(b.data(), k, n, n, isa);
+            PackedMatrix pt;
+            pack_transposed_into(pt, bt.data(), n, k, k, 1.0f, isa);
             CHECK(p.isa == isa);
             // The whole product, and a column range starting at the second panel.
             std::vector<float> c(m * n, -1.0f), ct(m * n, -1.0f);

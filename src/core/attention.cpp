@@ -9,8 +9,8 @@ namespace vitreg {
 
 namespace {
 
-// e^x for x ≤ 0 (scores minus their maximum), within 2 ulp of std::exp down to e^-87 and
-// flushed to e^-87.3 below; NaN stays NaN. Cephes' range reduction and polynomial, written as
+// e^x for x ≤ 0 (scores minus their maximum), within 1e-6 relative of exp down to e^-87
+// (test_attention) and flushed to e^-87.3 below; NaN stays NaN. Cephes' range reduction and polynomial, written as
 // straight-line code so that the loops calling it vectorize for whatever -march the library
 // gets. 2^n is built from the bits of the rounding sum, in unsigned arithmetic: no float→int
 // conversion, so a NaN score (from a broken checkpoint) has no undefined behaviour.

@@ -32,6 +32,12 @@ struct AlignedAllocator {
 
 using Buffer = std::vector<float, AlignedAllocator<float>>;
 
+// b's storage, grown (never shrunk) to hold at least n floats: for buffers reused across calls.
+inline float* at_least(Buffer& b, std::size_t n) {
+    if (b.size() < n) b.resize(n);
+    return b.data();
+}
+
 // Instruction sets with a micro-kernel; best() is what this CPU runs.
 enum class Isa { Avx512, Avx2, Portable };
 Isa best();
@@ -50,9 +56,8 @@ struct PackedMatrix {
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
 // The same into an existing PackedMatrix, reusing its storage when it is large enough.
 void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa = best());
-// Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt (keys for Q·Kᵀ, with
-// the attention scale folded in: exact when it is a power of two, as 1/√64 is).
-PackedMatrix pack_transposed(const float* t, int n, int k, long ldt, float scale = 1.0f, Isa isa = best());
+// Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt into `into` (keys for
+// Q·Kᵀ, with the attention scale folded in: exact when it is a power of two, as 1/√64 is).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale = 1.0f,
                           Isa isa = best());
 

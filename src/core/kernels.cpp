@@ -36,11 +36,11 @@ void for_each_task(int n, const Fn& fn) {
 }
 
 // One score block per worker thread, kept across tasks and forwards: the attention loop
-// allocates nothing once it has seen its largest sequence.
+// allocates nothing once it has seen its largest sequence. Safe to share between tasks because
+// an attention task never waits, so no other task can run on its thread while it holds it.
 float* thread_scratch(std::size_t floats) {
     static thread_local gemm::Buffer scratch;
-    if (scratch.size() < floats) scratch.resize(floats);
-    return scratch.data();
+    return gemm::at_least(scratch, floats);
 }
 
 }  // namespace

@@ -48,14 +48,14 @@ struct AttentionRecord {
     float* key_mass = nullptr;    // [batch, heads, tokens] mean attention each key receives
 };
 
-// Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
-// (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
-// head, query block) with the full key range, so memory is O(tokens × block).
 // Keys and values packed per (sequence, head); the caller keeps them between layers and forwards.
 struct AttentionScratch {
     std::vector<gemm::PackedMatrix> keys, values;
 };
 
+// Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
+// (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
+// head, query block) with the full key range, so memory is O(tokens × block).
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
                const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch,
                const AttentionRecord* record = nullptr);

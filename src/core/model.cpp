@@ -63,11 +63,6 @@ struct Workspace {
     Buffer wide;    // the gathered patches first, then the MLP hidden activations
     Buffer gated;   // SwiGLU's gated half [rows, H]
     kernels::AttentionScratch attention;
-
-    static float* sized(Buffer& b, std::size_t n) {
-        if (b.size() < n) b.resize(n);
-        return b.data();
-    }
 };
 
 }  // namespace
@@ -99,7 +94,7 @@ struct Model::Impl {
 
     // One arena per thread count, kept for the model's life, and the forward runs inside
     // execute(): a fresh arena per forward, or the implicit one, cost ~6 ms at 2 threads
-    // (ViT-S/224, 67.7 ms instead of 61.5), the worker leaving and rejoining between phases.
+    // (ViT-S/224, 67.7 ms instead of 61.5; measured, the cause inside oneTBB not pinned down).
     mutable std::mutex arena_mutex;
     mutable std::map<int, std::unique_ptr<tbb::task_arena>> arenas;
 
@@ -343,13 +338,13 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     const int N = 1 + R + np, rows = batch * N;
     const int pp3 = 3 * p * p;
     const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
-    float* x = Workspace::sized(ws.x, static_cast<std::size_t>(rows) * D);
-    float* normed = Workspace::sized(ws.normed, static_cast<std::size_t>(rows) * D);
+    float* x = gemm::at_least(ws.x, static_cast<std::size_t>(rows) * D);
+    float* normed = gemm::at_least(ws.normed, static_cast<std::size_t>(rows) * D);
     const std::size_t qkv_size = static_cast<std::size_t>(rows) * 3 * D;
-    float* qkv = Workspace::sized(ws.qkv, qkv_size);
-    float* hidden = Workspace::sized(ws.wide, std::max(static_cast<std::size_t>(rows) * hidden_width,
+    float* qkv = gemm::at_least(ws.qkv, qkv_size);
+    float* hidden = gemm::at_least(ws.wide, std::max(static_cast<std::size_t>(rows) * hidden_width,
                                                        static_cast<std::size_t>(batch) * np * pp3));
-    float* gated = Workspace::sized(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
+    float* gated = gemm::at_least(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     float* mixed = normed;
 
     // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM per image that
