@@ -306,8 +306,14 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         t = read_safetensors(os.path.join(out2, "0.safetensors"))["features"]
         self.assertEqual(t.shape, (42, 64, 384))  # 451x300 → 448x294 = 32x21 patches, x2, 2 layers concatenated
+        # Another job in the folder is refused, naming what differs, and replaced only when asked.
         r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", out2, "--upsample", "image")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('upsample: "x2" -> "image"', r.stderr)
+        self.assertTrue(os.path.exists(os.path.join(out2, "0.safetensors")))
+        r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", out2, "--upsample", "image", "--overwrite")
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out2, "0.safetensors")))
         self.assertEqual(np.load(os.path.join(out2, "0.npy")).shape, (224, 224, 192))
         r = vitreg("dense", MODEL, os.path.join(ASSETS, "chelsea.png"), "-o", os.path.join(self.tmp, "never"), "--layers", "7")
         self.assertEqual(r.returncode, 1)

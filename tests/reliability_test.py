@@ -23,15 +23,50 @@ from png_util import encode_png  # noqa: E402
 
 VITREG, ROOT = sys.argv[1], sys.argv[2]
 MODEL = "vitreg-untrained-s14-d192-reg4"
+OTHER_MODEL = "vitreg-fmnist-softmax"
+# Root reads any file, so the batch runs as `nobody` for permissions to mean something.
+USER = 65534 if os.geteuid() == 0 else None
+SANDBOX = None  # see setUpModule
 SIDE = 28  # 2x2 patches: the batch is about files, not about compute
 COMMON = ["--resize", "none", "--threads", "2", "--batch", "16"]
 
 
+def setUpModule():
+    """An unprivileged user may not enter the checkout (a clone under root's 0700 home, say), so
+    the binary and the checkpoints it runs are copied where that user can read them."""
+    global VITREG, SANDBOX
+    if USER is None:
+        return
+    SANDBOX = tempfile.mkdtemp(prefix="vitreg-unprivileged-")
+    os.chmod(SANDBOX, 0o755)
+    binary = os.path.join(SANDBOX, "vitreg")
+    shutil.copy2(VITREG, binary)
+    weights = os.path.join(SANDBOX, "weights")
+    os.makedirs(weights)
+    for name in (MODEL, OTHER_MODEL):
+        shutil.copy2(os.path.join(ROOT, "weights", name + ".safetensors"), weights)
+    for base, dirs, files in os.walk(SANDBOX):
+        for n in dirs + files:
+            os.chmod(os.path.join(base, n), 0o755)
+    VITREG = binary
+    os.environ["VITREG_WEIGHTS"] = weights  # found before the source tree's weights/
+
+
+def tearDownModule():
+    if SANDBOX:
+        shutil.rmtree(SANDBOX, ignore_errors=True)
+
+
+def as_user(cmd, user):
+    """`cmd` run as `user` (None: as this process's user)."""
+    if user is None:
+        return list(cmd)
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+
+
 def vitreg(*args, user=None):
-    cmd = [VITREG, *args]
-    if user is not None:  # root reads any file: drop to `user` so permissions mean something
-        cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
-    return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+    return subprocess.run(as_user([VITREG, *args], user), capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                          timeout=900)
 
 
 def read_bytes(path):
@@ -119,7 +154,7 @@ class Reliability(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="vitreg-reliability-")
         os.chmod(cls.tmp, 0o777)
-        cls.user = 65534 if os.geteuid() == 0 else None
+        cls.user = USER
         cls.images = os.path.join(cls.tmp, "images")
         os.makedirs(cls.images)
         rng = random.Random(8)
@@ -189,10 +224,8 @@ class Reliability(unittest.TestCase):
         rng = random.Random(1)
         kills, chunks_seen = 0, []
         for attempt in range(4):
-            cmd = [VITREG, "extract", MODEL, self.images, "-o", out, *COMMON, "--chunk", "64", "--patch-tokens",
-                   "--resume"]
-            if self.user is not None:
-                cmd = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups", *cmd]
+            cmd = as_user([VITREG, "extract", MODEL, self.images, "-o", out, *COMMON, "--chunk", "64", "--patch-tokens",
+                           "--resume"], self.user)
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0.05, 0.5) * duration)
             if p.poll() is None:
@@ -227,7 +260,7 @@ class Reliability(unittest.TestCase):
             self.assertIn(out, r.stderr)
             self.assertIn(what, r.stderr)
             self.assertEqual(tree(out, skip=()), before)
-        r = vitreg("extract", "vitreg-fmnist-softmax", *few, "-o", out, *COMMON, "--resume", user=self.user)
+        r = vitreg("extract", OTHER_MODEL, *few, "-o", out, *COMMON, "--resume", user=self.user)
         self.assertEqual(r.returncode, 1)
         self.assertIn("model_digest", r.stderr)
 
@@ -255,9 +288,8 @@ class Reliability(unittest.TestCase):
         r = self.extract(sharded, "--patch-tokens", "--chunk", "8", "--shard", "1/4", "--overwrite", inputs=paths)
         self.assertIn(r.returncode, (0, 3), r.stderr)
         env_run = subprocess.run(
-            [*(["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--clear-groups"] if self.user else []),
-             VITREG, "extract", MODEL, *paths, "-o", sharded, *COMMON, "--patch-tokens", "--chunk", "8",
-             "--shard", "auto"],
+            as_user([VITREG, "extract", MODEL, *paths, "-o", sharded, *COMMON, "--patch-tokens", "--chunk", "8",
+                     "--shard", "auto"], self.user),
             env={**os.environ, "SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "4"},
             capture_output=True, text=True, stdin=subprocess.DEVNULL)
         self.assertIn(env_run.returncode, (0, 3), env_run.stderr)

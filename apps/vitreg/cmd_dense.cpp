@@ -1,4 +1,5 @@
-// vitreg dense MODEL INPUT... -o OUT_DIR: per-patch feature grids aligned to pixels, for segmentation.
+// vitreg dense MODEL INPUT... -o OUT_DIR: per-patch feature grids aligned to pixels, for segmentation;
+// durable, resumable and shardable like extract.
 #include <iostream>
 
 #include "common.hpp"
@@ -37,7 +38,7 @@ void register_dense(CLI::App& app, Command& run) {
             const Model m = load_model(a->model);
             resolve_layers(o.layers, m.config().depth);  // a bad --layers fails before any output
             const auto s = dense_features(m, inputs, o, ProgressBar());
-            return report_batch(s.ok, s.failed, s.inputs, "dense features", o.out_dir);
+            return report_batch(s.ok, s.failed, s.inputs, "dense features", shard_dir(o.out_dir, o.shard_index, o.shard_count));
         };
     });
 }

@@ -1,4 +1,5 @@
 #include "common.hpp"
+#include "parse_shard.hpp"
 
 #include <unistd.h>
 
@@ -44,6 +45,36 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a) {
     cmd.add_option("--batch", a.batch, "images per forward (same-size images share one)")->check(CLI::Range(1, 4096))->capture_default_str();
     cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
     add_input_limit_args(cmd, a.limits);
+    cmd.add_flag("--resume", a.resume, "continue the run that OUT holds (or finish it); starts one if there is none");
+    cmd.add_flag("--overwrite", a.overwrite, "replace what OUT holds when it is another run (vitreg's files only)");
+    cmd.add_option("--chunk", a.chunk, "inputs per durable chunk: a killed run loses at most one")
+        ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20))
+        ->capture_default_str();
+    cmd.add_option("--shard", a.shard,
+                   "K/N: take block K (0-based) of N of the sorted inputs, into OUT/shard-K-of-N; 'auto' reads "
+                   "SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX (with --shard-count); join with vitreg merge OUT");
+    cmd.add_option("--shard-count", a.shard_count,
+                   "N for --shard auto: needed with JOB_COMPLETION_INDEX (Kubernetes) and when resubmitting single "
+                   "Slurm array tasks")
+        ->check(CLI::Range(1, 1 << 20));
+}
+
+void fill_batch_options(const BatchArgs& a, BatchOptions& o) {
+    o.out_dir = a.out;
+    o.resize = ResizeSpec::parse(a.resize);
+    o.format = a.format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
+    o.batch = a.batch;
+    o.threads = a.threads;
+    o.image_limits = a.limits.image;
+    o.max_tokens = a.limits.max_tokens;
+    o.chunk_rows = a.chunk;
+    o.resume = a.resume;
+    o.overwrite = a.overwrite;
+    if (!a.shard.empty()) {
+        const Shard s = parse_shard(a.shard, a.shard_count);
+        o.shard_index = s.index;
+        o.shard_count = s.count;
+    }
 }
 
 std::vector<std::string> batch_inputs(const BatchArgs& a) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/extract.hpp"
+#include "vitreg/batch_job.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 
@@ -32,26 +32,22 @@ struct InputLimits {
 };
 void add_input_limit_args(CLI::App& cmd, InputLimits& limits);
 
-// What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT and how to read and run them.
+// What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT, how to read and run the
+// inputs, and how the job is made durable (--chunk, --resume, --overwrite) and split (--shard).
 struct BatchArgs {
     ModelArgs model;
     std::vector<std::string> inputs;
     std::string out, resize = "eval", format = "npy";
     int batch = 8, threads = 0;
     InputLimits limits;
+    bool resume = false, overwrite = false;
+    std::size_t chunk = 256;
+    std::string shard;
+    int shard_count = 0;
 };
 void add_batch_args(CLI::App& cmd, BatchArgs& args);
-// The options every batch job shares (ExtractOptions, DenseOptions), from the command line.
-template <class Options>
-void fill_batch_options(const BatchArgs& a, Options& o) {
-    o.out_dir = a.out;
-    o.resize = ResizeSpec::parse(a.resize);
-    o.format = a.format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
-    o.batch = a.batch;
-    o.threads = a.threads;
-    o.image_limits = a.limits.image;
-    o.max_tokens = a.limits.max_tokens;
-}
+// The options every batch job shares (BatchOptions), from the command line.
+void fill_batch_options(const BatchArgs& a, BatchOptions& o);
 // The expanded inputs (UsageError when there are none).
 std::vector<std::string> batch_inputs(const BatchArgs& args);
 // Says how the job went on stderr; the exit status: 0, or 3 when some inputs failed.

@@ -4,26 +4,20 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/extract.hpp"
+#include "vitreg/batch_job.hpp"
 
 namespace vitreg {
 
-struct DenseOptions {
-    std::string out_dir;
-    ResizeSpec resize;
+struct DenseOptions : BatchOptions {
+    DenseOptions() { batch = 1; }  // dense arrays are large: one image per forward unless asked
     std::string layers = "last";  // "last" | "-4,-3,-2,-1" | "i,j,..." (see resolve_layers)
     bool norm = false;            // apply the final LayerNorm to the chosen layers
     bool concat = false;          // [h, w, layers·D] instead of [layers, h, w, D]
     enum class Upsample { None, Image, Factor } upsample = Upsample::None;
     int factor = 1;               // with Upsample::Factor
-    FeatureFormat format = FeatureFormat::Npy;
     bool half = false;            // float16 storage
     bool pca = false;             // <row>.pca.png: input | PCA of the patch features
-    bool pca_joint = false;       // fit the PCA over each --batch of images together
-    int batch = 1;
-    int threads = 0;
-    ImageLimits image_limits;
-    std::int64_t max_tokens = kDefaultMaxTokens;  // per image; 0 = no limit
+    bool pca_joint = false;       // fit the PCA over each --batch of images together (not with shards)
 
     // "none" | "image" | "xN"; throws UsageError.
     void parse_upsample(const std::string& text);
@@ -31,9 +25,12 @@ struct DenseOptions {
 
 // Writes OUT/<row>.npy (or .safetensors, tensor "features") per good image: [h, w, C] for one
 // layer or with concat, else [layers, h, w, D]; registers and CLS excluded; h × w is the patch
-// grid, or the upsampled size. manifest.jsonl as extract's plus each row's geometry (source
-// size, resize scale, crop offsets, patch, model input size, output shape).
-ExtractSummary dense_features(const Model& model, const std::vector<std::string>& inputs, const DenseOptions& options,
-                              const ExtractProgress& progress = {});
+// grid, or the upsampled size. manifest.jsonl as extract's plus each row's file, shape and
+// geometry (source size, resize scale, crop offsets, patch, model input size). Durable,
+// resumable and shardable exactly as extract_features (job.json, chunks/, shard folders);
+// `vitreg merge` joins the shards. Throws UsageError when OUT_DIR holds something it must not
+// replace, or for pca_joint with shards (a joint PCA depends on which images share a batch).
+BatchSummary dense_features(const Model& model, const std::vector<std::string>& inputs, const DenseOptions& options,
+                            const BatchProgress& progress = {});
 
 }  // namespace vitreg

@@ -1,65 +1,26 @@
 #pragma once
 // Batch feature extraction: a list of image files in, CLS / pooled / register (and patch)
 // features plus a manifest out. One bad file becomes a failed row; the batch goes on.
-#include <cstddef>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "vitreg/image.hpp"
-#include "vitreg/model.hpp"
-#include "vitreg/preprocess.hpp"
+#include "vitreg/batch_job.hpp"
 
 namespace vitreg {
 
-enum class FeatureFormat { Npy, Safetensors };
-
-struct ExtractOptions {
-    std::string out_dir;
-    ResizeSpec resize;
+struct ExtractOptions : BatchOptions {
     bool patch_tokens = false;  // also write patch/<row>.{npy,safetensors} [h, w, D]
-    FeatureFormat format = FeatureFormat::Npy;
-    int batch = 8;    // images decoded and run together (same-size images share a forward)
-    int threads = 0;  // 0 = all cores
-    ImageLimits image_limits;
-    std::int64_t max_tokens = kDefaultMaxTokens;  // per image; 0 = no limit
-    // Durability: progress is saved every `chunk_rows` inputs (OUT/chunks/); an OUT_DIR that
-    // holds this job is continued with `resume`; one holding anything else is refused unless
-    // `overwrite` (which replaces vitreg's files there).
-    std::size_t chunk_rows = 256;
-    bool resume = false;
-    bool overwrite = false;
-    // This process's share of the inputs: block `index` (0-based) of `count` blocks of the
-    // sorted input list, written to OUT/shard-<index>-of-<count>/ (count 1 = everything, in OUT).
-    int shard_index = 0;
-    int shard_count = 1;
 };
 
-struct ExtractSummary {
-    std::size_t inputs = 0;
-    std::size_t ok = 0;
-    std::size_t failed = 0;
-};
-
-// Called after each batch with (inputs done, inputs total).
-using ExtractProgress = std::function<void(std::size_t, std::size_t)>;
-
-// Writes into options.out_dir (created if needed), every file atomically:
+// Writes into options.out_dir (or its shard folder; created if needed), every file atomically:
 //   manifest.jsonl  one line per input, in input order: path, status ok|error, error, row,
 //                   height, width, grid [h, w]
 //   cls.npy [rows, D], pooled.npy [rows, D], registers.npy [rows, R, D] (R > 0),
 //   patch/<row>.npy [h, w, D] with patch_tokens; or features.safetensors (+ patch/<row>.safetensors)
 //   run.json        the model, options and counts; written last, so its presence means done
-//   job.json, chunks/  the durable progress (see ExtractOptions)
+//   job.json, chunks/  the durable progress (see BatchOptions)
 // Throws UsageError when OUT_DIR holds something it must not replace.
-ExtractSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
-                                const ExtractProgress& progress = {});
-
-// The inputs a shard takes: positions into `inputs` of block `index` of `count` equal blocks
-// of the inputs sorted by path (so a file's shard does not depend on how the list was ordered).
-std::vector<std::size_t> shard_positions(const std::vector<std::string>& inputs, int index, int count);
-
-// OUT_DIR/shard-<index>-of-<count> (OUT_DIR itself for count 1).
-std::string shard_dir(const std::string& out_dir, int index, int count);
+BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
+                              const BatchProgress& progress = {});
 
 }  // namespace vitreg

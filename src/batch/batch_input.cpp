@@ -100,7 +100,7 @@ void write_array(const std::string& path_without_suffix, const std::string& tens
     else write_safetensors(path_without_suffix + ".safetensors", {{tensor, array}}, metadata);
 }
 
-bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary) {
+bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, BatchSummary& summary) {
     row["path"] = path;
     if (prepared.pixels) return true;
     row["status"] = "error";
@@ -110,7 +110,7 @@ bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepa
 }
 
 void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
-            const ExtractSummary& summary) {
+            const BatchSummary& summary) {
     std::string lines;
     for (const auto& row : manifest) lines += row.dump() + "\n";
     write_file_atomic(out_dir + "/manifest.jsonl", lines);

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vitreg/extract.hpp"
+#include "vitreg/batch_job.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
@@ -58,11 +58,11 @@ void write_array(const std::string& path_without_suffix, const std::string& tens
                  FeatureFormat format, const std::map<std::string, std::string>& metadata = {});
 
 // Starts input i's manifest row; when it failed, records the reason, counts it and returns false.
-bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, ExtractSummary& summary);
+bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, BatchSummary& summary);
 
 // Writes OUT/manifest.jsonl (one row per input, in input order) and OUT/run.json (`run` plus
 // the counts and vitreg's version), each atomically.
 void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
-            const ExtractSummary& summary);
+            const BatchSummary& summary);
 
 }  // namespace vitreg::batch

@@ -4,7 +4,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "batch_input.hpp"
+#include "chunked_job.hpp"
+#include "feature_table.hpp"
 #include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/pca.hpp"
@@ -92,87 +93,87 @@ nlohmann::ordered_json geometry_json(const Geometry& g, int patch) {
 
 }  // namespace
 
-ExtractSummary dense_features(const Model& model, const std::vector<std::string>& inputs, const DenseOptions& o,
-                              const ExtractProgress& progress) {
+BatchSummary dense_features(const Model& model, const std::vector<std::string>& inputs, const DenseOptions& o,
+                            const BatchProgress& progress) {
     const Config& c = model.config();
+    if (o.pca_joint && o.shard_count > 1)
+        throw UsageError("--pca-joint fits one PCA over each batch, and shards split the batches differently from a "
+                         "single run: use --pca (per image) with --shard");
     Probe probe;
     probe.block_layers = resolve_layers(o.layers, c.depth);
     probe.blocks_normed = o.norm;
-    make_dirs(o.out_dir);
-    const std::string dir = o.out_dir + "/";
-    const std::string suffix = o.format == FeatureFormat::Npy ? ".npy" : ".safetensors";
-    std::vector<nlohmann::ordered_json> manifest(inputs.size());
-    ExtractSummary summary;
-    summary.inputs = inputs.size();
-    tbb::task_arena arena(o.threads > 0 ? o.threads : tbb::task_arena::automatic);
-    const std::size_t batch = static_cast<std::size_t>(std::max(1, o.batch));
-    const ForwardOptions fwd{o.threads, o.max_tokens};
+    const std::string out = shard_dir(o.out_dir, o.shard_index, o.shard_count);
+    const std::string ext = o.format == FeatureFormat::Npy ? ".npy" : ".safetensors";
+    const std::string upsample = o.upsample == DenseOptions::Upsample::None    ? "none"
+                                 : o.upsample == DenseOptions::Upsample::Image ? "image"
+                                                                               : "x" + std::to_string(o.factor);
 
-    auto write_batch = [&](std::size_t start, const std::vector<batch::Prepared>& prepared,
-                           const std::vector<batch::Ran>& ran) {
+    auto identity = batch::job_identity("vitreg dense", model, inputs, o);
+    identity["layers"] = probe.block_layers;
+    identity["norm"] = o.norm;
+    identity["concat"] = o.concat;
+    identity["upsample"] = upsample;
+    identity["dtype"] = o.half ? "f16" : "f32";
+    identity["pca"] = o.pca ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
+                            : "none";
+
+    batch::ChunkWork work;
+    std::vector<PcaPreview> previews;  // the current batch's, by position in it
+    work.begin_batch = [&](const std::vector<batch::Prepared>& prepared, const std::vector<batch::Ran>& ran) {
+        if (!o.pca) return;
         const std::size_t count = prepared.size();
-
-        // PCA per image, or jointly over this batch's images.
         std::vector<std::vector<float>> feats(count);
-        std::vector<PcaPreview> previews(count);
-        if (o.pca) {
-            std::vector<PatchFeatures> all;
-            std::vector<std::size_t> which;
-            for (std::size_t i = 0; i < count; ++i) {
-                if (!prepared[i].pixels) continue;
-                feats[i] = ran[i].trace->patch_features(ran[i].index);
-                all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
-                which.push_back(i);
-            }
-            const int width = static_cast<int>(probe.block_layers.size()) * c.dim;
-            if (o.pca_joint && !all.empty()) {
-                const auto joint = pca_preview(all, width);
-                for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
-            } else {
-                for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = pca_preview({all[k]}, width)[0];
-            }
-        }
-
+        std::vector<PatchFeatures> all;
+        std::vector<std::size_t> which;
         for (std::size_t i = 0; i < count; ++i) {
-            auto& row = manifest[start + i];
-            if (!batch::start_row(row, inputs[start + i], prepared[i], summary)) continue;
-            const Trace& t = *ran[i].trace;
-            const Pixels& px = *prepared[i].pixels;
-            int out_h = t.grid_h, out_w = t.grid_w;
-            if (o.upsample == DenseOptions::Upsample::Image) out_h = px.height, out_w = px.width;
-            if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
-            const DenseArray a = assemble(t, ran[i].index, o, out_h, out_w);
-            const std::size_t r = summary.ok++;
-            const std::string stem = dir + std::to_string(r);
-            const ArrayRef ref{a.shape, a.data.data(), o.half};
-            batch::write_array(stem, "features", ref, o.format, {{"source", inputs[start + i]}});
-            if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[i], t.grid_h, t.grid_w);
-            row["status"] = "ok";
-            row["row"] = r;
-            row["file"] = std::to_string(r) + suffix;
-            row["height"] = px.height;
-            row["width"] = px.width;
-            row["grid"] = {t.grid_h, t.grid_w};
-            row["shape"] = a.shape;
-            row["geometry"] = geometry_json(prepared[i].geometry, c.patch);
+            if (!prepared[i].pixels) continue;
+            feats[i] = ran[i].trace->patch_features(ran[i].index);
+            all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
+            which.push_back(i);
         }
-        if (progress) progress(start + count, inputs.size());
+        previews.assign(count, PcaPreview{});
+        const int width = static_cast<int>(probe.block_layers.size()) * c.dim;
+        if (o.pca_joint && !all.empty()) {
+            const auto joint = pca_preview(all, width);
+            for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
+        } else {
+            for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = pca_preview({all[k]}, width)[0];
+        }
     };
-    batch::stream_batches(model, inputs.data(), inputs.size(), batch, o.resize, o.image_limits, probe, fwd, arena,
-                          write_batch);
+    work.image = [&](batch::ChunkData&, nlohmann::ordered_json& row, std::size_t r, std::size_t in_batch,
+                     const batch::Prepared& prepared, const batch::Ran& ran) {
+        const Trace& t = *ran.trace;
+        const Pixels& px = *prepared.pixels;
+        int out_h = t.grid_h, out_w = t.grid_w;
+        if (o.upsample == DenseOptions::Upsample::Image) out_h = px.height, out_w = px.width;
+        if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
+        const DenseArray a = assemble(t, ran.index, o, out_h, out_w);
+        const std::string stem = out + "/" + std::to_string(r);
+        batch::write_array(stem, "features", ArrayRef{a.shape, a.data.data(), o.half}, o.format,
+                           {{"source", row["path"].get<std::string>()}});
+        if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[in_batch], t.grid_h, t.grid_w);
+        row["file"] = std::to_string(r) + ext;
+        row["shape"] = a.shape;
+        row["geometry"] = geometry_json(prepared.geometry, c.patch);
+    };
+    const auto run = batch::run_chunked(model, inputs, o, std::move(identity), probe, work, progress);
 
-    const nlohmann::json run = {
+    nlohmann::json row_files{"{row}" + ext};
+    if (o.pca) row_files.push_back("{row}.pca.png");
+    nlohmann::json info = {
         {"model", model.path()},
         {"attention", to_string(c.attention)},
         {"layers", probe.block_layers},
         {"norm", o.norm},
         {"concat", o.concat},
+        {"upsample", upsample},
         {"resize", o.resize.to_string()},
         {"dtype", o.half ? "f16" : "f32"},
         {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"row_files", row_files},
     };
-    batch::finish(o.out_dir, manifest, run, summary);
-    return summary;
+    return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
+                                      std::move(info));
 }
 
 }  // namespace vitreg

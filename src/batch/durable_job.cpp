@@ -38,17 +38,18 @@ void remove_file(const std::string& p) {
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) throw IoError(p + ": cannot remove: " + std::strerror(errno));
 }
 
-// "12.npy", "12.safetensors", or a temporary left by a killed writer.
+// "12.npy", "12.safetensors", "12.pca.png", or a temporary left by a killed writer.
 bool is_vitreg_row_file(const std::string& n) {
     const auto dot = n.find('.');
     if (dot == 0 || dot == std::string::npos || n.find_first_not_of("0123456789") != dot) return false;
-    const std::string rest = n.substr(dot);
-    return rest == ".npy" || rest == ".safetensors" || rest.rfind(".npy.tmp.", 0) == 0 ||
-           rest.rfind(".safetensors.tmp.", 0) == 0;
+    std::string rest = n.substr(dot);
+    if (const auto tmp = rest.find(".tmp."); tmp != std::string::npos) rest.resize(tmp);
+    return rest == ".npy" || rest == ".safetensors" || rest == ".pca.png";
 }
 
-// The keys that make two jobs the same; "model" (a path) and "vitreg_version" are informative.
-std::string difference(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now) {
+}  // namespace
+
+std::string identity_difference(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now) {
     std::string out;
     for (const auto& [key, value] : now.items()) {
         if (key == "model" || key == "vitreg_version") continue;
@@ -57,8 +58,6 @@ std::string difference(const nlohmann::ordered_json& was, const nlohmann::ordere
     }
     return out;
 }
-
-}  // namespace
 
 std::vector<std::string> list_dir(const std::string& dir) {
     std::vector<std::string> names;
@@ -128,14 +127,14 @@ DurableJob::DurableJob(std::string out_dir, nlohmann::ordered_json identity, std
     bool start = true;
     if (exists(job_file)) {
         const auto was = read_json_file(job_file);
-        const std::string diff = difference(was, identity);
+        const std::string diff = identity_difference(was, identity);
         if (diff.empty() && resume) {
             start = false;
         } else if (!overwrite) {
             if (!diff.empty())
-                throw UsageError(out_dir_ + ": holds an extraction of another model, options or inputs (" + diff +
+                throw UsageError(out_dir_ + ": holds a run of another command, model, options or inputs (" + diff +
                                  "); use another folder, or --overwrite to replace it");
-            throw UsageError(out_dir_ + ": holds this extraction already; use --resume to continue (or finish) it, "
+            throw UsageError(out_dir_ + ": holds this run already; use --resume to continue (or finish) it, "
                                         "or --overwrite to start over");
         }
     } else {
@@ -175,8 +174,9 @@ void DurableJob::remove_outputs() const {
     remove_file(out_dir_ + "/job.json");
     for (const auto& n : list_dir(out_dir_ + "/chunks")) remove_file(out_dir_ + "/chunks/" + n);
     for (const auto& n : output_names()) remove_file(out_dir_ + "/" + n);
-    for (const auto& n : list_dir(out_dir_ + "/patch"))
-        if (is_vitreg_row_file(n)) remove_file(out_dir_ + "/patch/" + n);
+    for (const std::string& dir : {out_dir_, out_dir_ + "/patch"})
+        for (const auto& n : list_dir(dir))
+            if (is_vitreg_row_file(n)) remove_file(dir + "/" + n);
 }
 
 std::string DurableJob::chunk_path(std::size_t k) const {
@@ -201,8 +201,9 @@ Chunk read_chunk(const std::string& path) {
     }
     if (c.input_index.size() != c.rows.size()) throw IoError(path + ": chunk manifest and input indices disagree");
     for (const auto& r : c.rows) c.ok += r.value("status", "") == "ok";
-    if (c.file->get("cls").shape.at(0) != static_cast<std::int64_t>(c.ok))
-        throw IoError(path + ": chunk holds a different number of rows than its manifest");
+    for (const auto& name : c.file->names())
+        if (c.file->get(name).shape.at(0) != static_cast<std::int64_t>(c.ok))
+            throw IoError(path + ": chunk holds a different number of rows than its manifest");
     return c;
 }
 
@@ -218,11 +219,14 @@ std::optional<Chunk> DurableJob::load(std::size_t k) const {
     }
 }
 
-void DurableJob::save(std::size_t k, const ChunkData& chunk, int dim, int registers) const {
+void DurableJob::save(std::size_t k, const ChunkData& chunk) const {
     const auto ok = static_cast<std::int64_t>(chunk.ok);
-    std::map<std::string, ArrayRef> tensors{{"cls", {{ok, dim}, chunk.cls.data()}},
-                                            {"pooled", {{ok, dim}, chunk.pooled.data()}}};
-    if (registers > 0) tensors.emplace("registers", ArrayRef{{ok, registers, dim}, chunk.registers.data()});
+    std::map<std::string, ArrayRef> tensors;
+    for (const auto& [name, t] : chunk.tensors) {
+        std::vector<std::int64_t> shape{ok};
+        shape.insert(shape.end(), t.row_shape.begin(), t.row_shape.end());
+        tensors.emplace(name, ArrayRef{shape, t.data.data()});
+    }
     std::string lines;
     for (const auto& r : chunk.rows) lines += r.dump() + "\n";
     write_safetensors(chunk_path(k), tensors,

@@ -6,6 +6,7 @@
 // so a chunk file that exists is complete.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,17 +30,23 @@ std::string file_digest(const std::string& path);
 // The same digest of a string.
 std::string text_digest(const std::string& text);
 
-// One finished chunk as written: rows in order, the features of its ok rows.
+// A chunk's per-row tensor: [ok rows, row_shape...] floats.
+struct ChunkTensor {
+    std::vector<std::int64_t> row_shape;
+    std::vector<float> data;
+};
+
+// One finished chunk as written: rows in order, the job's tensors over its ok rows.
 struct ChunkData {
     std::vector<nlohmann::ordered_json> rows;  // manifest rows ("row" counts the job's ok rows)
     std::vector<std::uint64_t> input_index;    // each row's position in the unsharded input list
-    std::vector<float> cls, pooled, registers;  // [ok, D], [ok, D], [ok, R, D]
+    std::map<std::string, ChunkTensor> tensors;  // extract: cls, pooled (, registers); dense: none
     std::size_t ok = 0;
 };
 
 // A finished chunk read back: the mapped file and its rows.
 struct Chunk {
-    std::shared_ptr<const SafetensorsFile> file;  // tensors cls, pooled (, registers)
+    std::shared_ptr<const SafetensorsFile> file;  // the ChunkData's tensors
     std::vector<nlohmann::ordered_json> rows;
     std::vector<std::uint64_t> input_index;
     std::size_t ok = 0;
@@ -69,9 +76,10 @@ public:
 
     // Chunk k when it is finished and intact; nullopt when it must run (again).
     std::optional<Chunk> load(std::size_t k) const;
-    void save(std::size_t k, const ChunkData& chunk, int dim, int registers) const;
+    void save(std::size_t k, const ChunkData& chunk) const;
 
-    // The vitreg files in OUT_DIR besides job.json and chunks/ (final outputs, patch/).
+    // The vitreg files in OUT_DIR besides job.json, chunks/ and per-image files (<row>.* in
+    // OUT_DIR and OUT_DIR/patch).
     static const std::vector<std::string>& output_names();
 
 private:
@@ -83,6 +91,10 @@ private:
     std::size_t inputs_, chunk_rows_;
     int lock_fd_ = -1;
 };
+
+// The keys whose values differ between two job identities, as "key: old -> new, ..." ("" when
+// none); "model" (a path) and "vitreg_version" are informative and not compared.
+std::string identity_difference(const nlohmann::ordered_json& was, const nlohmann::ordered_json& now);
 
 // Reads a finished chunk file; throws CheckpointError/IoError when it is not one.
 Chunk read_chunk(const std::string& path);

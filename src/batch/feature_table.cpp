@@ -50,12 +50,19 @@ std::vector<TableRow> rows_in_order(const std::vector<Chunk>& chunks) {
     return rows;
 }
 
-ExtractSummary write_feature_table(const std::string& out_dir, const std::vector<TableRow>& rows, int dim, int registers,
-                                   FeatureFormat format, const std::string& model_path, nlohmann::json run) {
+std::vector<TableArray> extract_table(int dim, int registers) {
+    std::vector<TableArray> a{{"cls", {dim}}, {"pooled", {dim}}};
+    if (registers > 0) a.push_back({"registers", {registers, dim}});
+    return a;
+}
+
+BatchSummary write_feature_table(const std::string& out_dir, const std::vector<TableRow>& rows,
+                                 const std::vector<TableArray>& arrays, FeatureFormat format,
+                                 const std::string& model_path, nlohmann::json run) {
     // Each row's index among its chunk's ok rows (the chunk's tensors hold only those).
     std::vector<std::int64_t> ok_at(rows.size(), -1);
     std::map<const Chunk*, std::vector<std::int64_t>> chunk_ok;
-    ExtractSummary summary;
+    BatchSummary summary;
     summary.inputs = rows.size();
     std::vector<nlohmann::ordered_json> manifest;
     manifest.reserve(rows.size());
@@ -68,34 +75,45 @@ ExtractSummary write_feature_table(const std::string& out_dir, const std::vector
         }
         ok_at[i] = index[rows[i].at];
         nlohmann::ordered_json row = c.rows[rows[i].at];
-        if (ok_at[i] >= 0) row["row"] = summary.ok++;
-        else ++summary.failed;
+        if (ok_at[i] >= 0) {
+            row["row"] = summary.ok;
+            if (row.contains("file")) {
+                const std::string file = row["file"].get<std::string>();
+                row["file"] = std::to_string(summary.ok) + file.substr(std::min(file.find('.'), file.size()));
+            }
+            ++summary.ok;
+        } else {
+            ++summary.failed;
+        }
         manifest.push_back(std::move(row));
     }
 
     const auto n = static_cast<std::int64_t>(summary.ok);
-    const std::size_t vec = static_cast<std::size_t>(dim) * sizeof(float);
-    const std::vector<std::pair<std::string, ArrayRef>> arrays = [&] {
-        std::vector<std::pair<std::string, ArrayRef>> a{{"cls", {{n, dim}}}, {"pooled", {{n, dim}}}};
-        if (registers > 0) a.push_back({"registers", {{n, registers, dim}}});
-        return a;
-    }();
-    auto row_bytes = [&](const std::string& name) { return name == "registers" ? vec * registers : vec; };
+    std::map<std::string, std::size_t> row_bytes;
+    std::vector<std::pair<std::string, ArrayRef>> shaped;
+    for (const auto& a : arrays) {
+        std::vector<std::int64_t> shape{n};
+        shape.insert(shape.end(), a.row_shape.begin(), a.row_shape.end());
+        std::size_t bytes = sizeof(float);
+        for (const auto d : a.row_shape) bytes *= static_cast<std::size_t>(d);
+        row_bytes[a.name] = bytes;
+        shaped.push_back({a.name, ArrayRef{shape}});
+    }
     const std::string dir = out_dir + "/";
     if (format == FeatureFormat::Npy) {
-        for (const auto& [name, shape] : arrays) {
+        for (const auto& [name, shape] : shaped) {
             AtomicFile f(dir + name + ".npy");
             f.write(npy_header(shape));
             BufferedOut out(f);
-            copy_tensor(out, rows, ok_at, name, row_bytes(name));
+            copy_tensor(out, rows, ok_at, name, row_bytes[name]);
             f.commit();
         }
-    } else {
-        const std::map<std::string, ArrayRef> tensors(arrays.begin(), arrays.end());  // data in name order
+    } else if (!shaped.empty()) {
+        const std::map<std::string, ArrayRef> tensors(shaped.begin(), shaped.end());  // data in name order
         AtomicFile f(dir + "features.safetensors");
         f.write(safetensors_header(tensors, {{"model", model_path}}));
         BufferedOut out(f);
-        for (const auto& [name, shape] : tensors) copy_tensor(out, rows, ok_at, name, row_bytes(name));
+        for (const auto& [name, shape] : tensors) copy_tensor(out, rows, ok_at, name, row_bytes[name]);
         f.commit();
     }
     finish(out_dir, manifest, std::move(run), summary);

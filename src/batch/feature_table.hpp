@@ -1,5 +1,5 @@
 #pragma once
-// The final files of an extraction, assembled from finished chunks: rows in the order given,
+// The final files of a batch job, assembled from finished chunks: rows in the order given,
 // "row" numbered over the ok rows, arrays streamed (never all in memory), each file atomic.
 #include <cstdint>
 #include <string>
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "durable_job.hpp"
-#include "vitreg/extract.hpp"
+#include "vitreg/batch_job.hpp"
 
 namespace vitreg::batch {
 
@@ -20,10 +20,21 @@ struct TableRow {
 // Rows of `chunks` in chunk order.
 std::vector<TableRow> rows_in_order(const std::vector<Chunk>& chunks);
 
-// Writes OUT/cls.npy, pooled.npy, registers.npy (R > 0) or OUT/features.safetensors, then
-// OUT/manifest.jsonl, then OUT/run.json (`run` plus the counts): when run.json is there, the rest is.
+// One array of the table: [ok rows, row_shape...], taken from the chunks' tensor `name`.
+struct TableArray {
+    std::string name;
+    std::vector<std::int64_t> row_shape;
+};
+
+// extract's table: cls [D], pooled [D] and, with registers, registers [R, D].
+std::vector<TableArray> extract_table(int dim, int registers);
+
+// Writes OUT/<name>.npy for each of `arrays` or, when there are any, OUT/features.safetensors,
+// then OUT/manifest.jsonl, then OUT/run.json (`run` plus the counts): when run.json is there,
+// the rest is. Rows are renumbered over the ok rows (a row's "file", "<row>.<ext>", with it).
 // Returns the counts.
-ExtractSummary write_feature_table(const std::string& out_dir, const std::vector<TableRow>& rows, int dim, int registers,
-                                   FeatureFormat format, const std::string& model_path, nlohmann::json run);
+BatchSummary write_feature_table(const std::string& out_dir, const std::vector<TableRow>& rows,
+                                 const std::vector<TableArray>& arrays, FeatureFormat format,
+                                 const std::string& model_path, nlohmann::json run);
 
 }  // namespace vitreg::batch

@@ -90,7 +90,8 @@ MergeSummary merge_shards(const std::string& out_dir) {
             identity = job;
             run = batch::read_json_file(it->second + "/run.json");
         } else if (job != identity) {
-            problems.push_back(name + ": ran another model, options or input list than shard 0");
+            problems.push_back(name + ": ran another command, model, options or input list than shard 0 (" +
+                               batch::identity_difference(identity, job) + ")");
         }
     }
     if (!problems.empty()) {
@@ -118,26 +119,36 @@ MergeSummary merge_shards(const std::string& out_dir) {
         throw UsageError(out_dir + ": the shards hold " + std::to_string(rows.size()) + " rows, not each of the " +
                          std::to_string(inputs) + " inputs exactly once; rerun the shards with --overwrite");
 
-    // Per-image patch files move to the merged row numbers.
-    const int dim = run.value("dim", 0), registers = run.value("registers", 0);
+    // Per-image files ("patch/{row}.npy", "{row}.pca.png", ...) move to the merged row numbers.
     const bool npy = run.value("format", "npy") == "npy";
-    if (run.value("patch_tokens", false)) {
-        make_dirs(out_dir + "/patch");
-        const std::string ext = npy ? ".npy" : ".safetensors";
-        std::size_t global = 0;
-        for (const auto& r : rows) {
-            const auto& row = r.chunk->rows[r.at];
-            if (row.value("status", "") != "ok") continue;
-            const std::string& dir = chunk_shard[static_cast<std::size_t>(r.chunk - chunks.data())];
-            place_file(dir + "/patch/" + std::to_string(row["row"].get<std::size_t>()) + ext,
-                       out_dir + "/patch/" + std::to_string(global++) + ext);
-        }
+    std::vector<std::string> row_files;
+    if (run.contains("row_files")) row_files = run["row_files"].get<std::vector<std::string>>();
+    else if (run.value("patch_tokens", false)) row_files.push_back(std::string("patch/{row}") + (npy ? ".npy" : ".safetensors"));
+    auto file_of = [](const std::string& pattern, std::size_t row) {
+        const auto at = pattern.find("{row}");
+        return pattern.substr(0, at) + std::to_string(row) + pattern.substr(at + 5);
+    };
+    for (const auto& pattern : row_files) {
+        if (pattern.find("{row}") == std::string::npos || pattern.find("..") != std::string::npos || pattern[0] == '/')
+            throw UsageError(out_dir + ": shard 0's run.json names a bad per-image file pattern '" + pattern + "'");
+        if (const auto slash = pattern.rfind('/'); slash != std::string::npos) make_dirs(out_dir + "/" + pattern.substr(0, slash));
     }
+    std::size_t global = 0;
+    for (const auto& r : rows) {
+        const auto& row = r.chunk->rows[r.at];
+        if (row.value("status", "") != "ok") continue;
+        const std::string& dir = chunk_shard[static_cast<std::size_t>(r.chunk - chunks.data())];
+        const std::size_t was = row["row"].get<std::size_t>();
+        for (const auto& pattern : row_files) place_file(dir + "/" + file_of(pattern, was), out_dir + "/" + file_of(pattern, global));
+        ++global;
+    }
+    const bool dense = identity.value("job", "") == "vitreg dense";
+    const auto table = dense ? std::vector<batch::TableArray>{}
+                             : batch::extract_table(run.value("dim", 0), run.value("registers", 0));
     for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);
     MergeSummary summary;
     summary.shards = static_cast<int>(count);
-    summary.rows = batch::write_feature_table(out_dir, rows, dim, registers,
-                                              npy ? FeatureFormat::Npy : FeatureFormat::Safetensors,
+    summary.rows = batch::write_feature_table(out_dir, rows, table, npy ? FeatureFormat::Npy : FeatureFormat::Safetensors,
                                               run.value("model", ""), nlohmann::json(run));
     return summary;
 }

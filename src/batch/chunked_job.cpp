@@ -1,0 +1,110 @@
+#include "chunked_job.hpp"
+
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "vitreg/error.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+std::vector<std::size_t> shard_positions(const std::vector<std::string>& inputs, int index, int count) {
+    if (count < 1 || index < 0 || index >= count)
+        throw UsageError("bad shard " + std::to_string(index) + "/" + std::to_string(count) +
+                         " (expected K/N with 0 <= K < N)");
+    std::vector<std::size_t> order(inputs.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    if (count == 1) return order;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return inputs[a] < inputs[b]; });
+    const std::size_t n = inputs.size(), k = static_cast<std::size_t>(index), c = static_cast<std::size_t>(count);
+    return {order.begin() + static_cast<std::ptrdiff_t>(n * k / c), order.begin() + static_cast<std::ptrdiff_t>(n * (k + 1) / c)};
+}
+
+std::string shard_dir(const std::string& out_dir, int index, int count) {
+    if (count == 1) return out_dir;
+    return out_dir + "/shard-" + std::to_string(index) + "-of-" + std::to_string(count);
+}
+
+namespace batch {
+
+nlohmann::ordered_json job_identity(const std::string& job, const Model& model, const std::vector<std::string>& inputs,
+                                    const BatchOptions& o) {
+    const Config& c = model.config();
+    std::string listing;
+    for (const auto& p : inputs) listing += p + '\n';
+    return {
+        {"job", job},
+        {"model", model.path()},
+        {"model_digest", file_digest(model.path())},
+        {"attention", to_string(c.attention)},
+        {"pos_interp", to_string(c.pos_interp)},
+        {"resize", o.resize.to_string()},
+        {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"max_pixels", o.image_limits.max_pixels},
+        {"max_tokens", o.max_tokens},
+        {"inputs", inputs.size()},
+        {"inputs_digest", text_digest(listing)},
+        {"shard", std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count)},
+    };
+}
+
+ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& inputs, const BatchOptions& options,
+                       nlohmann::ordered_json identity, const Probe& probe, const ChunkWork& work,
+                       const BatchProgress& progress) {
+    const std::size_t batch = static_cast<std::size_t>(std::max(1, options.batch));
+    const auto mine = shard_positions(inputs, options.shard_index, options.shard_count);
+    ChunkedRun run;
+    run.out_dir = shard_dir(options.out_dir, options.shard_index, options.shard_count);
+    const DurableJob job(run.out_dir, std::move(identity), mine.size(), options.chunk_rows, options.resume,
+                         options.overwrite);
+    for (const auto& d : work.subdirs) make_dirs(run.out_dir + "/" + d);
+    tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+    const ForwardOptions fwd{options.threads, options.max_tokens};
+
+    std::size_t rows_before = 0;  // ok rows of the chunks before: per-image files are numbered by them
+    for (std::size_t k = 0; k < job.chunk_count(); ++k) {
+        const std::size_t begin = job.chunk_begin(k), end = job.chunk_end(k);
+        auto done = job.load(k);
+        if (!done) {
+            std::vector<std::string> paths;
+            for (std::size_t i = begin; i < end; ++i) paths.push_back(inputs[mine[i]]);
+            ChunkData data;
+            for (const auto& [name, shape] : work.tensors) data.tensors[name].row_shape = shape;
+            BatchSummary counts;
+            auto collect = [&](std::size_t start, const std::vector<Prepared>& prepared, const std::vector<Ran>& ran) {
+                if (work.begin_batch) work.begin_batch(prepared, ran);
+                for (std::size_t i = 0; i < prepared.size(); ++i) {
+                    nlohmann::ordered_json row;
+                    data.input_index.push_back(mine[begin + start + i]);
+                    if (start_row(row, paths[start + i], prepared[i], counts)) {
+                        const Features& f = *ran[i].features;
+                        const std::size_t r = rows_before + data.ok++;
+                        row["status"] = "ok";
+                        row["row"] = r;
+                        row["height"] = prepared[i].pixels->height;
+                        row["width"] = prepared[i].pixels->width;
+                        row["grid"] = {f.grid_h, f.grid_w};
+                        work.image(data, row, r, i, prepared[i], ran[i]);
+                    }
+                    data.rows.push_back(std::move(row));
+                }
+                if (progress) progress(begin + start + prepared.size(), mine.size());
+            };
+            stream_batches(model, paths.data(), paths.size(), batch, options.resize, options.image_limits, probe, fwd,
+                           arena, collect);
+            job.save(k, data);
+            done = job.load(k);
+            if (!done) throw IoError(run.out_dir + ": chunk " + std::to_string(k) + " did not read back");
+        } else if (progress) {
+            progress(end, mine.size());
+        }
+        rows_before += done->ok;
+        run.chunks.push_back(std::move(*done));
+    }
+    return run;
+}
+
+}  // namespace batch
+}  // namespace vitreg
