@@ -212,20 +212,24 @@ class Reliability(unittest.TestCase):
         np.testing.assert_array_equal(np.load(os.path.join(good, "registers.npy")),
                                       np.load(os.path.join(out, "registers.npy")))
 
-    def test_killed_runs_resume_to_the_uninterrupted_result(self):
-        whole = self.out("whole")
+    def kill_and_resume(self, command, *options):
+        """`command` over the batch, SIGKILLed at random moments and resumed, ends byte-identical
+        to an uninterrupted run; resuming a finished run changes nothing."""
+        def run(out):
+            return vitreg(command, MODEL, self.images, "-o", out, *COMMON, *options, "--resume", user=self.user)
+
+        whole = self.out(command + "-whole")
         t0 = time.monotonic()
-        r = self.extract(whole, "--chunk", "64", "--patch-tokens")
+        r = run(whole)
         duration = time.monotonic() - t0
         self.assertEqual(r.returncode, 3, r.stderr)
         expected = tree(whole)
 
-        out = self.out("killed")
+        out = self.out(command + "-killed")
         rng = random.Random(1)
         kills, chunks_seen = 0, []
         for attempt in range(4):
-            cmd = as_user([VITREG, "extract", MODEL, self.images, "-o", out, *COMMON, "--chunk", "64", "--patch-tokens",
-                           "--resume"], self.user)
+            cmd = as_user([VITREG, command, MODEL, self.images, "-o", out, *COMMON, *options, "--resume"], self.user)
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0.05, 0.5) * duration)
             if p.poll() is None:
@@ -233,19 +237,27 @@ class Reliability(unittest.TestCase):
                 kills += 1
             p.wait()
             chunks_seen.append(len(os.listdir(os.path.join(out, "chunks"))) if os.path.isdir(os.path.join(out, "chunks")) else 0)
-        print(f"\nkill/resume: uninterrupted run {duration:.2f} s; {kills} SIGKILLs; finished chunks after each attempt "
-              f"{chunks_seen} of 32", file=sys.stderr)
+        print(f"\n{command} kill/resume: uninterrupted run {duration:.2f} s; {kills} SIGKILLs; finished chunks after "
+              f"each attempt {chunks_seen} of 32", file=sys.stderr)
         self.assertGreaterEqual(kills, 2, "the runs finished before they could be killed")
-        r = self.extract(out, "--chunk", "64", "--patch-tokens", "--resume")
+        r = run(out)
         self.assertEqual(r.returncode, 3, r.stderr)
         got = tree(out)
         self.assertEqual(sorted(got), sorted(expected))
         for name in expected:
             self.assertEqual(got[name], expected[name], name)
-        # A finished run resumed again changes nothing.
-        r = self.extract(out, "--chunk", "64", "--patch-tokens", "--resume")
+        r = run(out)
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertEqual(tree(out), expected)
+        return expected
+
+    def test_killed_runs_resume_to_the_uninterrupted_result(self):
+        self.kill_and_resume("extract", "--chunk", "64", "--patch-tokens")
+
+    def test_killed_dense_runs_resume_to_the_uninterrupted_result(self):
+        files = self.kill_and_resume("dense", "--chunk", "64", "--pca", "--layers", "-2,-1")
+        self.assertEqual(sum(n.endswith(".pca.png") for n in files), 1900)
+        self.assertEqual(sum(n.endswith(".npy") for n in files), 1900)
 
     def test_an_output_folder_of_another_job_is_refused(self):
         out = self.out("refuse")
@@ -300,6 +312,43 @@ class Reliability(unittest.TestCase):
         got = tree(sharded)
         for name in [n for n in expected if not n.startswith("chunks/")]:
             self.assertEqual(got.get(name), expected[name], name)
+
+
+    def test_sharded_dense_runs_merge_to_the_single_run(self):
+        names = sorted(os.listdir(self.images))[:60]
+        paths = [os.path.join(self.images, n) for n in names]
+        broken = [p for p in paths if p in self.expected_bad]
+        self.assertGreater(len(broken), 0, "the shards must meet broken inputs")
+        dense = ["--chunk", "4", "--pca", "--format", "safetensors", "--dtype", "f16"]
+        single = self.out("dense-single")
+        r = vitreg("dense", MODEL, *paths, "-o", single, *COMMON, *dense, user=self.user)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        sharded = self.out("dense-sharded")
+        for k in range(3):
+            r = vitreg("dense", MODEL, *paths, "-o", sharded, *COMMON, *dense, "--shard", f"{k}/3", user=self.user)
+            self.assertIn(r.returncode, (0, 3), r.stderr)
+        # A shard of another command in the same split is refused by merge, naming the difference.
+        r = vitreg("extract", MODEL, *paths, "-o", sharded, *COMMON, "--chunk", "4", "--format", "safetensors",
+                   "--shard", "1/3", "--overwrite", user=self.user)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        r = vitreg("merge", sharded, user=self.user)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("shard 1 of 3: ran another command", r.stderr)
+        self.assertIn('job: "vitreg dense" -> "vitreg extract"', r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(sharded, "manifest.jsonl")))
+        r = vitreg("dense", MODEL, *paths, "-o", sharded, *COMMON, *dense, "--shard", "1/3", "--overwrite", user=self.user)
+        self.assertIn(r.returncode, (0, 3), r.stderr)
+        r = vitreg("merge", sharded, user=self.user)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        expected, got = tree(single), tree(sharded)
+        compared = [n for n in expected if not n.startswith("chunks/")]
+        self.assertEqual(sum(n.endswith(".pca.png") for n in compared), len(paths) - len(broken))
+        for name in compared:
+            self.assertEqual(got.get(name), expected[name], name)
+        # A joint PCA depends on which images share a batch: it is not sharded.
+        r = vitreg("dense", MODEL, *paths, "-o", self.out("joint"), *COMMON, "--pca-joint", "--shard", "0/2", user=self.user)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--pca-joint", r.stderr)
 
 
 class Limits(unittest.TestCase):

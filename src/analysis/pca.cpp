@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cmath>
 
 namespace vitreg {
 
@@ -9,15 +10,27 @@ namespace {
 
 using Matrix = Eigen::MatrixXd;
 
-// The top-k eigenvectors (columns) of the covariance of `rows`, signs fixed.
+// The top-k eigenvectors (columns) of the covariance of `rows`, signs fixed. With fewer rows
+// than columns (a 224 px image: 256 patches of 384 or 768 channels) they come from the smaller
+// Gram matrix X·Xᵀ: for its eigenpair (u, λ), Xᵀu / √λ is the covariance's, for the same λ.
 Matrix principal_axes(const Matrix& rows, int k) {
     const Matrix centred = rows.rowwise() - rows.colwise().mean();
-    const Matrix cov = centred.transpose() * centred / std::max<Eigen::Index>(1, rows.rows() - 1);
-    Eigen::SelfAdjointEigenSolver<Matrix> solver(cov);
-    const Eigen::Index d = cov.rows();
+    const Eigen::Index n = centred.rows(), d = centred.cols();
+    const bool gram = n < d;
+    Eigen::SelfAdjointEigenSolver<Matrix> solver(gram ? Matrix(centred * centred.transpose())
+                                                      : Matrix(centred.transpose() * centred));
+    const Eigen::Index m = gram ? n : d;  // eigenpairs, ascending
     Matrix axes(d, k);
     for (int c = 0; c < k; ++c) {
-        Eigen::VectorXd v = c < d ? Eigen::VectorXd(solver.eigenvectors().col(d - 1 - c)) : Eigen::VectorXd::Zero(d);
+        Eigen::VectorXd v = Eigen::VectorXd::Zero(d);
+        if (c < m) {
+            const Eigen::Index e = m - 1 - c;
+            if (!gram) {
+                v = solver.eigenvectors().col(e);
+            } else if (const double lambda = solver.eigenvalues()[e]; lambda > 1e-12 * std::max(1.0, solver.eigenvalues()[m - 1])) {
+                v = centred.transpose() * solver.eigenvectors().col(e) / std::sqrt(lambda);
+            }
+        }
         Eigen::Index at = 0;
         v.cwiseAbs().maxCoeff(&at);
         if (v[at] < 0) v = -v;
