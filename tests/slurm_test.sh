@@ -9,7 +9,9 @@
 #      `scancel --signal=KILL` once it has written a chunk (its inputs include one large image,
 #      so it is still busy then);
 #   3. vitreg merge must fail and name shard 2; `sbatch --array=2` resumes it (its first chunk
-#      is kept); vitreg merge then succeeds and its files are byte-identical to the reference.
+#      is kept); vitreg merge then succeeds and its files are byte-identical to the reference;
+#   4. the same script runs `vitreg dense` (--pca) as an array of 3 shards; merged, its per-image
+#      arrays, PCA previews and manifest are byte-identical to a single-process dense run.
 # Stops the daemons it started (by PID) and removes what it created, whatever happens.
 # Needs root (apt, munged as user munge, slurmd). VITREG_SLURM_TEST_KEEP=1 keeps the temp dir.
 set -uo pipefail
@@ -407,4 +409,30 @@ diff -r "$REF/patch" "$SHARDED/patch" || fail "patch/ differs from the single-pr
 diff -r --exclude=chunks --exclude=job.json --exclude=job.lock --exclude='shard-*-of-*' "$REF" "$SHARDED" ||
     fail "merged output differs from the single-process run"
 log "merged output is byte-identical to the single-process run ($(ls "$REF/patch" | wc -l) patch files)"
+
+# ---- the same script running vitreg dense --------------------------------------------------
+DENSE_REF=$TMP/data/dense-ref
+DENSE=$TMP/data/dense-sharded
+DENSE_OPTS=(--resize none --chunk 4 --pca --layers -2,-1)
+"$VITREG" dense "$MODEL" "$IMAGES" -o "$DENSE_REF" --threads 1 "${DENSE_OPTS[@]}" >"$TMP/log/dense-reference.out" 2>&1
+rc=$?
+((rc == 3)) || fail "reference dense exited $rc, expected 3: $(cat "$TMP/log/dense-reference.out")"
+out=$(VITREG=$VITREG sbatch --parsable --array=0-2 --cpus-per-task=1 --output="$TMP/log/dense-%A_%a.out" \
+    "$SBATCH_SCRIPT" dense "$MODEL" "$IMAGES" "$DENSE" "${DENSE_OPTS[@]}") || fail "sbatch of dense failed"
+J3=${out%%;*}
+log "submitted dense array job $J3 (3 shards)"
+wait_jobs 300 || fail "dense job $J3 still queued after 300 s: $(squeue)"
+for k in 0 1 2; do
+    st=$(task_state "$J3" "$k")
+    [[ $st == "COMPLETED 0:0" ]] || fail "dense task ${J3}_$k: '$st': $(cat "$TMP/log/dense-${J3}_$k.out")"
+    grep -q -- " dense .* --shard auto " "$TMP/log/dense-${J3}_$k.out" || fail "task ${J3}_$k did not run dense"
+done
+"$VITREG" merge "$DENSE" >"$TMP/log/dense-merge.out" 2>&1
+rc=$?
+((rc == 3)) || fail "vitreg merge of the dense shards exited $rc: $(cat "$TMP/log/dense-merge.out")"
+n=$(find "$DENSE_REF" -maxdepth 1 -name '*.pca.png' | wc -l)
+((n == 38)) || fail "the dense reference has $n PCA previews, expected 38"
+diff -r --exclude=chunks --exclude=job.json --exclude=job.lock --exclude='shard-*-of-*' "$DENSE_REF" "$DENSE" ||
+    fail "merged dense output differs from the single-process run"
+log "merged dense output is byte-identical to the single-process run (38 arrays and PCA previews)"
 exit 0
