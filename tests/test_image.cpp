@@ -1,8 +1,16 @@
 // Decoding every supported format to 8-bit RGB, preprocessing against the reference, and
 // bad files failing with their name and reason.
-#include <catch2/catch.hpp>
-#include <cstdint>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "../src/io/stb_guards.hpp"  // the allocation cap's statistics
 #include "test_support.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
@@ -43,13 +51,64 @@ std::uint32_t crc32_of(const std::string& bytes) {
     return ~crc;
 }
 
-// A PNG that claims width × height but holds no pixel data worth the name.
-std::string png_header_only(std::uint32_t width, std::uint32_t height) {
+// A PNG that claims width × height (RGB, `depth` bits) but holds no pixel data worth the name.
+std::string png_header_only(std::uint32_t width, std::uint32_t height, char depth = 8) {
     auto be = [](std::uint32_t v) {
         return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
     };
-    std::string ihdr = "IHDR" + be(width) + be(height) + std::string("\x08\x02\x00\x00\x00", 5);
+    std::string ihdr = "IHDR" + be(width) + be(height) + depth + std::string("\x02\x00\x00\x00", 4);
     return std::string("\x89PNG\r\n\x1a\n", 8) + be(13) + ihdr + be(crc32_of(ihdr));
+}
+
+std::string regression(const std::string& name) { return std::string(VITREG_FUZZ_DIR) + "/regressions/image/" + name; }
+
+// What decoding a file costs, measured in a child process so that an earlier peak of this one
+// cannot hide it: the child's peak resident memory (wait4) over its own at the fork, and the time.
+struct DecodeCost {
+    std::string outcome;  // the ImageError's message, or "decoded"
+    double growth_mb = 0;
+    double seconds = 0;
+};
+
+DecodeCost decode_in_child(const std::string& path) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const auto start = std::chrono::steady_clock::now();
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        struct rusage self {};
+        ::getrusage(RUSAGE_SELF, &self);
+        std::string outcome = "decoded";
+        try {
+            (void)decode_image(path);
+        } catch (const ImageError& e) {
+            outcome = e.what();
+        }
+        const long base_kb = self.ru_maxrss;
+        bool ok = ::write(fds[1], &base_kb, sizeof base_kb) == static_cast<ssize_t>(sizeof base_kb) &&
+                  ::write(fds[1], outcome.data(), outcome.size()) == static_cast<ssize_t>(outcome.size());
+        ::_exit(ok ? 0 : 1);
+    }
+    ::close(fds[1]);
+    std::string got;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    ::close(fds[0]);
+    int status = 0;
+    struct rusage child {};
+    REQUIRE(::wait4(pid, &status, 0, &child) == pid);
+    DecodeCost cost;
+    cost.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    REQUIRE(WIFEXITED(status));
+    REQUIRE(WEXITSTATUS(status) == 0);
+    REQUIRE(got.size() >= sizeof(long));
+    long base_kb = 0;
+    std::memcpy(&base_kb, got.data(), sizeof base_kb);
+    cost.outcome = got.substr(sizeof base_kb);
+    cost.growth_mb = (child.ru_maxrss - base_kb) / 1024.0;
+    return cost;
 }
 
 }  // namespace
@@ -157,4 +216,103 @@ TEST_CASE("bad image files fail with the file name and the reason") {
     CHECK_THROWS_WITH(decode_image(dir / "bomb.png"), Catch::Contains("30000x30000") && Catch::Contains("over the limit"));
     CHECK_THROWS_WITH(decode_image(dir / "missing.png"), Catch::Contains("missing.png") && Catch::Contains("No such file"));
     CHECK_THROWS_WITH(decode_image(dir.path()), Catch::Contains("is a directory"));
+}
+
+TEST_CASE("a PNG chunk longer than the file is refused before stb reserves it") {
+    const std::string path = regression("png-idat-declares-2gb.png");  // 6x4; IDAT declares 2^31 - 1 bytes
+    const std::string refusal =
+        path + ": cannot decode (truncated or corrupt PNG: chunk IDAT declares 2147483647 bytes, 10 remain)";
+    CHECK_THROWS_WITH(decode_image(path), refusal);
+    CHECK(last_stb_allocations().largest_request == 0);  // stb never ran
+    const DecodeCost cost = decode_in_child(path);
+    INFO("peak growth " << cost.growth_mb << " MB, " << cost.seconds << " s");
+    CHECK(cost.outcome == refusal);
+    CHECK(cost.growth_mb < 100);
+    CHECK(cost.seconds < 1);
+
+    // Over PNG's own limit of 2^31 - 1, and a chunk header cut short.
+    std::string png = png_header_only(6, 4) + std::string("\xff\xff\xff\xffIDAT", 8);
+    CHECK_THROWS_WITH(decode_image_memory(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "over.png"),
+                      "over.png: cannot decode (corrupt PNG: chunk IDAT declares 4294967295 bytes, over the format's "
+                      "limit of 2147483647)");
+    png = png_header_only(6, 4) + std::string("\0\0\0", 3);
+    CHECK_THROWS_WITH(decode_image_memory(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "cut.png"),
+                      "cut.png: cannot decode (truncated PNG: 3 bytes after the last chunk, a chunk header needs 8)");
+}
+
+TEST_CASE("a PNG decompression bomb is refused at the allocation cap") {
+    const std::string path = regression("png-zlib-bomb-1x1.png");  // 1x1; its IDAT inflates to 200 MB
+    const std::string refusal =
+        path + ": cannot decode (its data would need more memory than a 1x1 image can: a decompression bomb?)";
+    CHECK_THROWS_WITH(decode_image(path), refusal);
+    const StbAllocStats stats = last_stb_allocations();
+    CHECK(stats.refused);
+    CHECK(stats.cap > 0);
+    CHECK(stats.cap < (3u << 20));  // 16 x 33 x 33 + 2 x the file + 1 MiB
+    CHECK(stats.largest_request > stats.cap);
+    CHECK(stats.largest_granted <= stats.cap);
+    const DecodeCost cost = decode_in_child(path);
+    INFO("peak growth " << cost.growth_mb << " MB, " << cost.seconds << " s");
+    CHECK(cost.outcome == refusal);
+    CHECK(cost.growth_mb < 100);
+    CHECK(cost.seconds < 1);
+
+    // A real image stays well under its cap.
+    const Image img = decode_image(fixture("images/smooth_90x120.png"));
+    CHECK(img.width == 120);
+    const StbAllocStats good = last_stb_allocations();
+    CHECK_FALSE(good.refused);
+    CHECK(good.largest_granted > 90 * 120 * 3);
+    CHECK(good.largest_granted <= good.cap);
+}
+
+TEST_CASE("the allocation cap holds only on its own thread and only while it lives") {
+    {
+        StbAllocCap cap(1000);
+        CHECK(stb_malloc(1001) == nullptr);
+        void* small = stb_malloc(1000);
+        CHECK(small != nullptr);
+        CHECK(stb_realloc(small, 2000) == nullptr);  // refused: the old block stays the caller's
+        stb_free(small);
+        bool other_thread = false;
+        std::thread([&] {
+            void* p = stb_malloc(1 << 20);
+            other_thread = p != nullptr;
+            stb_free(p);
+        }).join();
+        CHECK(other_thread);
+        CHECK(cap.refused());
+    }
+    void* p = stb_malloc(1 << 20);
+    CHECK(p != nullptr);
+    stb_free(p);
+}
+
+TEST_CASE("an uncompressed TGA cut short is refused; a whole one decodes") {
+    const std::string path = regression("tga-uncompressed-cut-short.tga");  // 64x64 RGB, 100 bytes of pixels
+    CHECK_THROWS_WITH(decode_image(path), path + ": truncated TGA (64x64 pixels of 3 bytes need 12288, 100 present)");
+
+    TempDir dir;
+    const auto rgb = pattern(3);
+    std::string tga("\0\0\x02\0\0\0\0\0\0\0\0\0\x09\0\x07\0\x18\x20", 18);  // 9x7, 24 bits, top-left first
+    for (std::size_t i = 0; i < rgb.size(); i += 3) tga += {char(rgb[i + 2]), char(rgb[i + 1]), char(rgb[i])};
+    write_bytes(dir / "whole.tga", tga);
+    write_bytes(dir / "cut.tga", tga.substr(0, tga.size() - 1));
+    const Image img = decode_image(dir / "whole.tga");
+    CHECK(img.width == 9);
+    CHECK(img.height == 7);
+    CHECK(img.rgb == rgb);
+    CHECK_THROWS_WITH(decode_image(dir / "cut.tga"),
+                      dir / "cut.tga" + ": truncated TGA (9x7 pixels of 3 bytes need 189, 188 present)");
+}
+
+TEST_CASE("formats stb 2.27 cannot be trusted with are refused by name") {
+    ImageLimits raised;
+    raised.max_pixels = std::int64_t(1) << 32;
+    const std::string png = png_header_only(20000, 20000, 16);
+    CHECK_THROWS_WITH(decode_image_memory(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "wide16.png", raised),
+                      "wide16.png: 16-bit PNG is 20000x20000, over the 357913941 pixels stb can convert to 8 bits");
+    const std::string psd = "8BPS" + std::string(40, '\0');
+    CHECK_THROWS_WITH(decode_image_memory(reinterpret_cast<const std::uint8_t*>(psd.data()), psd.size(), "layers.psd"),
+                      "layers.psd: not a decodable image (PSD and PIC files are not read)");
 }

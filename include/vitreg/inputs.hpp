@@ -18,7 +18,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& args);
 std::vector<std::string> parse_input_list(const std::string& text, const std::string& name);
 
 // True for the extensions a directory walk picks up (.jpg .jpeg .png .bmp .ppm .pgm .pnm
-// .tga .gif .psd, any case).
+// .tga .gif, any case).
 bool has_image_extension(const std::string& path);
 
 }  // namespace vitreg

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 bool has_image_extension(const std::string& path) {
     static const char* const kExtensions[] = {".jpg", ".jpeg", ".png", ".bmp", ".ppm", ".pgm",
-                                              ".pnm", ".tga", ".gif", ".psd"};
+                                              ".pnm", ".tga", ".gif"};
     std::string ext = fs::path(path).extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
     return std::find(std::begin(kExtensions), std::end(kExtensions), ext) != std::end(kExtensions);

@@ -1,5 +1,11 @@
 #include "stb_guards.hpp"
 
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -76,6 +82,71 @@ void check_pnm_header(const std::uint8_t* data, std::size_t size, const std::str
         throw ImageError(name + ": 16-bit PNM (maximum value " + std::to_string(value) + ") is not supported");
 }
 
+std::uint32_t be32(const std::uint8_t* p) {
+    return std::uint32_t(p[0]) << 24 | std::uint32_t(p[1]) << 16 | std::uint32_t(p[2]) << 8 | p[3];
+}
+
+// A chunk type by its letters, or in hex when it has other bytes.
+std::string chunk_type(const std::uint8_t* p) {
+    bool letters = true;
+    for (int i = 0; i < 4; ++i) letters = letters && ((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'z');
+    if (letters) return std::string(reinterpret_cast<const char*>(p), 4);
+    char hex[11];
+    std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(be32(p)));
+    return hex;
+}
+
+// stb converts 16-bit pixels to 8 bits through a buffer of 6 bytes a pixel sized in an int
+// without an overflow check; over INT_MAX / 6 pixels it is too small.
+void check_png_ihdr(const std::uint8_t* ihdr, const std::string& name) {
+    const std::uint64_t w = be32(ihdr), h = be32(ihdr + 4);
+    if (ihdr[8] == 16 && w * h > std::uint64_t(INT_MAX / 6))
+        throw ImageError(name + ": 16-bit PNG is " + std::to_string(w) + "x" + std::to_string(h) + ", over the " +
+                         std::to_string(INT_MAX / 6) + " pixels stb can convert to 8 bits");
+}
+
+// Each chunk after the signature: length, type, data, CRC. stb 2.27 reserves a chunk's declared
+// length before reading it (an IDAT declaring 2^31 - 1 bytes asks for 2 GB), so a length the file
+// cannot hold is refused here. A missing CRC is left to stb, which reads it as zero.
+void check_png_chunks(const std::uint8_t* data, std::size_t size, const std::string& name) {
+    std::size_t at = 8;
+    while (at < size) {
+        const std::size_t left = size - at;
+        if (left < 8)
+            throw ImageError(name + ": cannot decode (truncated PNG: " + std::to_string(left) +
+                             " bytes after the last chunk, a chunk header needs 8)");
+        const std::uint32_t length = be32(data + at);
+        const std::uint8_t* type = data + at + 4;
+        const std::size_t remain = left - 8;
+        if (length > 0x7FFFFFFFu)
+            throw ImageError(name + ": cannot decode (corrupt PNG: chunk " + chunk_type(type) + " declares " +
+                             std::to_string(length) + " bytes, over the format's limit of 2147483647)");
+        if (std::memcmp(type, "IEND", 4) == 0) return;  // stb reads no further
+        if (length > remain)
+            throw ImageError(name + ": cannot decode (truncated or corrupt PNG: chunk " + chunk_type(type) + " declares " +
+                             std::to_string(length) + " bytes, " + std::to_string(remain) + " remain)");
+        if (std::memcmp(type, "IHDR", 4) == 0 && length >= 13) check_png_ihdr(type + 4, name);
+        at += 12 + std::size_t(length);
+    }
+}
+
+// An uncompressed true-colour or grey TGA: stb copies each row with stbi__getn and ignores its
+// failure, so a file cut short leaves the rest of the pixels as whatever the heap held
+// (CVE-2023-45663). Colour-mapped, RLE and 15/16-bit RGB files are read a byte at a time, and
+// stb reads zeros past the end. A header with colour-map type 0 at byte 1 is no other format's.
+void check_tga(const std::uint8_t* data, std::size_t size, const std::string& name) {
+    if (size < 18 || data[1] != 0 || (data[2] != 2 && data[2] != 3)) return;
+    const std::uint64_t w = data[12] | data[13] << 8, h = data[14] | data[15] << 8;
+    const int bits = data[16];
+    const int bytes = bits == 8 ? 1 : bits == 16 && data[2] == 3 ? 2 : bits == 24 ? 3 : bits == 32 ? 4 : 0;
+    if (bytes == 0 || w == 0 || h == 0) return;
+    const std::uint64_t need = w * h * bytes, have = size - std::min<std::size_t>(size, 18 + data[0]);
+    if (have < need)
+        throw ImageError(name + ": truncated TGA (" + std::to_string(w) + "x" + std::to_string(h) + " pixels of " +
+                         std::to_string(bytes) + " bytes need " + std::to_string(need) + ", " + std::to_string(have) +
+                         " present)");
+}
+
 }  // namespace
 
 void check_before_stb(const std::uint8_t* data, std::size_t size, const std::string& name) {
@@ -84,6 +155,55 @@ void check_before_stb(const std::uint8_t* data, std::size_t size, const std::str
     while (soi < size && data[soi] == 0xFF) ++soi;
     if (soi > 0 && soi < size && data[soi] == 0xD8) check_jpeg_segments(data + soi - 1, size - soi + 1, name);
     if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
+    static const unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size >= 8 && std::memcmp(data, kPng, 8) == 0) check_png_chunks(data, size, name);
+    check_tga(data, size, name);
 }
+
+namespace {
+
+thread_local std::size_t t_cap = 0;  // 0: no cap
+thread_local StbAllocStats t_stats;
+
+bool may_allocate(std::size_t size) {
+    if (size > t_stats.largest_request) t_stats.largest_request = size;
+    if (t_cap != 0 && size > t_cap) {
+        t_stats.refused = true;
+        return false;
+    }
+    return true;
+}
+
+void* granted(void* p, std::size_t size) {
+    if (p && size > t_stats.largest_granted) t_stats.largest_granted = size;
+    return p;
+}
+
+}  // namespace
+
+void* stb_malloc(std::size_t size) { return may_allocate(size) ? granted(std::malloc(size), size) : nullptr; }
+
+// A refused realloc leaves the old block to stb, which frees it on its error path.
+void* stb_realloc(void* p, std::size_t size) {
+    return may_allocate(size) ? granted(std::realloc(p, size), size) : nullptr;
+}
+
+void stb_free(void* p) { std::free(p); }
+
+StbAllocCap::StbAllocCap(std::size_t cap) : previous_(t_cap) {
+    t_stats = StbAllocStats{};
+    set(cap);
+}
+
+StbAllocCap::~StbAllocCap() { t_cap = previous_; }
+
+void StbAllocCap::set(std::size_t cap) {
+    t_cap = cap;
+    t_stats.cap = cap;
+}
+
+bool StbAllocCap::refused() const { return t_stats.refused; }
+
+StbAllocStats last_stb_allocations() { return t_stats; }
 
 }  // namespace vitreg
