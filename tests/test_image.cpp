@@ -195,6 +195,21 @@ TEST_CASE("gray, RGBA, BMP, TGA, JPEG and PNM all come out as 8-bit RGB") {
     const Image j = decode_image(dir / "c.jpg");
     CHECK(j.width == 9);
     CHECK(j.rgb.size() == rgb.size());
+
+    // The same BMP stored top-down: a negative height and the rows in reading order.
+    std::string bmp = read_bytes(dir / "c.bmp");
+    std::uint32_t offset = 0;
+    std::memcpy(&offset, bmp.data() + 10, 4);
+    const std::int32_t top_down = -7;
+    std::memcpy(&bmp[22], &top_down, 4);
+    const std::size_t stride = (9 * 3 + 3) / 4 * 4;
+    std::string rows = bmp.substr(offset, 7 * stride);
+    for (int y = 0; y < 7; ++y) bmp.replace(offset + y * stride, stride, rows.substr((6 - y) * stride, stride));
+    write_bytes(dir / "top_down.bmp", bmp);
+    const Image t = decode_image(dir / "top_down.bmp");
+    CHECK(t.width == 9);
+    CHECK(t.height == 7);
+    CHECK(t.rgb == rgb);
 }
 
 TEST_CASE("bad image files fail with the file name and the reason") {

@@ -93,6 +93,9 @@ Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std:
             why = "PSD and PIC files are not read";
         throw ImageError(name + ": not a decodable image (" + std::string(why ? why : "unknown format") + ")");
     }
+    // A top-down BMP stores a negative height; stb's header scan passes it on as it is (its
+    // loader takes the absolute value).
+    if (h < 0 && h != std::numeric_limits<int>::min() && size >= 2 && data[0] == 'B' && data[1] == 'M') h = -h;
     if (w <= 0 || h <= 0) throw ImageError(name + ": image has no pixels");
     check_pixel_count(w, h, name, limits);
     // stb decodes a cut-off JPEG without complaint; its end-of-image marker tells.
