@@ -4,6 +4,7 @@
 #include <random>
 
 #include "gemm.hpp"
+#include "kernels.hpp"
 
 using namespace vitreg::gemm;
 
@@ -72,4 +73,34 @@ TEST_CASE("the fused epilogue adds the bias, or scales and accumulates into C, f
             CHECK(worst_residual < 1e-4);
         }
     }
+}
+
+TEST_CASE("LayerNorm gives the same bits wherever its rows sit in memory") {
+    // A Trace's blocks are normed where they lie; an alignment-dependent reduction made
+    // `vitreg dense --norm --layers -2,-1` differ from run to run.
+    constexpr int kWidth = 192, kRows = 3;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.5f, 2.0f);
+    std::vector<float> buffer(kRows * kWidth + 32);
+    vitreg::kernels::Norm norm{Eigen::VectorXf::Random(kWidth), Eigen::VectorXf::Random(kWidth)};
+    std::vector<float> rows(kRows * kWidth);
+    for (auto& v : rows) v = normal(rng);
+    std::vector<float> first;
+    for (int offset = 0; offset < 16; ++offset) {
+        INFO("offset " << offset << " floats");
+        float* at = buffer.data() + offset;
+        std::copy(rows.begin(), rows.end(), at);
+        vitreg::kernels::layer_norm(at, kRows, kWidth, norm, 1e-6f, at);
+        std::vector<float> got(at, at + kRows * kWidth);
+        if (first.empty()) first = got;
+        CHECK(got == first);
+    }
+    // and it is a LayerNorm: zero mean, unit variance before the affine part
+    std::vector<float> plain(rows);
+    vitreg::kernels::Norm unit{Eigen::VectorXf::Ones(kWidth), Eigen::VectorXf::Zero(kWidth)};
+    vitreg::kernels::layer_norm(plain.data(), kRows, kWidth, unit, 0.0f, plain.data());
+    double mean = 0, square = 0;
+    for (int i = 0; i < kWidth; ++i) mean += plain[i], square += double(plain[i]) * plain[i];
+    CHECK(std::abs(mean / kWidth) < 1e-5);
+    CHECK(std::abs(square / kWidth - 1.0) < 1e-4);
 }

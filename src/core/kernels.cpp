@@ -64,13 +64,35 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     });
 }
 
+namespace {
+
+// Σ f(v[i]) in one fixed order: 16 running sums (lane i % 16), then added in lane order. Eigen's
+// own reductions start their vector loop at the first aligned element, so their result would
+// depend on where the row sits in memory (a Trace's buffer is not aligned like the workspace).
+template <class F>
+float ordered_sum(const float* v, int n, F f) {
+    constexpr int kLanes = 16;
+    float lane[kLanes] = {};
+    int i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) lane[k] += f(v[i + k]);
+    for (int k = 0; i < n; ++i, ++k) lane[k] += f(v[i]);
+    float sum = 0.0f;
+    for (const float l : lane) sum += l;
+    return sum;
+}
+
+}  // namespace
+
 void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps, float* out) {
     for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
         for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
-            Eigen::Map<const Eigen::ArrayXf> v(x + static_cast<std::size_t>(r) * width, width);
+            const float* row = x + static_cast<std::size_t>(r) * width;
+            Eigen::Map<const Eigen::ArrayXf> v(row, width);
             Eigen::Map<Eigen::ArrayXf> o(out + static_cast<std::size_t>(r) * width, width);
-            const float mean = v.mean();
-            const float var = (v - mean).square().mean();
+            const float mean = ordered_sum(row, width, [](float a) { return a; }) / static_cast<float>(width);
+            const float var = ordered_sum(row, width, [mean](float a) { return (a - mean) * (a - mean); }) /
+                              static_cast<float>(width);
             const float rstd = 1.0f / std::sqrt(var + eps);
             o = (v - mean) * rstd * norm.weight.array() + norm.bias.array();
         }
