@@ -1,0 +1,50 @@
+#pragma once
+// numpy arrays in and out of the library: outputs take over the library's buffers (no copy),
+// inputs are checked for what the forward needs and refused with a message that says why.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg::python {
+
+namespace py = pybind11;
+
+// An array of `shape` that owns `values`: the vector moves into a capsule the array points into.
+template <class T>
+py::array_t<T> owning_array(std::vector<T>&& values, const std::vector<py::ssize_t>& shape) {
+    py::ssize_t n = 1;
+    for (const auto d : shape) n *= d;
+    if (static_cast<std::size_t>(n) != values.size())
+        throw Error("internal: " + std::to_string(values.size()) + " values do not fill the array's shape");
+    auto* owned = new std::vector<T>(std::move(values));
+    py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+    return py::array_t<T>(shape, owned->data(), free_when_done);
+}
+
+// The dims of a C-contiguous array of dtype T with one of `ranks`; throws UsageError naming
+// `what`, the expected form and what came instead.
+template <class T>
+std::vector<py::ssize_t> checked_dims(const py::array& a, std::initializer_list<int> ranks, const std::string& what,
+                                      const std::string& expected) {
+    if (!py::isinstance<py::array_t<T>>(a))
+        throw UsageError(what + ": expected " + expected + " of " + std::string(py::str(py::dtype::of<T>())) +
+                         ", got " + std::string(py::str(a.dtype())) + " (convert with .astype(np." +
+                         std::string(py::str(py::dtype::of<T>())) + "))");
+    bool rank_ok = false;
+    for (const int r : ranks) rank_ok |= a.ndim() == r;
+    if (!rank_ok) {
+        std::string shape;
+        for (py::ssize_t i = 0; i < a.ndim(); ++i) shape += (i ? ", " : "") + std::to_string(a.shape(i));
+        throw UsageError(what + ": expected " + expected + ", got shape [" + shape + "]");
+    }
+    if (!(a.flags() & py::array::c_style))
+        throw UsageError(what + ": the array is not C-contiguous (pass np.ascontiguousarray(x))");
+    return {a.shape(), a.shape() + a.ndim()};
+}
+
+}  // namespace vitreg::python

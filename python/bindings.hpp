@@ -1,0 +1,31 @@
+#pragma once
+// The pieces of the `vitreg` Python module, one binder per concept (errors, the model, the batch
+// jobs), and the model handle they share.
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "vitreg/image.hpp"
+#include "vitreg/model.hpp"
+
+namespace vitreg::python {
+
+namespace py = pybind11;
+
+// vitreg.Model: a loaded checkpoint and the defaults its calls run with.
+struct PyModel {
+    Model model;
+    int threads = 0;                              // for forward / trace / the batch jobs (0 = all cores)
+    std::int64_t max_tokens = kDefaultMaxTokens;  // per image
+    ImageLimits image_limits;
+};
+
+// vitreg.Error and its subclasses; vitreg's C++ exceptions arrive as them.
+void bind_errors(py::module_& m);
+// vitreg.Model.
+void bind_model(py::module_& m);
+// vitreg.extract, vitreg.dense, vitreg.merge.
+void bind_jobs(py::module_& m);
+
+}  // namespace vitreg::python

@@ -1,0 +1,200 @@
+// vitreg.extract, vitreg.dense and vitreg.merge: the CLI's batch jobs, writing the same files.
+#include <pybind11/functional.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "vitreg/dense.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/extract.hpp"
+#include "vitreg/inputs.hpp"
+#include "vitreg/merge.hpp"
+#include "vitreg/parse_number.hpp"
+
+namespace vitreg::python {
+
+namespace {
+
+using namespace pybind11::literals;
+
+// Keyword options of one job call, taken one by one; what is left over is a mistake.
+class Options {
+public:
+    Options(std::string job, const py::kwargs& kwargs) : job_(std::move(job)), left_(kwargs) {}
+
+    template <class T>
+    T take(const char* key, T fallback) {
+        if (!left_.contains(key)) return fallback;
+        const py::object value = left_[key];
+        PyDict_DelItemString(left_.ptr(), key);
+        try {
+            return value.cast<T>();
+        } catch (const py::cast_error&) {
+            throw UsageError(job_ + ": option " + key + "=" + std::string(py::repr(value)) + " has the wrong type");
+        }
+    }
+
+    void finish() const {
+        if (left_.empty()) return;
+        std::string names;
+        for (const auto& kv : left_) names += (names.empty() ? "" : ", ") + std::string(py::str(kv.first));
+        throw UsageError(job_ + ": unknown option(s) " + names);
+    }
+
+private:
+    std::string job_;
+    py::dict left_;
+};
+
+std::vector<std::string> input_list(const py::object& inputs) {
+    const py::object fspath = py::module_::import("os").attr("fspath");
+    std::vector<std::string> args;
+    if (py::isinstance<py::str>(inputs) || py::hasattr(inputs, "__fspath__")) {
+        args.push_back(py::str(fspath(inputs)));
+    } else {
+        for (const auto& item : inputs) args.push_back(py::str(fspath(item)));
+    }
+    auto expanded = expand_inputs(args);
+    if (expanded.empty()) throw UsageError("no input images found");
+    return expanded;
+}
+
+// What every batch job takes; defaults as on the command line.
+void take_batch_options(const PyModel& model, Options& o, BatchOptions& b, const std::string& out) {
+    b.out_dir = out;
+    b.resize = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    const auto format = o.take<std::string>("format", "npy");
+    if (format != "npy" && format != "safetensors") throw UsageError("format must be 'npy' or 'safetensors', not '" + format + "'");
+    b.format = format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
+    b.batch = o.take<int>("batch", b.batch);
+    b.threads = o.take<int>("threads", model.threads);
+    b.chunk_rows = o.take<std::size_t>("chunk", b.chunk_rows);
+    b.resume = o.take<bool>("resume", false);
+    b.overwrite = o.take<bool>("overwrite", false);
+    b.image_limits = model.image_limits;
+    b.max_tokens = model.max_tokens;
+    if (b.batch < 1 || b.threads < 0 || b.chunk_rows < 1) throw UsageError("batch and chunk must be positive, threads 0 or more");
+    const auto shard = o.take<py::object>("shard", py::none());
+    if (shard.is_none()) return;
+    if (py::isinstance<py::str>(shard)) {
+        const std::string text = shard.cast<std::string>();
+        const auto slash = text.find('/');
+        const auto k = parse_integer(text.substr(0, slash), 0, 1 << 30);
+        const auto n = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(slash + 1), 1, 1 << 30);
+        if (!k || !n) throw UsageError("shard must be 'K/N' or (K, N), not '" + text + "'");
+        b.shard_index = static_cast<int>(*k);
+        b.shard_count = static_cast<int>(*n);
+    } else {
+        const auto kn = shard.cast<std::pair<int, int>>();
+        b.shard_index = kn.first;
+        b.shard_count = kn.second;
+    }
+}
+
+py::dict summary_dict(const BatchSummary& s, const std::string& out) {
+    return py::dict("inputs"_a = s.inputs, "ok"_a = s.ok, "failed"_a = s.failed, "out"_a = out);
+}
+
+// The job's progress callback, called with the GIL held; none when not given.
+BatchProgress progress_of(const py::object& callback) {
+    if (callback.is_none()) return {};
+    // Shared, so that copies of the std::function (made without the GIL) never touch its refcount.
+    auto shared = std::make_shared<py::object>(callback);
+    return [shared](std::size_t done, std::size_t total) {
+        py::gil_scoped_acquire hold;
+        (*shared)(done, total);
+    };
+}
+
+py::dict extract(const PyModel& model, const py::object& inputs, const std::string& out, const py::kwargs& kwargs) {
+    Options o("extract", kwargs);
+    ExtractOptions e;
+    take_batch_options(model, o, e, out);
+    e.patch_tokens = o.take<bool>("patch_tokens", false);
+    const auto progress = progress_of(o.take<py::object>("progress", py::none()));
+    o.finish();
+    const auto paths = input_list(inputs);
+    BatchSummary s;
+    {
+        py::gil_scoped_release release;
+        s = extract_features(model.model, paths, e, progress);
+    }
+    return summary_dict(s, shard_dir(e.out_dir, e.shard_index, e.shard_count));
+}
+
+py::dict dense(const PyModel& model, const py::object& inputs, const std::string& out, const py::kwargs& kwargs) {
+    Options o("dense", kwargs);
+    DenseOptions d;
+    take_batch_options(model, o, d, out);
+    d.layers = o.take<std::string>("layers", "last");
+    d.norm = o.take<bool>("norm", false);
+    d.concat = o.take<bool>("concat", false);
+    d.parse_upsample(o.take<std::string>("upsample", "none"));
+    const auto dtype = o.take<std::string>("dtype", "f32");
+    if (dtype != "f32" && dtype != "f16") throw UsageError("dtype must be 'f32' or 'f16', not '" + dtype + "'");
+    d.half = dtype == "f16";
+    d.pca_joint = o.take<bool>("pca_joint", false);
+    d.pca = o.take<bool>("pca", false) || d.pca_joint;
+    const auto progress = progress_of(o.take<py::object>("progress", py::none()));
+    o.finish();
+    resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec fails before any output
+    const auto paths = input_list(inputs);
+    BatchSummary s;
+    {
+        py::gil_scoped_release release;
+        s = dense_features(model.model, paths, d, progress);
+    }
+    return summary_dict(s, shard_dir(d.out_dir, d.shard_index, d.shard_count));
+}
+
+}  // namespace
+
+void bind_jobs(py::module_& m) {
+    m.def("extract", &extract, "model"_a, "inputs"_a, "out"_a,
+          R"(The batch job of `vitreg extract`: the same files, the same durability.
+
+extract(model, inputs, out, *, patch_tokens=False, resize='eval', format='npy', batch=8,
+        threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None, progress=None)
+
+inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
+out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
+        patch/<row>.npy with patch_tokens, run.json (or features.safetensors with
+        format='safetensors'); job.json and chunks/ hold the durable progress.
+chunk   inputs per durable chunk; resume continues a killed run, overwrite replaces another.
+shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins).
+progress  a callable progress(done, total), called after each batch.
+A bad image is a failed row of the manifest, not an exception. Returns a dict: inputs, ok, failed, out.)");
+    m.def("dense", &dense, "model"_a, "inputs"_a, "out"_a,
+          R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
+
+dense(model, inputs, out, *, layers='last', norm=False, concat=False, upsample='none', dtype='f32',
+      pca=False, pca_joint=False, resize='eval', format='npy', batch=1, threads=model.threads,
+      chunk=256, resume=False, overwrite=False, shard=None, progress=None)
+
+Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
+<row>.pca.png with pca, and manifest.jsonl with each row's geometry (how a grid cell maps back
+to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
+upsample: 'none' | 'image' | 'xN'; dtype: 'f32' | 'f16'. Durable and shardable as extract.
+Returns a dict: inputs, ok, failed, out.)");
+    m.def(
+        "merge",
+        [](const std::string& out) {
+            MergeSummary s;
+            {
+                py::gil_scoped_release release;
+                s = merge_shards(out);
+            }
+            py::dict d = summary_dict(s.rows, out);
+            d["shards"] = s.shards;
+            return d;
+        },
+        "out"_a,
+        R"(Joins out/shard-K-of-N/ of a sharded extract or dense into the files one process writes, as
+`vitreg merge`. Raises vitreg.UsageError listing every missing, unfinished or mismatched shard.)");
+}
+
+}  // namespace vitreg::python

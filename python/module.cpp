@@ -1,0 +1,21 @@
+// import vitreg: the library from Python, numpy in and out.
+#include <pybind11/pybind11.h>
+
+#include "bindings.hpp"
+#include "vitreg/version.hpp"
+
+PYBIND11_MODULE(vitreg, m) {
+    m.doc() = R"(vitreg: a CPU Vision Transformer feature extractor built to show and remove attention artifacts.
+
+    m = vitreg.Model("vitreg-untrained-s14-d192-reg4")   # any MODEL the vitreg command takes
+    x = m.preprocess("cat.jpg")                             # float32 [3, 224, 224]
+    out = m.forward(x[None])                                # cls, pooled, registers, patch
+    tr = m.trace(x[None], attention_layers="all", queries=["cls"], norms=True)
+    vitreg.extract(m, ["images/"], "out/", patch_tokens=True)
+
+Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, UsageError under it).)";
+    m.attr("__version__") = VITREG_VERSION;
+    vitreg::python::bind_errors(m);
+    vitreg::python::bind_model(m);
+    vitreg::python::bind_jobs(m);
+}

@@ -1,0 +1,287 @@
+"""import vitreg, as a Python user meets it (issue #18): parity with the PyTorch reference, traces
+equal to what `vitreg maps` writes, batch jobs equal to the command's, forwards that run in
+parallel threads, and errors as Python exceptions.
+
+Run by CTest: PYTHONPATH=build/python python3 -m pytest tests/python, with VITREG_BINARY naming
+the vitreg command and VITREG_ROOT the source tree."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import vitreg
+
+ROOT = os.environ.get("VITREG_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("VITREG_BINARY", os.path.join(ROOT, "build", "apps", "vitreg"))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+ASSETS = os.path.join(ROOT, "assets", "images")
+SHIPPED = "vitreg-untrained-s14-d192-reg4"
+TOLERANCE = 1e-4  # relative to the output's scale, as the C++ parity test
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+import vit_reference as ref  # noqa: E402
+
+
+def relative_error(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape
+    return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = t["data_offsets"]
+        dtype = {"F32": np.float32, "F16": np.float16}[t["dtype"]]
+        out[name] = np.frombuffer(data[a:b], dtype).reshape(t["shape"])
+    return out
+
+
+def tree(out):
+    files = {}
+    for base, _, names in os.walk(out):
+        for n in names:
+            rel = os.path.relpath(os.path.join(base, n), out)
+            if rel != "job.lock":
+                with open(os.path.join(base, n), "rb") as f:
+                    files[rel] = f.read()
+    return files
+
+
+@pytest.fixture(scope="module")
+def model():
+    return vitreg.Model(SHIPPED, threads=2)
+
+
+# ---- parity ---------------------------------------------------------------------------------
+
+CASES = json.load(open(os.path.join(FIXTURES, "cases.json")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
+def test_features_match_the_reference_fixtures(case):
+    m = vitreg.Model(os.path.join(FIXTURES, case["model"]), attention=case["attention_override"] or None,
+                     pos_interp=case["pos_interp_override"] or None)
+    assert m.config["dim"] == case["config"]["dim"]
+    assert m.config["attention"] == case["config"]["attention"]
+    assert m.config["pos_interp"] == case["config"]["pos_interp"]
+    want = read_safetensors(os.path.join(FIXTURES, case["case"]))
+    out = m.forward(np.ascontiguousarray(want["input"]))
+    assert relative_error(out["cls"], want["cls"]) < TOLERANCE
+    B, h, w, D = out["patch"].shape
+    assert (h * m.config["patch"], w * m.config["patch"]) == (case["height"], case["width"])
+    assert relative_error(out["patch"].reshape(B, h * w, D), want["patches"]) < TOLERANCE
+    assert np.allclose(out["pooled"], out["patch"].mean(axis=(1, 2)), atol=1e-6)
+
+
+def test_a_trace_matches_the_pytorch_reference_run_live():
+    """The reference runs here, in float64, on a register model with a learned sink: features,
+    every head's attention rows of two queries, abstention, key mass, norms and the last block."""
+    path = os.path.join(FIXTURES, "models", "sink_reg2_f32.safetensors")
+    cfg, weights = ref.load_model(path)
+    rng = np.random.default_rng(5)
+    m = vitreg.Model(path)
+    p = m.config["patch"]
+    x = rng.standard_normal((2, 3, 3 * p, 5 * p)).astype(np.float32)
+    want = ref.forward(cfg, weights, torch.from_numpy(x), trace=True)
+    t = want["trace"]
+    R = m.config["registers"]
+    q_patch = 1 + R + 1 * 5 + 2  # patch:1,2
+    got = m.trace(x, attention_layers="all", queries=["cls", "patch:1,2"], norms=True, abstention=True, key_mass=True,
+                  blocks=[-1], blocks_normed=True)
+    assert relative_error(got["cls"], want["cls"].numpy()) < TOLERANCE
+    assert relative_error(got["patch"].reshape(2, 15, -1), want["patches"].numpy()) < TOLERANCE
+    assert got["queries"] == [0, q_patch]
+    attn = t["attn"].numpy()  # [B, L, heads, N, N]
+    for slot, q in enumerate((0, q_patch)):
+        assert relative_error(got["attention"][:, :, :, slot, :], attn[:, :, :, q, :].transpose(1, 0, 2, 3)) < TOLERANCE
+    assert relative_error(got["abstention"], t["abstention"].numpy().transpose(1, 0, 2, 3)) < TOLERANCE
+    assert got["abstention"].min() > 0  # a sink abstains
+    assert relative_error(got["key_mass"], t["key_mass"].numpy().transpose(1, 0, 2, 3)) < TOLERANCE
+    assert relative_error(got["norms"], t["norms"].numpy().transpose(1, 0, 2)) < TOLERANCE
+    assert relative_error(got["kurtosis"], t["kurtosis"].numpy().T) < TOLERANCE
+    assert relative_error(got["blocks"][0], t["blocks_normed"].numpy()[:, -1]) < TOLERANCE
+
+
+# ---- the same numbers as the command --------------------------------------------------------
+
+def test_trace_equals_what_vitreg_maps_writes(model, tmp_path):
+    image = os.path.join(ASSETS, "coffee.jpg")
+    r = subprocess.run([BINARY, "maps", SHIPPED, image, "-o", str(tmp_path / "maps"), "--save-attention", "--save-norms",
+                        "--query", "patch:3,4"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    x = model.preprocess(image)
+    tr = model.trace(x[None], attention_layers="all", queries=["patch:3,4"], norms=True)
+    attention = np.load(tmp_path / "maps" / "attention.npy")  # [layers, heads, 1, tokens]
+    np.testing.assert_array_equal(tr["attention"][:, 0], attention)
+    np.testing.assert_array_equal(tr["norms"][:, 0], np.load(tmp_path / "maps" / "norms.npy"))
+
+
+def test_extract_writes_what_the_command_writes(model, tmp_path):
+    bad = tmp_path / "broken.jpg"
+    bad.write_text("not an image")
+    inputs = [ASSETS, str(bad)]
+    r = subprocess.run([BINARY, "extract", SHIPPED, *inputs, "-o", str(tmp_path / "cli"), "--patch-tokens", "--chunk", "2"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 3, r.stderr
+    seen = []
+    s = vitreg.extract(model, inputs, str(tmp_path / "py"), patch_tokens=True, chunk=2,
+                       progress=lambda done, total: seen.append((done, total)))
+    assert (s["inputs"], s["ok"], s["failed"]) == (6, 5, 1)
+    assert seen and seen[-1] == (6, 6)
+    cli, py = tree(tmp_path / "cli"), tree(tmp_path / "py")
+    assert sorted(cli) == sorted(py)
+    for name in cli:
+        assert cli[name] == py[name], name
+    cls = np.load(tmp_path / "py" / "cls.npy")
+    x = np.stack([model.preprocess(os.path.join(ASSETS, n)) for n in sorted(os.listdir(ASSETS)) if not n.endswith(".md")])
+    np.testing.assert_array_equal(cls, model.forward(x)["cls"])
+
+
+def test_dense_shards_merge_to_what_the_command_writes(model, tmp_path):
+    options = ["--layers", "-2,-1", "--norm", "--dtype", "f16", "--pca"]
+    r = subprocess.run([BINARY, "dense", SHIPPED, ASSETS, "-o", str(tmp_path / "cli"), *options],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    for k in range(2):
+        s = vitreg.dense(model, ASSETS, str(tmp_path / "py"), layers="-2,-1", norm=True, dtype="f16", pca=True,
+                         shard=f"{k}/2")
+        assert s["out"].endswith(f"shard-{k}-of-2")
+    s = vitreg.merge(str(tmp_path / "py"))
+    assert (s["shards"], s["ok"]) == (2, 5)
+    cli, py = tree(tmp_path / "cli"), tree(tmp_path / "py")
+    for name in [n for n in cli if not n.startswith("chunks/") and n != "job.json"]:
+        assert cli[name] == py[name], name
+
+
+# ---- arrays ---------------------------------------------------------------------------------
+
+def test_outputs_own_their_memory_and_torch_takes_them_without_a_copy(tmp_path):
+    m = vitreg.Model(SHIPPED)
+    x = m.preprocess(os.path.join(ASSETS, "chelsea.png"), resize="long:112")
+    assert x.dtype == np.float32 and x.shape == (3, 70, 112)  # 451x300 -> 112x74 -> whole patches
+    out = m.forward(x)  # one image without a batch axis
+    del m
+    patch = out["patch"]
+    assert patch.shape == (1, 5, 8, 192) and patch.flags["C_CONTIGUOUS"] and patch.flags["WRITEABLE"]
+    t = torch.from_numpy(patch)
+    assert t.data_ptr() == patch.ctypes.data
+    assert torch.isfinite(t).all()
+    rgb = np.zeros((28, 42, 3), np.uint8)
+    rgb[:, 21:] = 255
+    grey = np.zeros((28, 42), np.uint8)
+    grey[:, 21:] = 255
+    m = vitreg.Model(SHIPPED)
+    np.testing.assert_array_equal(m.preprocess(rgb, resize="none"), m.preprocess(grey, resize="none"))
+
+
+def test_forwards_release_the_gil_and_run_in_parallel_threads():
+    """Two threads run one-thread forwards while a third, pure-Python thread reads both threads'
+    CPU clocks every few milliseconds. Holding the GIL, a forward would stop the sampler (and the
+    other forward); released, the sampler keeps sampling and finds both clocks advancing in the
+    same interval. The measure is that overlap, not a time, so a busy machine does not fool it."""
+    m = vitreg.Model(SHIPPED, threads=1)
+    x = np.stack([m.preprocess(os.path.join(ASSETS, "astronaut.jpg"))] * 4)
+    m.forward(x)  # warm up: workspaces
+    clocks = [None, None]
+    ready, done = threading.Barrier(3), threading.Event()
+    intervals = {"both": 0, "one": 0, "none": 0}
+
+    def cpu(k):
+        return time.clock_gettime(clocks[k])
+
+    def sample():
+        ready.wait()
+        last = [cpu(0), cpu(1)]
+        while not done.is_set():
+            time.sleep(0.005)
+            try:
+                now = [cpu(0), cpu(1)]
+            except OSError:  # a worker finished
+                break
+            ran = sum(b - a > 0.001 for a, b in zip(last, now))
+            intervals["both" if ran == 2 else "one" if ran == 1 else "none"] += 1
+            last = now
+
+    def work(k):
+        clocks[k] = time.pthread_getcpuclockid(threading.get_ident())
+        ready.wait()
+        for _ in range(6):
+            m.forward(x)
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    sampler = threading.Thread(target=sample)
+    for t in (*workers, sampler):
+        t.start()
+    for w in workers:
+        w.join()
+    done.set()
+    sampler.join()
+    busy = intervals["both"] + intervals["one"]
+    print(f"two forward threads, 5 ms intervals in which their CPU clocks advanced: {intervals}")
+    assert busy >= 20, "the sampler could not run while the forwards did: the GIL was held"
+    assert intervals["both"] > 0.5 * busy, "the two forwards did not compute at the same time"
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+def test_errors_arrive_as_vitreg_exceptions_with_vitreg_messages(model, tmp_path):
+    assert issubclass(vitreg.CheckpointError, vitreg.Error)
+    assert issubclass(vitreg.ImageError, vitreg.Error)
+    assert issubclass(vitreg.UsageError, ValueError)
+    with pytest.raises(vitreg.CheckpointError, match="no-such-model: no such checkpoint"):
+        vitreg.Model("no-such-model")
+    src = os.path.join(ROOT, "weights", SHIPPED + ".safetensors")
+    with open(src, "rb") as f:
+        data = f.read()
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(vitreg.CheckpointError, match="cut.safetensors"):
+        vitreg.Model(str(cut))
+    with pytest.raises(vitreg.ImageError, match="missing.jpg.*No such file"):
+        model.preprocess(str(tmp_path / "missing.jpg"))
+    broken = tmp_path / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(20))
+    with pytest.raises(vitreg.ImageError, match="broken.png"):
+        model.preprocess(broken)  # os.PathLike
+    x = model.preprocess(os.path.join(ASSETS, "coffee.jpg"))
+    for bad, why in ((x.astype(np.float64), "got float64"),
+                     (x[None, :2], "expected 3 channels"),
+                     (x[:, :100, :100].copy(), "100x100 .* not a multiple of the 14-pixel patch"),
+                     (np.asfortranarray(np.stack([x, x])), "not C-contiguous"),
+                     (x[0], r"got shape \[224, 224\]")):
+        with pytest.raises(vitreg.UsageError, match=why):
+            model.forward(bad)
+    with pytest.raises(vitreg.UsageError, match="bad --resize .huge."):
+        model.preprocess(os.path.join(ASSETS, "coffee.jpg"), resize="huge")
+    with pytest.raises(vitreg.UsageError, match="out of range|layer"):
+        model.trace(x, attention_layers=[7])
+    with pytest.raises(vitreg.UsageError, match="unknown option.*patch_tokenz"):
+        vitreg.extract(model, ASSETS, str(tmp_path / "o"), patch_tokenz=True)
+    with pytest.raises(vitreg.UsageError, match="no input images"):
+        (tmp_path / "empty-dir").mkdir()
+        vitreg.extract(model, [str(tmp_path / "empty-dir")], str(tmp_path / "o"))
+    with pytest.raises(vitreg.UsageError, match="holds a run of another"):
+        vitreg.extract(model, ASSETS, str(tmp_path / "o2"))
+        vitreg.extract(model, ASSETS, str(tmp_path / "o2"), resize="none")
+
+
+def test_help_reads_well():
+    for thing in (vitreg, vitreg.Model, vitreg.Model.forward, vitreg.Model.trace, vitreg.Model.preprocess,
+                  vitreg.extract, vitreg.dense, vitreg.merge, vitreg.Error, vitreg.UsageError):
+        assert thing.__doc__ and len(thing.__doc__) > 40, thing
+    assert "final-normed features" in vitreg.Model.forward.__doc__
