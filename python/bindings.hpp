@@ -1,6 +1,6 @@
 #pragma once
 // The pieces of the `vitreg` Python module, one binder per concept (errors, the model, the batch
-// jobs), and the model handle they share.
+// jobs, images), and the model handle they share.
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
@@ -27,5 +27,7 @@ void bind_errors(py::module_& m);
 void bind_model(py::module_& m);
 // vitreg.extract, vitreg.dense, vitreg.merge.
 void bind_jobs(py::module_& m);
+// vitreg.read_image.
+void bind_images(py::module_& m);
 
 }  // namespace vitreg::python

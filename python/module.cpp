@@ -18,4 +18,5 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_errors(m);
     vitreg::python::bind_model(m);
     vitreg::python::bind_jobs(m);
+    vitreg::python::bind_images(m);
 }

@@ -285,3 +285,31 @@ def test_help_reads_well():
                   vitreg.extract, vitreg.dense, vitreg.merge, vitreg.Error, vitreg.UsageError):
         assert thing.__doc__ and len(thing.__doc__) > 40, thing
     assert "final-normed features" in vitreg.Model.forward.__doc__
+
+
+def test_the_readme_example_scores_what_vitreg_linprobe_scores():
+    example = os.path.join(ROOT, "examples", "python", "linear_probe.py")
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(vitreg.__file__)}
+    r = subprocess.run([sys.executable, example], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    miou = float(r.stdout.split("mIoU ")[1].split(",")[0])
+    r = subprocess.run([BINARY, "linprobe", SHIPPED, "--data", os.path.join(FIXTURES, "dense"), "--json"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    assert miou == pytest.approx(json.loads(r.stdout)["miou"], abs=1e-4)
+
+
+def test_the_readme_python_section_runs_as_written(tmp_path):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    start = readme.index("```python\n# PYTHONPATH=build/python python3\n") + len("```python\n")
+    code = readme[start:readme.index("```", start)].replace('"out/', f'"{tmp_path}/')
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(vitreg.__file__)}
+    for _ in range(2):  # and again: the jobs resume a finished run
+        r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines == ["192 4 softmax", "(2, 192) (2, 4, 192) (2, 16, 16, 192)", "(6, 1, 3, 2, 261) (6, 1, 261)"]
+    assert len(os.listdir(tmp_path / "py-features" / "patch")) == 5
+    assert np.load(tmp_path / "py-dense" / "0.npy").shape == (4, 16, 16, 192)
