@@ -212,7 +212,9 @@ void bind_model(py::module_& m) {
 Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970)
 
 model       a .safetensors file, a folder with model.safetensors (+ config.json for the HF layout),
-            or the name of a shipped checkpoint (vitreg.shipped_models()), as on the command line.
+            the name of a shipped checkpoint (vitreg.shipped_models()), or a hub id such as
+            "facebook/dinov2-small" already in the local Hugging Face cache (nothing is downloaded),
+            as on the command line.
 attention   None (as trained) or 'softmax' | 'softmax1' | 'sink': run another normalizer (a retrofit;
             config['retrofit'] says so).
 pos_interp  None (per checkpoint origin) or 'offset' | 'antialias' | 'size'.

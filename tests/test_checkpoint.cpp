@@ -1,6 +1,8 @@
 // Loading: layouts resolve, and every kind of broken or contradictory checkpoint fails with
 // a message naming the file and the fault, never a crash.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -161,4 +163,49 @@ TEST_CASE("HF checkpoints need a config.json that agrees") {
 TEST_CASE("model names resolve to shipped checkpoints") {
     CHECK_THAT(resolve_model_path("vitreg-untrained-s14-d192-reg4"), Catch::EndsWith("vitreg-untrained-s14-d192-reg4.safetensors"));
     CHECK_THROWS_WITH(resolve_model_path("no-such-model"), Catch::Contains("no-such-model") && Catch::Contains("vitreg-untrained"));
+}
+
+TEST_CASE("hub ids resolve to snapshots already in the Hugging Face cache and to nothing else") {
+    // The layout huggingface_hub writes: refs/<branch or tag> holds a commit, snapshots/<commit>/
+    // holds links into blobs/.
+    TempDir cache;
+    const std::string repo = cache / "models--acme--tiny-dinov2";
+    const std::string commit = "0123456789abcdef0123456789abcdef01234567";
+    REQUIRE(std::system(("mkdir -p '" + repo + "/refs' '" + repo + "/blobs' '" + repo + "/snapshots/" + commit + "'").c_str()) == 0);
+    for (const char* f : {"config.json", "model.safetensors"}) {
+        REQUIRE(std::system(("cp '" + fixture(std::string("models/hf_dinov2/") + f) + "' '" + repo + "/blobs/" + f + ".blob'").c_str()) == 0);
+        REQUIRE(std::system(("ln -s ../../blobs/" + std::string(f) + ".blob '" + repo + "/snapshots/" + commit + "/" + f + "'").c_str()) == 0);
+    }
+    write_bytes(repo + "/refs/main", commit);
+    write_bytes(repo + "/refs/v1", commit + "\n");
+    ::setenv("HF_HUB_CACHE", cache.path().c_str(), 1);
+
+    const std::string snapshot = repo + "/snapshots/" + commit;
+    CHECK(resolve_model_path("acme/tiny-dinov2") == snapshot);
+    CHECK(resolve_model_path("acme/tiny-dinov2@v1") == snapshot);
+    CHECK(resolve_model_path("acme/tiny-dinov2@" + commit) == snapshot);
+    // It is the same model as the folder it came from.
+    const Model hub = Model::load(resolve_model_path("acme/tiny-dinov2"));
+    const Model direct = Model::load(fixture("models/hf_dinov2"));
+    const int side = 4 * direct.config().patch;
+    std::vector<float> x(static_cast<std::size_t>(3) * side * side);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.1f * static_cast<float>(i));
+    CHECK(hub.forward(x.data(), 1, side, side).cls == direct.forward(x.data(), 1, side, side).cls);
+
+    CHECK_THROWS_WITH(resolve_model_path("acme/missing"),
+                      Catch::Contains("acme/missing: not in the Hugging Face cache") &&
+                          Catch::Contains("downloads nothing") && Catch::Contains("huggingface-cli download acme/missing"));
+    CHECK_THROWS_WITH(resolve_model_path("acme/tiny-dinov2@v2"), Catch::Contains("revision 'v2' is not cached"));
+    // A snapshot with PyTorch weights only says so.
+    const std::string bin_only = cache / "models--acme--bin-only";
+    REQUIRE(std::system(("mkdir -p '" + bin_only + "/refs' '" + bin_only + "/snapshots/abc'").c_str()) == 0);
+    write_bytes(bin_only + "/refs/main", "abc");
+    write_bytes(bin_only + "/snapshots/abc/pytorch_model.bin", "PK");
+    CHECK_THROWS_WITH(Model::load(resolve_model_path("acme/bin-only")), Catch::Contains("pytorch_model.bin but no model.safetensors"));
+    ::unsetenv("HF_HUB_CACHE");
+    // Paths are never taken for hub ids.
+    for (const char* path : {"./acme/tiny-dinov2", "/acme/tiny-dinov2", "acme/tiny/dinov2", "../acme"}) {
+        INFO(path);
+        CHECK_THROWS_WITH(resolve_model_path(path), Catch::Contains("no such checkpoint file, folder or shipped name"));
+    }
 }

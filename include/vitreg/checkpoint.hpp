@@ -37,8 +37,10 @@ private:
     Config config_;
 };
 
-// Finds a model given as a file, a folder or the name of a shipped checkpoint (searched in
-// $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights).
+// Finds a model given as a file, a folder, the name of a shipped checkpoint (searched in
+// $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights), or a
+// Hugging Face hub id "ORG/NAME[@REVISION]" already in the local cache ($HF_HUB_CACHE,
+// $HF_HOME/hub or ~/.cache/huggingface/hub; nothing is downloaded).
 std::string resolve_model_path(const std::string& spec);
 // Names of the shipped checkpoints found on the search path.
 std::vector<std::string> shipped_models();

@@ -13,6 +13,7 @@
 
 #include "json_limits.hpp"
 #include "vitreg/parse_number.hpp"
+#include "hub_cache.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -189,7 +190,15 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
     std::string file = path;
     if (is_dir(path)) {
         file = path + "/model.safetensors";
-        if (!is_file(file)) throw CheckpointError(path + ": folder holds no model.safetensors");
+        if (!is_file(file)) {
+            std::string why = "folder holds no model.safetensors";
+            if (is_file(path + "/model.safetensors.index.json"))
+                why = "holds a sharded model.safetensors.index.json; vitreg reads one model.safetensors";
+            else if (is_file(path + "/pytorch_model.bin"))
+                why = "holds pytorch_model.bin but no model.safetensors; vitreg reads safetensors (convert with "
+                      "safetensors.torch.save_file)";
+            throw CheckpointError(path + ": " + why);
+        }
     }
     file_ = std::make_unique<SafetensorsFile>(file, overrides.limits);
     config_ = resolve(parent_dir(file), overrides);
@@ -392,6 +401,12 @@ std::vector<std::string> weight_dirs() {
 
 std::string resolve_model_path(const std::string& spec) {
     if (is_file(spec) || is_dir(spec)) return spec;
+    if (looks_like_hub_id(spec)) {
+        std::string looked;
+        if (auto snapshot = hf_cache_snapshot(spec, &looked)) return *snapshot;
+        throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
+                              "e.g. huggingface-cli download " + spec.substr(0, spec.find('@')));
+    }
     if (spec.find('/') == std::string::npos) {
         for (const auto& d : weight_dirs()) {
             const std::string base = d + "/" + spec;

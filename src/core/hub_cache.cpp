@@ -1,0 +1,70 @@
+#include "hub_cache.hpp"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <vector>
+
+namespace vitreg {
+
+namespace {
+
+bool is_dir(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+// Where huggingface_hub keeps models, in its own order of precedence.
+std::string hf_cache_dir() {
+    if (const auto d = env("HF_HUB_CACHE"); !d.empty()) return d;
+    if (const auto d = env("HF_HOME"); !d.empty()) return d + "/hub";
+    if (const auto d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/huggingface/hub";
+    return env("HOME") + "/.cache/huggingface/hub";
+}
+
+bool is_name_part(const std::string& s) {
+    if (s.empty() || s == "." || s == ".." || s.size() > 96) return false;
+    for (const char c : s)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')) return false;
+    return true;
+}
+
+}  // namespace
+
+bool looks_like_hub_id(const std::string& spec) {
+    const std::string id = spec.substr(0, spec.find('@'));
+    const auto slash = id.find('/');
+    if (slash == std::string::npos || id.find('/', slash + 1) != std::string::npos) return false;
+    if (id[0] == '.' || id[0] == '~') return false;
+    return is_name_part(id.substr(0, slash)) && is_name_part(id.substr(slash + 1));
+}
+
+std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::string* looked) {
+    const auto at = spec.find('@');
+    const std::string id = spec.substr(0, at), revision = at == std::string::npos ? "main" : spec.substr(at + 1);
+    const std::string cache = hf_cache_dir();
+    std::string repo = cache + "/models--" + id.substr(0, id.find('/')) + "--" + id.substr(id.find('/') + 1);
+    auto say = [&](const std::string& what) {
+        if (looked) *looked = what;
+        return std::nullopt;
+    };
+    if (!is_dir(repo)) return say("not in the Hugging Face cache " + cache + " (no " + repo + ")");
+    if (!is_name_part(revision)) return say("bad revision '" + revision + "'");
+    // A branch or tag names its commit in refs/; a commit names itself.
+    std::string commit = revision;
+    if (std::ifstream ref(repo + "/refs/" + revision); ref) std::getline(ref, commit);
+    while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r' || commit.back() == ' ')) commit.pop_back();
+    if (!is_name_part(commit)) return say(repo + "/refs/" + revision + " does not name a commit");
+    const std::string snapshot = repo + "/snapshots/" + commit;
+    if (!is_dir(snapshot)) return say("revision '" + revision + "' is not cached (no " + snapshot + ")");
+    return snapshot;
+}
+
+}  // namespace vitreg
