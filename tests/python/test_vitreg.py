@@ -191,7 +191,7 @@ def test_outputs_own_their_memory_and_torch_takes_them_without_a_copy(tmp_path):
 
 def test_forwards_release_the_gil_and_run_in_parallel_threads():
     """Two threads run one-thread forwards while a third, pure-Python thread reads both threads'
-    CPU clocks every few milliseconds. Holding the GIL, a forward would stop the sampler (and the
+    CPU clocks every 10 ms. Holding the GIL, a forward would stop the sampler (and the
     other forward); released, the sampler keeps sampling and finds both clocks advancing in the
     same interval. The measure is that overlap, not a time, so a busy machine does not fool it."""
     m = vitreg.Model(SHIPPED, threads=1)
@@ -208,7 +208,7 @@ def test_forwards_release_the_gil_and_run_in_parallel_threads():
         ready.wait()
         last = [cpu(0), cpu(1)]
         while not done.is_set():
-            time.sleep(0.005)
+            time.sleep(0.01)
             try:
                 now = [cpu(0), cpu(1)]
             except OSError:  # a worker finished
@@ -220,7 +220,7 @@ def test_forwards_release_the_gil_and_run_in_parallel_threads():
     def work(k):
         clocks[k] = time.pthread_getcpuclockid(threading.get_ident())
         ready.wait()
-        for _ in range(6):
+        for _ in range(8):
             m.forward(x)
 
     workers = [threading.Thread(target=work, args=(k,)) for k in range(2)]
@@ -232,8 +232,8 @@ def test_forwards_release_the_gil_and_run_in_parallel_threads():
     done.set()
     sampler.join()
     busy = intervals["both"] + intervals["one"]
-    print(f"two forward threads, 5 ms intervals in which their CPU clocks advanced: {intervals}")
-    assert busy >= 20, "the sampler could not run while the forwards did: the GIL was held"
+    print(f"two forward threads, 10 ms intervals in which their CPU clocks advanced: {intervals}")
+    assert busy >= 15, "the sampler could not run while the forwards did: the GIL was held"
     assert intervals["both"] > 0.5 * busy, "the two forwards did not compute at the same time"
 
 
