@@ -50,13 +50,14 @@ private:
     py::dict left_;
 };
 
+std::string path_of(const py::object& path) { return py::str(py::module_::import("os").attr("fspath")(path)); }
+
 std::vector<std::string> input_list(const py::object& inputs) {
-    const py::object fspath = py::module_::import("os").attr("fspath");
     std::vector<std::string> args;
     if (py::isinstance<py::str>(inputs) || py::hasattr(inputs, "__fspath__")) {
-        args.push_back(py::str(fspath(inputs)));
+        args.push_back(path_of(inputs));
     } else {
-        for (const auto& item : inputs) args.push_back(py::str(fspath(item)));
+        for (const auto& item : inputs) args.push_back(path_of(py::reinterpret_borrow<py::object>(item)));
     }
     auto expanded = expand_inputs(args);
     if (expanded.empty()) throw UsageError("no input images found");
@@ -110,10 +111,10 @@ BatchProgress progress_of(const py::object& callback) {
     };
 }
 
-py::dict extract(const PyModel& model, const py::object& inputs, const std::string& out, const py::kwargs& kwargs) {
+py::dict extract(const PyModel& model, const py::object& inputs, const py::object& out, const py::kwargs& kwargs) {
     Options o("extract", kwargs);
     ExtractOptions e;
-    take_batch_options(model, o, e, out);
+    take_batch_options(model, o, e, path_of(out));
     e.patch_tokens = o.take<bool>("patch_tokens", false);
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
@@ -126,10 +127,10 @@ py::dict extract(const PyModel& model, const py::object& inputs, const std::stri
     return summary_dict(s, shard_dir(e.out_dir, e.shard_index, e.shard_count));
 }
 
-py::dict dense(const PyModel& model, const py::object& inputs, const std::string& out, const py::kwargs& kwargs) {
+py::dict dense(const PyModel& model, const py::object& inputs, const py::object& out, const py::kwargs& kwargs) {
     Options o("dense", kwargs);
     DenseOptions d;
-    take_batch_options(model, o, d, out);
+    take_batch_options(model, o, d, path_of(out));
     d.layers = o.take<std::string>("layers", "last");
     d.norm = o.take<bool>("norm", false);
     d.concat = o.take<bool>("concat", false);
@@ -182,7 +183,8 @@ upsample: 'none' | 'image' | 'xN'; dtype: 'f32' | 'f16'. Durable and shardable a
 Returns a dict: inputs, ok, failed, out.)");
     m.def(
         "merge",
-        [](const std::string& out) {
+        [](const py::object& out_path) {
+            const std::string out = path_of(out_path);
             MergeSummary s;
             {
                 py::gil_scoped_release release;

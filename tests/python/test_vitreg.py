@@ -139,7 +139,7 @@ def test_extract_writes_what_the_command_writes(model, tmp_path):
                        capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert r.returncode == 3, r.stderr
     seen = []
-    s = vitreg.extract(model, inputs, str(tmp_path / "py"), patch_tokens=True, chunk=2,
+    s = vitreg.extract(model, inputs, tmp_path / "py", patch_tokens=True, chunk=2,  # os.PathLike too
                        progress=lambda done, total: seen.append((done, total)))
     assert (s["inputs"], s["ok"], s["failed"]) == (6, 5, 1)
     assert seen and seen[-1] == (6, 6)
@@ -234,7 +234,9 @@ def test_forwards_release_the_gil_and_run_in_parallel_threads():
     busy = intervals["both"] + intervals["one"]
     print(f"two forward threads, 10 ms intervals in which their CPU clocks advanced: {intervals}")
     assert busy >= 15, "the sampler could not run while the forwards did: the GIL was held"
-    assert intervals["both"] > 0.5 * busy, "the two forwards did not compute at the same time"
+    # One after the other, both clocks would advance only in the intervals around a handover
+    # (about 1 in 6 here); at the same time, in nearly all of them.
+    assert intervals["both"] > 0.4 * busy, "the two forwards did not compute at the same time"
 
 
 # ---- errors ---------------------------------------------------------------------------------
