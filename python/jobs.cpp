@@ -13,7 +13,6 @@
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/merge.hpp"
-#include "vitreg/parse_number.hpp"
 
 namespace vitreg::python {
 
@@ -79,21 +78,20 @@ void take_batch_options(const PyModel& model, Options& o, BatchOptions& b, const
     b.image_limits = model.image_limits;
     b.max_tokens = model.max_tokens;
     if (b.batch < 1 || b.threads < 0 || b.chunk_rows < 1) throw UsageError("batch and chunk must be positive, threads 0 or more");
+    // "K/N", "auto" (Slurm array or Kubernetes indexed job, with shard_count) or (K, N).
     const auto shard = o.take<py::object>("shard", py::none());
+    const int shard_count = o.take<int>("shard_count", 0);
     if (shard.is_none()) return;
+    std::string text;
     if (py::isinstance<py::str>(shard)) {
-        const std::string text = shard.cast<std::string>();
-        const auto slash = text.find('/');
-        const auto k = parse_integer(text.substr(0, slash), 0, 1 << 30);
-        const auto n = slash == std::string::npos ? std::nullopt : parse_integer(text.substr(slash + 1), 1, 1 << 30);
-        if (!k || !n) throw UsageError("shard must be 'K/N' or (K, N), not '" + text + "'");
-        b.shard_index = static_cast<int>(*k);
-        b.shard_count = static_cast<int>(*n);
+        text = shard.cast<std::string>();
     } else {
         const auto kn = shard.cast<std::pair<int, int>>();
-        b.shard_index = kn.first;
-        b.shard_count = kn.second;
+        text = std::to_string(kn.first) + "/" + std::to_string(kn.second);
     }
+    const Shard s = parse_shard(text, shard_count);
+    b.shard_index = s.index;
+    b.shard_count = s.count;
 }
 
 py::dict summary_dict(const BatchSummary& s, const std::string& out) {
@@ -159,14 +157,16 @@ void bind_jobs(py::module_& m) {
           R"(The batch job of `vitreg extract`: the same files, the same durability.
 
 extract(model, inputs, out, *, patch_tokens=False, resize='eval', format='npy', batch=8,
-        threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None, progress=None)
+        threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None, shard_count=0,
+        progress=None)
 
 inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
 out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
         patch/<row>.npy with patch_tokens, run.json (or features.safetensors with
         format='safetensors'); job.json and chunks/ hold the durable progress.
 chunk   inputs per durable chunk; resume continues a killed run, overwrite replaces another.
-shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins).
+shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins);
+        'auto' takes K (and N) from a Slurm array task or a Kubernetes indexed job (with shard_count=N).
 progress  a callable progress(done, total), called after each batch.
 A bad image is a failed row of the manifest, not an exception. Returns a dict: inputs, ok, failed, out.)");
     m.def("dense", &dense, "model"_a, "inputs"_a, "out"_a,
@@ -174,7 +174,7 @@ A bad image is a failed row of the manifest, not an exception. Returns a dict: i
 
 dense(model, inputs, out, *, layers='last', norm=False, concat=False, upsample='none', dtype='f32',
       pca=False, pca_joint=False, resize='eval', format='npy', batch=1, threads=model.threads,
-      chunk=256, resume=False, overwrite=False, shard=None, progress=None)
+      chunk=256, resume=False, overwrite=False, shard=None, shard_count=0, progress=None)
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
 <row>.pca.png with pca, and manifest.jsonl with each row's geometry (how a grid cell maps back

@@ -49,24 +49,18 @@ py::dict config_dict(const PyModel& self) {
                     "notes"_a = c.notes);
 }
 
-// The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, H and W multiples of
-// the patch. Returns (pointer, B, H, W).
+// The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous.
+// Batch and size against the patch are the forward's own checks. Returns (pointer, B, H, W).
 struct Batch {
     const float* data;
     int batch, height, width;
 };
 
-Batch checked_batch(const PyModel& self, const py::array& x) {
+Batch checked_batch(const py::array& x) {
     const auto dims = checked_dims<float>(x, {3, 4}, "input", "[batch, 3, height, width] or [3, height, width]");
     const bool one = dims.size() == 3;
     const py::ssize_t b = one ? 1 : dims[0], ch = dims[one ? 0 : 1], h = dims[one ? 1 : 2], w = dims[one ? 2 : 3];
-    const int patch = self.model.config().patch;
     if (ch != 3) throw UsageError("input: expected 3 channels, got " + std::to_string(ch));
-    if (b < 1 || h < patch || w < patch)
-        throw UsageError("input: empty batch or an image smaller than one " + std::to_string(patch) + "-pixel patch");
-    if (h % patch || w % patch)
-        throw UsageError("input: " + std::to_string(h) + "x" + std::to_string(w) + " (height x width) is not a multiple of the " +
-                         std::to_string(patch) + "-pixel patch (Model.preprocess crops and resizes to one)");
     if (b > (1 << 20) || h > (1 << 20) || w > (1 << 20)) throw UsageError("input: too large");
     return {static_cast<const float*>(x.data()), static_cast<int>(b), static_cast<int>(h), static_cast<int>(w)};
 }
@@ -96,7 +90,7 @@ ForwardOptions forward_options(const PyModel& self, std::optional<int> threads) 
 }
 
 py::dict forward(const PyModel& self, const py::array& x, std::optional<int> threads) {
-    const Batch in = checked_batch(self, x);
+    const Batch in = checked_batch(x);
     const ForwardOptions options = forward_options(self, threads);
     Features f;
     {
@@ -110,7 +104,7 @@ py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_
                const std::variant<std::string, std::vector<std::string>>& queries, bool norms, bool abstention,
                bool key_mass, const Layers& mlp_layers, const Layers& blocks, bool blocks_normed, const Layers& qkv_layers,
                std::optional<int> threads) {
-    const Batch in = checked_batch(self, x);
+    const Batch in = checked_batch(x);
     const Config& c = self.model.config();
     const int gh = in.height / c.patch, gw = in.width / c.patch;
     Probe probe;

@@ -19,6 +19,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from file_tree import read_bytes, tree  # noqa: E402
 from png_util import encode_png  # noqa: E402
 
 VITREG, ROOT = sys.argv[1], sys.argv[2]
@@ -69,25 +70,9 @@ def vitreg(*args, user=None):
                           timeout=900)
 
 
-def read_bytes(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def manifest(out):
     with open(os.path.join(out, "manifest.jsonl")) as f:
         return [json.loads(line) for line in f]
-
-
-def tree(out, skip=("job.json", "job.lock")):
-    """Every file under `out` (relative path → bytes)."""
-    files = {}
-    for base, _, names in os.walk(out):
-        for n in names:
-            rel = os.path.relpath(os.path.join(base, n), out)
-            if rel not in skip:
-                files[rel] = read_bytes(os.path.join(base, n))
-    return files
 
 
 def good_png(seed):

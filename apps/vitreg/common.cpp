@@ -1,5 +1,4 @@
 #include "common.hpp"
-#include "parse_shard.hpp"
 
 #include <unistd.h>
 

@@ -44,11 +44,27 @@ struct BatchSummary {
 // Called after each batch with (inputs done, inputs total).
 using BatchProgress = std::function<void(std::size_t, std::size_t)>;
 
+// The share of the inputs a process takes: block `index` (0-based) of `count`.
+struct Shard {
+    int index = 0;
+    int count = 1;
+};
+
+// "K/N" (0 <= K < N), or "auto": with Slurm, SLURM_ARRAY_TASK_ID of `count` shards when `count`
+// is given (so a lone resubmitted task knows N), else of SLURM_ARRAY_TASK_COUNT (the ID taken
+// relative to SLURM_ARRAY_TASK_MIN, so --array=1-4 works too); without Slurm, JOB_COMPLETION_INDEX
+// of `count` (a Kubernetes Indexed Job). Throws UsageError saying what is missing or wrong.
+Shard parse_shard(const std::string& text, int count = 0);
+
 // The inputs a shard takes: positions into `inputs` of block `index` of `count` equal blocks
 // of the inputs sorted by path (so a file's shard does not depend on how the list was ordered).
 std::vector<std::size_t> shard_positions(const std::vector<std::string>& inputs, int index, int count);
 
 // OUT_DIR/shard-<index>-of-<count> (OUT_DIR itself for count 1).
 std::string shard_dir(const std::string& out_dir, int index, int count);
+
+// "npy" | "safetensors", and the per-image file suffix ".npy" | ".safetensors".
+std::string to_string(FeatureFormat format);
+std::string file_extension(FeatureFormat format);
 
 }  // namespace vitreg

@@ -96,8 +96,9 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
 
 void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,
                  FeatureFormat format, const std::map<std::string, std::string>& metadata) {
-    if (format == FeatureFormat::Npy) write_npy(path_without_suffix + ".npy", array);
-    else write_safetensors(path_without_suffix + ".safetensors", {{tensor, array}}, metadata);
+    const std::string path = path_without_suffix + file_extension(format);
+    if (format == FeatureFormat::Npy) write_npy(path, array);
+    else write_safetensors(path, {{tensor, array}}, metadata);
 }
 
 bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, BatchSummary& summary) {

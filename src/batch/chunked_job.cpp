@@ -3,29 +3,11 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
-#include <numeric>
 
 #include "vitreg/error.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
-
-std::vector<std::size_t> shard_positions(const std::vector<std::string>& inputs, int index, int count) {
-    if (count < 1 || index < 0 || index >= count)
-        throw UsageError("bad shard " + std::to_string(index) + "/" + std::to_string(count) +
-                         " (expected K/N with 0 <= K < N)");
-    std::vector<std::size_t> order(inputs.size());
-    std::iota(order.begin(), order.end(), std::size_t(0));
-    if (count == 1) return order;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return inputs[a] < inputs[b]; });
-    const std::size_t n = inputs.size(), k = static_cast<std::size_t>(index), c = static_cast<std::size_t>(count);
-    return {order.begin() + static_cast<std::ptrdiff_t>(n * k / c), order.begin() + static_cast<std::ptrdiff_t>(n * (k + 1) / c)};
-}
-
-std::string shard_dir(const std::string& out_dir, int index, int count) {
-    if (count == 1) return out_dir;
-    return out_dir + "/shard-" + std::to_string(index) + "-of-" + std::to_string(count);
-}
 
 namespace batch {
 
@@ -41,7 +23,7 @@ nlohmann::ordered_json job_identity(const std::string& job, const Model& model, 
         {"attention", to_string(c.attention)},
         {"pos_interp", to_string(c.pos_interp)},
         {"resize", o.resize.to_string()},
-        {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"format", to_string(o.format)},
         {"max_pixels", o.image_limits.max_pixels},
         {"max_tokens", o.max_tokens},
         {"inputs", inputs.size()},
@@ -71,7 +53,7 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
             std::vector<std::string> paths;
             for (std::size_t i = begin; i < end; ++i) paths.push_back(inputs[mine[i]]);
             ChunkData data;
-            for (const auto& [name, shape] : work.tensors) data.tensors[name].row_shape = shape;
+            for (const auto& t : work.tensors) data.tensors[t.name].row_shape = t.row_shape;
             BatchSummary counts;
             auto collect = [&](std::size_t start, const std::vector<Prepared>& prepared, const std::vector<Ran>& ran) {
                 if (work.begin_batch) work.begin_batch(prepared, ran);

@@ -2,7 +2,6 @@
 // The one loop behind every batch job (extract, dense): this shard's inputs in durable chunks,
 // finished chunks read back, the others decoded, run and handed to the job image by image.
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -10,14 +9,15 @@
 
 #include "batch_input.hpp"
 #include "durable_job.hpp"
+#include "feature_table.hpp"
 #include "vitreg/batch_job.hpp"
 
 namespace vitreg::batch {
 
 // What a job does with the images of a chunk it runs.
 struct ChunkWork {
-    // The row shapes of the per-row tensors it saves with each chunk (extract: cls, pooled, ...).
-    std::map<std::string, std::vector<std::int64_t>> tensors;
+    // The per-row tensors it saves with each chunk, which become its table (extract: cls, pooled, ...).
+    std::vector<TableArray> tensors;
     // Folders it writes into, under the shard's folder (extract: "patch"), made once the job is open.
     std::vector<std::string> subdirs;
     // Before each batch's rows (dense fits a joint PCA here); may be empty.

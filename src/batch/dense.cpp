@@ -103,7 +103,8 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     probe.block_layers = resolve_layers(o.layers, c.depth);
     probe.blocks_normed = o.norm;
     const std::string out = shard_dir(o.out_dir, o.shard_index, o.shard_count);
-    const std::string ext = o.format == FeatureFormat::Npy ? ".npy" : ".safetensors";
+    const std::string ext = file_extension(o.format);
+    const std::string dtype = o.half ? "f16" : "f32";
     const std::string upsample = o.upsample == DenseOptions::Upsample::None    ? "none"
                                  : o.upsample == DenseOptions::Upsample::Image ? "image"
                                                                                : "x" + std::to_string(o.factor);
@@ -113,7 +114,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     identity["norm"] = o.norm;
     identity["concat"] = o.concat;
     identity["upsample"] = upsample;
-    identity["dtype"] = o.half ? "f16" : "f32";
+    identity["dtype"] = dtype;
     identity["pca"] = o.pca ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
                             : "none";
 
@@ -168,8 +169,8 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         {"concat", o.concat},
         {"upsample", upsample},
         {"resize", o.resize.to_string()},
-        {"dtype", o.half ? "f16" : "f32"},
-        {"format", o.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"dtype", dtype},
+        {"format", to_string(o.format)},
         {"row_files", row_files},
     };
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),

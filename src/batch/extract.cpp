@@ -12,14 +12,14 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
     const Config& c = model.config();
     const int D = c.dim, R = c.registers;
     const std::string out = shard_dir(options.out_dir, options.shard_index, options.shard_count);
-    const std::string ext = options.format == FeatureFormat::Npy ? ".npy" : ".safetensors";
+    const std::string ext = file_extension(options.format);
     const auto table = batch::extract_table(D, R);
 
     auto identity = batch::job_identity("vitreg extract", model, inputs, options);
     identity["patch_tokens"] = options.patch_tokens;
 
     batch::ChunkWork work;
-    for (const auto& a : table) work.tensors[a.name] = a.row_shape;
+    work.tensors = table;
     if (options.patch_tokens) work.subdirs.push_back("patch");
     work.image = [&](batch::ChunkData& chunk, nlohmann::ordered_json&, std::size_t r, std::size_t,
                      const batch::Prepared&, const batch::Ran& ran) {
@@ -45,7 +45,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"attention", to_string(c.attention)},
         {"pos_interp", to_string(c.pos_interp)},
         {"resize", options.resize.to_string()},
-        {"format", options.format == FeatureFormat::Npy ? "npy" : "safetensors"},
+        {"format", to_string(options.format)},
         {"patch_tokens", options.patch_tokens},
         {"dim", D},
         {"registers", R},

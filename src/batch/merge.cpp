@@ -120,10 +120,10 @@ MergeSummary merge_shards(const std::string& out_dir) {
                          std::to_string(inputs) + " inputs exactly once; rerun the shards with --overwrite");
 
     // Per-image files ("patch/{row}.npy", "{row}.pca.png", ...) move to the merged row numbers.
-    const bool npy = run.value("format", "npy") == "npy";
+    const FeatureFormat format = run.value("format", "npy") == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
     std::vector<std::string> row_files;
     if (run.contains("row_files")) row_files = run["row_files"].get<std::vector<std::string>>();
-    else if (run.value("patch_tokens", false)) row_files.push_back(std::string("patch/{row}") + (npy ? ".npy" : ".safetensors"));
+    else if (run.value("patch_tokens", false)) row_files.push_back("patch/{row}" + file_extension(format));
     auto file_of = [](const std::string& pattern, std::size_t row) {
         const auto at = pattern.find("{row}");
         return pattern.substr(0, at) + std::to_string(row) + pattern.substr(at + 5);
@@ -148,7 +148,7 @@ MergeSummary merge_shards(const std::string& out_dir) {
     for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);
     MergeSummary summary;
     summary.shards = static_cast<int>(count);
-    summary.rows = batch::write_feature_table(out_dir, rows, table, npy ? FeatureFormat::Npy : FeatureFormat::Safetensors,
+    summary.rows = batch::write_feature_table(out_dir, rows, table, format,
                                               run.value("model", ""), nlohmann::json(run));
     return summary;
 }

@@ -79,13 +79,7 @@ Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std:
         throw ImageError(name + ": file too large to decode");
     int w = 0, h = 0, comp = 0;
     // stb refuses huge PNGs with a generic message; read IHDR's size to say what is wrong.
-    static const unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (size >= 24 && std::memcmp(data, kPng, 8) == 0) {
-        auto be32 = [&](std::size_t at) {
-            return std::int64_t(data[at]) << 24 | std::int64_t(data[at + 1]) << 16 | std::int64_t(data[at + 2]) << 8 | data[at + 3];
-        };
-        check_pixel_count(be32(16), be32(20), name, limits);
-    }
+    if (size >= 24 && is_png(data, size)) check_pixel_count(be32(data + 16), be32(data + 20), name, limits);
     check_before_stb(data, size, name);  // stb already parses headers and tables when asked for the size
     if (!stbi_info_from_memory(data, static_cast<int>(size), &w, &h, &comp)) {
         const char* why = stbi_failure_reason();

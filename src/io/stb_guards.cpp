@@ -82,10 +82,6 @@ void check_pnm_header(const std::uint8_t* data, std::size_t size, const std::str
         throw ImageError(name + ": 16-bit PNM (maximum value " + std::to_string(value) + ") is not supported");
 }
 
-std::uint32_t be32(const std::uint8_t* p) {
-    return std::uint32_t(p[0]) << 24 | std::uint32_t(p[1]) << 16 | std::uint32_t(p[2]) << 8 | p[3];
-}
-
 // A chunk type by its letters, or in hex when it has other bytes.
 std::string chunk_type(const std::uint8_t* p) {
     bool letters = true;
@@ -149,14 +145,22 @@ void check_tga(const std::uint8_t* data, std::size_t size, const std::string& na
 
 }  // namespace
 
+bool is_png(const std::uint8_t* data, std::size_t size) {
+    static const unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    return size >= 8 && std::memcmp(data, kPng, 8) == 0;
+}
+
+std::uint32_t be32(const std::uint8_t* p) {
+    return std::uint32_t(p[0]) << 24 | std::uint32_t(p[1]) << 16 | std::uint32_t(p[2]) << 8 | p[3];
+}
+
 void check_before_stb(const std::uint8_t* data, std::size_t size, const std::string& name) {
     // stb takes a file as JPEG when it starts with SOI after any number of 0xFF fill bytes.
     std::size_t soi = 0;
     while (soi < size && data[soi] == 0xFF) ++soi;
     if (soi > 0 && soi < size && data[soi] == 0xD8) check_jpeg_segments(data + soi - 1, size - soi + 1, name);
     if (size >= 2 && data[0] == 'P' && (data[1] == '5' || data[1] == '6')) check_pnm_header(data, size, name);
-    static const unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (size >= 8 && std::memcmp(data, kPng, 8) == 0) check_png_chunks(data, size, name);
+    if (is_png(data, size)) check_png_chunks(data, size, name);
     check_tga(data, size, name);
 }
 

@@ -21,6 +21,11 @@ namespace vitreg {
 // Throws ImageError naming `name` and the fault.
 void check_before_stb(const std::uint8_t* data, std::size_t size, const std::string& name);
 
+// Whether the bytes start with PNG's signature, and a big-endian 32-bit number (PNG's lengths
+// and IHDR sizes).
+bool is_png(const std::uint8_t* data, std::size_t size);
+std::uint32_t be32(const std::uint8_t* p);
+
 // stb_image's allocator (STBI_MALLOC, STBI_REALLOC, STBI_FREE).
 void* stb_malloc(std::size_t size);
 void* stb_realloc(void* p, std::size_t size);

@@ -7,7 +7,6 @@ the vitreg command and VITREG_ROOT the source tree."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import threading
@@ -26,40 +25,15 @@ ASSETS = os.path.join(ROOT, "assets", "images")
 SHIPPED = "vitreg-untrained-s14-d192-reg4"
 TOLERANCE = 1e-4  # relative to the output's scale, as the C++ parity test
 
-sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "reference")]
 import vit_reference as ref  # noqa: E402
+from file_tree import tree  # noqa: E402
 
 
 def relative_error(got, want):
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape
     return float(np.abs(got - want).max() / max(np.abs(want).max(), 1e-30))
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        dtype = {"F32": np.float32, "F16": np.float16}[t["dtype"]]
-        out[name] = np.frombuffer(data[a:b], dtype).reshape(t["shape"])
-    return out
-
-
-def tree(out):
-    files = {}
-    for base, _, names in os.walk(out):
-        for n in names:
-            rel = os.path.relpath(os.path.join(base, n), out)
-            if rel != "job.lock":
-                with open(os.path.join(base, n), "rb") as f:
-                    files[rel] = f.read()
-    return files
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +53,8 @@ def test_features_match_the_reference_fixtures(case):
     assert m.config["dim"] == case["config"]["dim"]
     assert m.config["attention"] == case["config"]["attention"]
     assert m.config["pos_interp"] == case["config"]["pos_interp"]
-    want = read_safetensors(os.path.join(FIXTURES, case["case"]))
-    out = m.forward(np.ascontiguousarray(want["input"]))
+    want = {k: v.numpy() for k, v in ref.read_safetensors(os.path.join(FIXTURES, case["case"]))[0].items()}
+    out = m.forward(want["input"].astype(np.float32))  # stored as F32: exact
     assert relative_error(out["cls"], want["cls"]) < TOLERANCE
     B, h, w, D = out["patch"].shape
     assert (h * m.config["patch"], w * m.config["patch"]) == (case["height"], case["width"])
@@ -143,7 +117,7 @@ def test_extract_writes_what_the_command_writes(model, tmp_path):
                        progress=lambda done, total: seen.append((done, total)))
     assert (s["inputs"], s["ok"], s["failed"]) == (6, 5, 1)
     assert seen and seen[-1] == (6, 6)
-    cli, py = tree(tmp_path / "cli"), tree(tmp_path / "py")
+    cli, py = tree(tmp_path / "cli", skip=("job.lock",)), tree(tmp_path / "py", skip=("job.lock",))
     assert sorted(cli) == sorted(py)
     for name in cli:
         assert cli[name] == py[name], name
@@ -163,7 +137,7 @@ def test_dense_shards_merge_to_what_the_command_writes(model, tmp_path):
         assert s["out"].endswith(f"shard-{k}-of-2")
     s = vitreg.merge(str(tmp_path / "py"))
     assert (s["shards"], s["ok"]) == (2, 5)
-    cli, py = tree(tmp_path / "cli"), tree(tmp_path / "py")
+    cli, py = tree(tmp_path / "cli", skip=("job.lock",)), tree(tmp_path / "py", skip=("job.lock",))
     for name in [n for n in cli if not n.startswith("chunks/") and n != "job.json"]:
         assert cli[name] == py[name], name
 
@@ -263,7 +237,7 @@ def test_errors_arrive_as_vitreg_exceptions_with_vitreg_messages(model, tmp_path
     x = model.preprocess(os.path.join(ASSETS, "coffee.jpg"))
     for bad, why in ((x.astype(np.float64), "got float64"),
                      (x[None, :2], "expected 3 channels"),
-                     (x[:, :100, :100].copy(), "100x100 .* not a multiple of the 14-pixel patch"),
+                     (x[:, :100, :100].copy(), "100x100 is not a positive multiple of the patch size 14"),
                      (np.asfortranarray(np.stack([x, x])), "not C-contiguous"),
                      (x[0], r"got shape \[224, 224\]")):
         with pytest.raises(vitreg.UsageError, match=why):

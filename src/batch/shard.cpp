@@ -1,11 +1,14 @@
-#include "parse_shard.hpp"
-
+// Shards (which share of the inputs a process takes, and where it writes) and the names of the
+// feature formats: what every batch job and its front ends (the command, Python) agree on.
+#include <algorithm>
 #include <cstdlib>
+#include <numeric>
 
-#include "vitreg/parse_number.hpp"
+#include "vitreg/batch_job.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/parse_number.hpp"
 
-namespace vitreg::cli {
+namespace vitreg {
 
 namespace {
 
@@ -52,4 +55,25 @@ Shard parse_shard(const std::string& text, int count) {
     return checked(*k, *n, "--shard " + text);
 }
 
-}  // namespace vitreg::cli
+std::vector<std::size_t> shard_positions(const std::vector<std::string>& inputs, int index, int count) {
+    if (count < 1 || index < 0 || index >= count)
+        throw UsageError("bad shard " + std::to_string(index) + "/" + std::to_string(count) +
+                         " (expected K/N with 0 <= K < N)");
+    std::vector<std::size_t> order(inputs.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    if (count == 1) return order;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return inputs[a] < inputs[b]; });
+    const std::size_t n = inputs.size(), k = static_cast<std::size_t>(index), c = static_cast<std::size_t>(count);
+    return {order.begin() + static_cast<std::ptrdiff_t>(n * k / c), order.begin() + static_cast<std::ptrdiff_t>(n * (k + 1) / c)};
+}
+
+std::string shard_dir(const std::string& out_dir, int index, int count) {
+    if (count == 1) return out_dir;
+    return out_dir + "/shard-" + std::to_string(index) + "-of-" + std::to_string(count);
+}
+
+std::string to_string(FeatureFormat format) { return format == FeatureFormat::Npy ? "npy" : "safetensors"; }
+
+std::string file_extension(FeatureFormat format) { return "." + to_string(format); }
+
+}  // namespace vitreg
