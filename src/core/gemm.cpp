@@ -21,15 +21,6 @@ Isa detect() {
 
 const Isa kIsa = detect();
 
-// Y = acc + bias; C = Y, or C += scale ⊙ Y. One row of `cols` finished values, scalar: the
-// portable kernel and the AVX2 kernel's partial panels.
-inline void finish_row(const float* acc, int cols, const float* bias, const float* scale, float* c) {
-    for (int j = 0; j < cols; ++j) {
-        const float y = bias ? acc[j] + bias[j] : acc[j];
-        c[j] = scale ? c[j] + scale[j] * y : y;
-    }
-}
-
 // ---- AVX-512: MR rows × 16·NV columns, MR·NV accumulators --------------------------------
 // Two shapes, 8×48 and 6×64 (24 accumulators each): both reach this core's FMA peak (116–117
 // GFLOP/s) with A read in place, where 12×32 stayed at 111–112 unless A was packed too. Each

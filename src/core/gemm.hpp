@@ -68,6 +68,15 @@ struct Epilogue {
     const float* scale = nullptr;  // set: C += scale ⊙ Y (LayerScale and the residual add); null: C = Y
 };
 
+// Y = acc + bias; C = Y, or C += scale ⊙ Y: one row of `cols` finished values, in scalar code
+// (the kernels without a vector epilogue share it).
+inline void finish_row(const float* acc, int cols, const float* bias, const float* scale, float* c) {
+    for (int j = 0; j < cols; ++j) {
+        const float y = bias ? acc[j] + bias[j] : acc[j];
+        c[j] = scale ? c[j] + scale[j] * y : y;
+    }
+}
+
 // C[0:m, c0:c1] = epilogue(A[0:m, 0:k] · B[:, c0:c1]); c0 must be a multiple of b.nr. ldc is
 // C's row stride and `c` points at C[0, c0].
 void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,

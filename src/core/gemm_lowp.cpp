@@ -1,0 +1,487 @@
+#include "gemm_lowp.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+namespace vitreg::gemm {
+
+namespace {
+
+// One tile: MR rows of A against one panel, the raw accumulators written to `out` [MR][nr].
+using Tile = void (*)(const std::uint32_t* a, long lda, const std::uint32_t* panel, int groups, void* out);
+struct Tiles {
+    const Tile* tiles;  // entry i handles i + 1 rows
+    int mr, nr;
+};
+constexpr int kMaxTile = 8 * 48;  // the largest mr × nr below
+
+inline float bits_to_float(std::uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+}  // namespace
+
+// ---- bf16 kernels: native vdpbf16ps, then its emulation (odd k first, products exact) -------
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+namespace bf16_avx512bf16 {
+using V = __m512i;
+using VAcc = __m512;
+using Acc = float;
+constexpr int kLanes = 16, kNv = 3, kMr = 8;
+inline VAcc zero() { return _mm512_setzero_ps(); }
+inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+inline V prep_a(V a) { return a; }
+inline V prep_b(V b) { return b; }
+inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace bf16_avx512bf16
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")
+namespace bf16_avx512 {
+using V = __m512i;
+using VAcc = __m512;
+using Acc = float;
+constexpr int kLanes = 16, kNv = 3, kMr = 8;
+struct Pair {
+    __m512 odd, even;
+};
+inline VAcc zero() { return _mm512_setzero_ps(); }
+inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+inline Pair split(V x) {
+    return {_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))),
+            _mm512_castsi512_ps(_mm512_slli_epi32(x, 16))};
+}
+inline Pair prep_a(V a) { return split(a); }
+inline Pair prep_b(V b) { return split(b); }
+inline VAcc step(VAcc acc, Pair a, Pair b) { return _mm512_fmadd_ps(a.even, b.even, _mm512_fmadd_ps(a.odd, b.odd, acc)); }
+inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace bf16_avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace bf16_avx2 {
+using V = __m256i;
+using VAcc = __m256;
+using Acc = float;
+constexpr int kLanes = 8, kNv = 2, kMr = 4;
+struct Pair {
+    __m256 odd, even;
+};
+inline VAcc zero() { return _mm256_setzero_ps(); }
+inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+inline Pair split(V x) {
+    return {_mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))),
+            _mm256_castsi256_ps(_mm256_slli_epi32(x, 16))};
+}
+inline Pair prep_a(V a) { return split(a); }
+inline Pair prep_b(V b) { return split(b); }
+inline VAcc step(VAcc acc, Pair a, Pair b) { return _mm256_fmadd_ps(a.even, b.even, _mm256_fmadd_ps(a.odd, b.odd, acc)); }
+inline void store(float* o, VAcc v) { _mm256_storeu_ps(o, v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace bf16_avx2
+#pragma GCC pop_options
+#endif
+
+namespace bf16_portable {
+using V = std::uint32_t;
+using VAcc = float;
+using Acc = float;
+constexpr int kLanes = 1, kNv = 16, kMr = 4;
+struct Pair {
+    float odd, even;
+};
+inline VAcc zero() { return 0.0f; }
+inline V load(const std::uint32_t* p) { return *p; }
+inline V broadcast(std::uint32_t x) { return x; }
+inline Pair split(V x) { return {bits_to_float(x & 0xffff0000u), bits_to_float(x << 16)}; }
+inline Pair prep_a(V a) { return split(a); }
+inline Pair prep_b(V b) { return split(b); }
+// The products are exact, so a fused and an unfused multiply-add round the same.
+inline VAcc step(VAcc acc, Pair a, Pair b) { return (acc + a.odd * b.odd) + a.even * b.even; }
+inline void store(float* o, VAcc v) { *o = v; }
+#include "gemm_lowp_tile.inc"
+}  // namespace bf16_portable
+
+// ---- int8 kernels: vpdpbusd, 512 and 256 bits, then its exact emulation ---------------------
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vnni")
+namespace int8_avx512vnni {
+using V = __m512i;
+using VAcc = __m512i;
+using Acc = std::int32_t;
+constexpr int kLanes = 16, kNv = 3, kMr = 8;
+inline VAcc zero() { return _mm512_setzero_si512(); }
+inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+inline V prep_a(V a) { return a; }
+inline V prep_b(V b) { return b; }
+inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
+inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace int8_avx512vnni
+#pragma GCC pop_options
+
+// vpdpbusd on 256 bits has two encodings: AVX512-VNNI with VL (EVEX) and AVX-VNNI (VEX).
+#define VITREG_INT8_256_VNNI(NAME, TARGET, DPBUSD)                                                      \
+    _Pragma("GCC push_options") _Pragma(TARGET) namespace NAME {                                         \
+        using V = __m256i;                                                                              \
+        using VAcc = __m256i;                                                                           \
+        using Acc = std::int32_t;                                                                       \
+        constexpr int kLanes = 8, kNv = 2, kMr = 6;                                                     \
+        inline VAcc zero() { return _mm256_setzero_si256(); }                                           \
+        inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); } \
+        inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }          \
+        inline V prep_a(V a) { return a; }                                                              \
+        inline V prep_b(V b) { return b; }                                                              \
+        inline VAcc step(VAcc acc, V a, V b) { return DPBUSD(acc, a, b); }                              \
+        inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
+#define VITREG_INT8_256_VNNI_END(NAME) } _Pragma("GCC pop_options")
+
+VITREG_INT8_256_VNNI(int8_avx256vnni_evex, "GCC target(\"avx512f,avx512vl,avx512vnni\")", _mm256_dpbusd_epi32)
+#include "gemm_lowp_tile.inc"
+VITREG_INT8_256_VNNI_END(int8_avx256vnni_evex)
+
+VITREG_INT8_256_VNNI(int8_avx256vnni_vex, "GCC target(\"avx2,avxvnni\")", _mm256_dpbusd_avx_epi32)
+#include "gemm_lowp_tile.inc"
+VITREG_INT8_256_VNNI_END(int8_avx256vnni_vex)
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw")
+namespace int8_avx512 {
+using V = __m512i;
+using VAcc = __m512i;
+using Acc = std::int32_t;
+constexpr int kLanes = 16, kNv = 3, kMr = 8;
+struct Bytes {
+    V even, odd;  // bytes 0, 2 and 1, 3 of each group, widened to 16 bits
+};
+inline VAcc zero() { return _mm512_setzero_si512(); }
+inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+inline Bytes prep_a(V a) { return {_mm512_and_si512(a, _mm512_set1_epi16(0x00ff)), _mm512_srli_epi16(a, 8)}; }
+inline Bytes prep_b(V b) { return {_mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8), _mm512_srai_epi16(b, 8)}; }
+inline VAcc step(VAcc acc, Bytes a, Bytes b) {
+    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(a.even, b.even), _mm512_madd_epi16(a.odd, b.odd)));
+}
+inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace int8_avx512
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+namespace int8_avx2 {
+using V = __m256i;
+using VAcc = __m256i;
+using Acc = std::int32_t;
+constexpr int kLanes = 8, kNv = 2, kMr = 4;
+struct Bytes {
+    V even, odd;
+};
+inline VAcc zero() { return _mm256_setzero_si256(); }
+inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+inline Bytes prep_a(V a) { return {_mm256_and_si256(a, _mm256_set1_epi16(0x00ff)), _mm256_srli_epi16(a, 8)}; }
+inline Bytes prep_b(V b) { return {_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8), _mm256_srai_epi16(b, 8)}; }
+inline VAcc step(VAcc acc, Bytes a, Bytes b) {
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a.even, b.even), _mm256_madd_epi16(a.odd, b.odd)));
+}
+inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace int8_avx2
+#pragma GCC pop_options
+#endif
+
+namespace int8_portable {
+using V = std::uint32_t;
+using VAcc = std::int32_t;
+using Acc = std::int32_t;
+constexpr int kLanes = 1, kNv = 16, kMr = 4;
+struct Bytes {
+    std::int32_t v[4];
+};
+inline VAcc zero() { return 0; }
+inline V load(const std::uint32_t* p) { return *p; }
+inline V broadcast(std::uint32_t x) { return x; }
+inline Bytes prep_a(V a) {
+    return {{static_cast<std::int32_t>(a & 0xff), static_cast<std::int32_t>((a >> 8) & 0xff),
+             static_cast<std::int32_t>((a >> 16) & 0xff), static_cast<std::int32_t>(a >> 24)}};
+}
+inline Bytes prep_b(V b) {
+    return {{static_cast<std::int8_t>(b & 0xff), static_cast<std::int8_t>((b >> 8) & 0xff),
+             static_cast<std::int8_t>((b >> 16) & 0xff), static_cast<std::int8_t>(b >> 24)}};
+}
+inline VAcc step(VAcc acc, const Bytes& a, const Bytes& b) {
+    return acc + a.v[0] * b.v[0] + a.v[1] * b.v[1] + a.v[2] * b.v[2] + a.v[3] * b.v[3];
+}
+inline void store(std::int32_t* o, VAcc v) { *o = v; }
+#include "gemm_lowp_tile.inc"
+}  // namespace int8_portable
+
+namespace {
+
+struct Cpu {
+    bool avx512 = false, avx512bf16 = false, avx512vnni = false, avx512vl = false, avxvnni = false, avx2 = false;
+};
+
+Cpu detect() {
+    Cpu c;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    c.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    c.avx512bf16 = c.avx512 && __builtin_cpu_supports("avx512bf16");
+    c.avx512vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
+    c.avx512vl = c.avx512 && __builtin_cpu_supports("avx512vl");
+    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    c.avxvnni = c.avx2 && __builtin_cpu_supports("avxvnni");
+#endif
+    return c;
+}
+
+const Cpu kCpu = detect();
+
+Tiles tiles(Bf16Isa isa) {
+    switch (isa) {
+#if defined(__x86_64__)
+        case Bf16Isa::Avx512Bf16: return bf16_avx512bf16::kernels;
+        case Bf16Isa::Avx512: return bf16_avx512::kernels;
+        case Bf16Isa::Avx2: return bf16_avx2::kernels;
+#endif
+        default: return bf16_portable::kernels;
+    }
+}
+
+Tiles tiles(Int8Isa isa) {
+    switch (isa) {
+#if defined(__x86_64__)
+        case Int8Isa::Avx512Vnni: return int8_avx512vnni::kernels;
+        case Int8Isa::Avx256Vnni: return kCpu.avx512vnni && kCpu.avx512vl ? int8_avx256vnni_evex::kernels
+                                                                          : int8_avx256vnni_vex::kernels;
+        case Int8Isa::Avx512: return int8_avx512::kernels;
+        case Int8Isa::Avx2: return int8_avx2::kernels;
+#endif
+        default: return int8_portable::kernels;
+    }
+}
+
+// Fills `panels` with B's groups: group(p, col) for p < groups, col < n; zero beyond n.
+template <class Group>
+void pack_groups(GroupBuffer& data, int groups, int n, int nr, Group group) {
+    const int panels = (n + nr - 1) / nr;
+    data.assign(static_cast<std::size_t>(panels) * groups * nr, 0u);
+    for (int panel = 0; panel < panels; ++panel) {
+        std::uint32_t* dst = data.data() + static_cast<std::size_t>(panel) * groups * nr;
+        const int j0 = panel * nr, jn = std::min(nr, n - j0);
+        for (int p = 0; p < groups; ++p)
+            for (int j = 0; j < jn; ++j) dst[static_cast<std::size_t>(p) * nr + j] = group(p, j0 + j);
+    }
+}
+
+// Runs the tiles over C[0:m, c0:c1] and hands each tile's accumulators to
+// finish(row, rows, col, cols, accumulators [rows][nr]).
+template <class Acc, class Finish>
+void drive(const std::uint32_t* a, long lda, int m, const GroupBuffer& data, int groups, Tiles t, int c0, int c1,
+           const Finish& finish) {
+    alignas(64) Acc acc[kMaxTile];
+    for (int col = c0; col < c1; col += t.nr) {
+        const std::uint32_t* panel = data.data() + static_cast<std::size_t>(col / t.nr) * groups * t.nr;
+        const int cols = std::min(t.nr, c1 - col);
+        for (int r = 0; r < m; r += t.mr) {
+            const int rows = std::min(t.mr, m - r);
+            t.tiles[rows - 1](a + r * lda, lda, panel, groups, acc);
+            finish(r, rows, col, cols, acc, t.nr);
+        }
+    }
+}
+
+inline std::uint32_t bf16_pair(float even, float odd) {
+    return static_cast<std::uint32_t>(quant::to_bf16(even)) | (static_cast<std::uint32_t>(quant::to_bf16(odd)) << 16);
+}
+
+}  // namespace
+
+// ---- bf16 ----------------------------------------------------------------------------------
+
+Bf16Isa best_bf16() {
+    if (kCpu.avx512bf16) return Bf16Isa::Avx512Bf16;
+    if (kCpu.avx512) return Bf16Isa::Avx512;
+    if (kCpu.avx2) return Bf16Isa::Avx2;
+    return Bf16Isa::Portable;
+}
+
+bool supported(Bf16Isa isa) {
+    switch (isa) {
+        case Bf16Isa::Avx512Bf16: return kCpu.avx512bf16;
+        case Bf16Isa::Avx512: return kCpu.avx512;
+        case Bf16Isa::Avx2: return kCpu.avx2;
+        case Bf16Isa::Portable: return true;
+    }
+    return false;
+}
+
+const char* to_string(Bf16Isa isa) {
+    switch (isa) {
+        case Bf16Isa::Avx512Bf16: return "avx512-bf16";
+        case Bf16Isa::Avx512: return "avx512 (bf16 emulated)";
+        case Bf16Isa::Avx2: return "avx2 (bf16 emulated)";
+        case Bf16Isa::Portable: return "portable";
+    }
+    return "?";
+}
+
+namespace {
+template <class At>
+void pack_bf16_with(PackedBf16& p, int k, int n, Bf16Isa isa, At at) {
+    p.k = k;
+    p.n = n;
+    p.isa = supported(isa) ? isa : best_bf16();
+    p.nr = tiles(p.isa).nr;
+    pack_groups(p.data, p.groups(), n, p.nr, [&](int g, int col) {
+        return bf16_pair(at(2 * g, col), 2 * g + 1 < k ? at(2 * g + 1, col) : 0.0f);
+    });
+}
+}  // namespace
+
+void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa isa) {
+    pack_bf16_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
+}
+
+void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale, Bf16Isa isa) {
+    pack_bf16_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+}
+
+void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out) {
+    const int groups = (k + 1) / 2;
+    for (int r = 0; r < m; ++r) {
+        const float* row = a + r * lda;
+        std::uint32_t* o = out + static_cast<std::size_t>(r) * groups;
+        for (int g = 0; g < groups; ++g) o[g] = bf16_pair(row[2 * g], 2 * g + 1 < k ? row[2 * g + 1] : 0.0f);
+    }
+}
+
+void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& e) {
+    drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
+          [&](int r, int rows, int col, int cols, const float* y, int nr) {
+              for (int i = 0; i < rows; ++i)
+                  finish_row(y + i * nr, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                             c + (r + i) * ldc + (col - c0));
+          });
+}
+
+// ---- int8 ----------------------------------------------------------------------------------
+
+Int8Isa best_int8() {
+    if (kCpu.avx512vnni) return Int8Isa::Avx512Vnni;
+    if (kCpu.avxvnni) return Int8Isa::Avx256Vnni;
+    if (kCpu.avx512) return Int8Isa::Avx512;
+    if (kCpu.avx2) return Int8Isa::Avx2;
+    return Int8Isa::Portable;
+}
+
+bool supported(Int8Isa isa) {
+    switch (isa) {
+        case Int8Isa::Avx512Vnni: return kCpu.avx512vnni;
+        case Int8Isa::Avx256Vnni: return kCpu.avxvnni || (kCpu.avx512vnni && kCpu.avx512vl);
+        case Int8Isa::Avx512: return kCpu.avx512;
+        case Int8Isa::Avx2: return kCpu.avx2;
+        case Int8Isa::Portable: return true;
+    }
+    return false;
+}
+
+const char* to_string(Int8Isa isa) {
+    switch (isa) {
+        case Int8Isa::Avx512Vnni: return "avx512-vnni";
+        case Int8Isa::Avx256Vnni: return "avx-vnni (256-bit)";
+        case Int8Isa::Avx512: return "avx512 (vnni emulated)";
+        case Int8Isa::Avx2: return "avx2 (vnni emulated)";
+        case Int8Isa::Portable: return "portable";
+    }
+    return "?";
+}
+
+PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa) {
+    PackedInt8 p;
+    p.k = k;
+    p.n = n;
+    p.isa = supported(isa) ? isa : best_int8();
+    p.nr = tiles(p.isa).nr;
+    p.scale.resize(n);
+    p.sums.assign(n, 0);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(p.groups()) * 4 * n, 0);  // [k padded][n]
+    for (int col = 0; col < n; ++col) {
+        float max_abs = 0.0f;
+        for (int row = 0; row < k; ++row) max_abs = std::max(max_abs, std::fabs(b[row * ldb + col]));
+        p.scale[col] = quant::symmetric_scale(max_abs);
+        for (int row = 0; row < k; ++row) {
+            const std::int8_t v = quant::quantize_s8(b[row * ldb + col], p.scale[col]);
+            q[static_cast<std::size_t>(row) * n + col] = v;
+            p.sums[col] += v;
+        }
+    }
+    pack_groups(p.data, p.groups(), n, p.nr, [&](int g, int col) {
+        std::uint32_t word = 0;
+        for (int i = 0; i < 4; ++i)
+            word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(q[static_cast<std::size_t>(4 * g + i) * n + col]))
+                    << (8 * i);
+        return word;
+    });
+    return p;
+}
+
+void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8* fixed, std::uint32_t* out,
+                   float* scale, std::int32_t* zero_point) {
+    const int groups = (k + 3) / 4;
+    for (int r = 0; r < m; ++r) {
+        const float* row = a + r * lda;
+        quant::AffineU8 q;
+        if (fixed) {
+            q = *fixed;
+        } else {
+            float lo = 0.0f, hi = 0.0f;
+            for (int i = 0; i < k; ++i) lo = std::min(lo, row[i]), hi = std::max(hi, row[i]);
+            q = quant::affine_u8(lo, hi);
+        }
+        scale[r] = q.scale;
+        zero_point[r] = q.zero_point;
+        auto* bytes = reinterpret_cast<std::uint8_t*>(out + static_cast<std::size_t>(r) * groups);
+        for (int i = 0; i < k; ++i) bytes[i] = quant::quantize_u8(row[i], q);
+        std::fill(bytes + k, bytes + 4 * groups, std::uint8_t{0});  // B's padding is zero too
+    }
+}
+
+void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& e) {
+    drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
+          [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
+              alignas(64) float y[64];
+              for (int i = 0; i < rows; ++i) {
+                  const std::int32_t zp = a.zero_point[r + i];
+                  const float sa = a.scale[r + i];
+                  for (int j = 0; j < cols; ++j)
+                      y[j] = static_cast<float>(acc[i * nr + j] - zp * b.sums[col + j]) * (sa * b.scale[col + j]);
+                  finish_row(y, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                             c + (r + i) * ldc + (col - c0));
+              }
+          });
+}
+
+}  // namespace vitreg::gemm

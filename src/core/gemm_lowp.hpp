@@ -1,0 +1,90 @@
+#pragma once
+// Reduced-precision GEMMs over weights packed once (DESIGN §8), the bf16 and int8 siblings of
+// gemm.hpp's SGEMM, with the same fused epilogue.
+//
+// bf16: A and B rounded to bf16 (nearest even), products accumulated in fp32 two k at a time,
+// odd k first, exactly as AVX512-BF16's vdpbf16ps does; the other kernels replay that order
+// (the products of two bf16 are exact in fp32), so every kernel gives the same bits up to
+// vdpbf16ps' flushing of denormals.
+// int8 (W8A8): A is uint8 with a per-row scale and zero point, B int8 with a per-column scale;
+// C = (Σ a·b − zp_row · Σ_k b) · scale_row · scale_col, accumulated in int32: every kernel
+// gives the same integers, and the same floats up to the order of the epilogue's two products.
+//
+// Operands are 32-bit groups along k (two bf16, or four 8-bit values), the unit vdpbf16ps and
+// vpdpbusd consume: A is [m][groups] row-major, B panels of [groups][nr]. Kernels are chosen
+// at run time; a CPU without the instructions runs the same numbers through emulation.
+#include <cstdint>
+#include <vector>
+
+#include "gemm.hpp"
+#include "quantize.hpp"
+
+namespace vitreg::gemm {
+
+using GroupBuffer = std::vector<std::uint32_t, AlignedAllocator<std::uint32_t>>;
+
+// ---- bf16 ---------------------------------------------------------------------------------
+enum class Bf16Isa { Avx512Bf16, Avx512, Avx2, Portable };
+Bf16Isa best_bf16();
+bool supported(Bf16Isa isa);
+const char* to_string(Bf16Isa isa);
+
+struct PackedBf16 {
+    int k = 0, n = 0, nr = 0;
+    Bf16Isa isa = Bf16Isa::Portable;
+    GroupBuffer data;  // ceil(n / nr) panels of [ceil(k / 2)][nr] pairs, zero-padded
+    int groups() const { return (k + 1) / 2; }
+    int panels() const { return (n + nr - 1) / nr; }
+};
+
+// B [k, n] row-major (stride ldb), rounded to bf16 and packed.
+void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa isa = best_bf16());
+// B = scale · Tᵀ for T [n, k] (stride ldt): attention's keys, scale a power of two.
+void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale,
+                          Bf16Isa isa = best_bf16());
+// A [m, k] (stride lda) rounded to bf16 pairs: out is [m][ceil(k / 2)].
+void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out);
+
+// C[0:m, c0:c1] = epilogue(A · B[:, c0:c1]); a from round_rows_bf16 (row stride b.groups()).
+void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& epilogue = {});
+
+// ---- int8 ---------------------------------------------------------------------------------
+// Avx512Vnni: vpdpbusd on 512 bits. Avx256Vnni: vpdpbusd on 256 bits (AVX-VNNI, or AVX512-VNNI
+// with VL). Avx512 / Avx2: vpmaddwd on the bytes widened to 16 bits — exact, where vpmaddubsw
+// would saturate 255·127·2. Portable: C++.
+enum class Int8Isa { Avx512Vnni, Avx256Vnni, Avx512, Avx2, Portable };
+Int8Isa best_int8();
+bool supported(Int8Isa isa);
+const char* to_string(Int8Isa isa);
+
+struct PackedInt8 {
+    int k = 0, n = 0, nr = 0;
+    Int8Isa isa = Int8Isa::Portable;
+    GroupBuffer data;                 // ceil(n / nr) panels of [ceil(k / 4)][nr] quads of int8
+    std::vector<float> scale;         // [n] per output column: max|w| / 127
+    std::vector<std::int32_t> sums;   // [n] Σ_k q[k, n], for the activation zero point's term
+    int groups() const { return (k + 3) / 4; }
+    int panels() const { return (n + nr - 1) / nr; }
+};
+
+// Quantizes B [k, n] (stride ldb) symmetric per column and packs it.
+PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa = best_int8());
+
+// A's rows quantized to uint8: out [m][ceil(k / 4)] groups, one scale and zero point per row.
+struct QuantizedRows {
+    const std::uint32_t* data = nullptr;
+    const float* scale = nullptr;            // [m]
+    const std::int32_t* zero_point = nullptr;  // [m]
+};
+
+// Quantizes A [m, k] (stride lda) into `out` [m][ceil(k / 4)] groups (the padding zero) with
+// the mapping `fixed` (per tensor) or, when null, each row's own range (per token).
+void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8* fixed, std::uint32_t* out,
+                   float* scale, std::int32_t* zero_point);
+
+// C[0:m, c0:c1] = epilogue(dequantized A · B[:, c0:c1]).
+void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& epilogue = {});
+
+}  // namespace vitreg::gemm

@@ -1,0 +1,63 @@
+#pragma once
+// The reduced-precision number formats of the forward (DESIGN §8), written once: the GEMM
+// packers, the activation quantizer and the tests all round through these.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace vitreg::quant {
+
+// fp32 → bf16, round to nearest even; a NaN stays a (quiet) NaN instead of rounding to ±Inf.
+inline std::uint16_t to_bf16(float x) {
+    std::uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+    return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+inline float from_bf16(std::uint16_t h) {
+    const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+    float x;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+inline float round_bf16(float x) { return from_bf16(to_bf16(x)); }
+
+// An asymmetric uint8 mapping q = clamp(round(x / scale) + zero_point, 0, 255).
+struct AffineU8 {
+    float scale = 1.0f;
+    std::int32_t zero_point = 0;
+};
+
+// ONNX Runtime's DynamicQuantizeLinear rule over the range [lo, hi] widened to hold 0:
+// scale = (hi − lo) / 255, zero point round(−lo / scale) in [0, 255]. An empty range (all
+// zeros) maps to scale 1, zero point 0, so every value quantizes to 0 exactly.
+inline AffineU8 affine_u8(float lo, float hi) {
+    lo = std::fmin(lo, 0.0f);
+    hi = std::fmax(hi, 0.0f);
+    AffineU8 q;
+    const float scale = (hi - lo) / 255.0f;
+    if (!(scale > 0.0f) || !std::isfinite(scale)) return q;
+    q.scale = scale;
+    const float zp = std::nearbyint(-lo / scale);
+    q.zero_point = zp < 0.0f ? 0 : zp > 255.0f ? 255 : static_cast<std::int32_t>(zp);
+    return q;
+}
+
+// Round half to even, then saturate; NaN → 0 (no undefined float → int cast).
+inline std::uint8_t quantize_u8(float x, AffineU8 q) {
+    const float v = std::nearbyint(x / q.scale) + static_cast<float>(q.zero_point);
+    return !(v > 0.0f) ? 0 : v >= 255.0f ? 255 : static_cast<std::uint8_t>(v);
+}
+
+// Symmetric int8 with scale = max|w| / 127 (1 for an all-zero channel).
+inline float symmetric_scale(float max_abs) { return max_abs > 0.0f && std::isfinite(max_abs) ? max_abs / 127.0f : 1.0f; }
+
+inline std::int8_t quantize_s8(float w, float scale) {
+    const float v = std::nearbyint(w / scale);
+    if (std::isnan(v)) return 0;
+    return v <= -127.0f ? -127 : v >= 127.0f ? 127 : static_cast<std::int8_t>(v);
+}
+
+}  // namespace vitreg::quant

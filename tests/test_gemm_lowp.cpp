@@ -1,0 +1,138 @@
+// The bf16 and int8 GEMM kernels (every one this CPU can run) against a double-precision
+// product of the same quantized operands, on shapes that leave remainders in rows, panels,
+// and k groups. Integer results must be equal, and every kernel must give the same bits.
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "gemm_lowp.hpp"
+
+using namespace vitreg::gemm;
+using vitreg::quant::AffineU8;
+using vitreg::quant::round_bf16;
+
+namespace {
+
+constexpr std::tuple<int, int, int> kShapes[] = {{1, 1, 1}, {13, 7, 33}, {9, 64, 50}, {25, 130, 97}, {96, 384, 200}};
+
+}  // namespace
+
+TEST_CASE("bf16 GEMM is the fp32 product of the bf16-rounded operands, the same bits on every kernel") {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    for (const auto [m, k, n] : kShapes) {
+        std::vector<float> a(m * k), b(k * n), bt(n * k), bias(n), scale(n), residual(m * n);
+        for (auto* v : {&a, &b, &bias, &scale, &residual})
+            for (auto& x : *v) x = normal(rng);
+        for (int i = 0; i < k; ++i)
+            for (int j = 0; j < n; ++j) bt[j * k + i] = b[i * n + j];
+        std::vector<std::uint32_t> pairs(static_cast<std::size_t>(m) * ((k + 1) / 2));
+        round_rows_bf16(a.data(), k, m, k, pairs.data());
+        std::vector<float> first;
+        for (const Bf16Isa isa : {Bf16Isa::Avx512Bf16, Bf16Isa::Avx512, Bf16Isa::Avx2, Bf16Isa::Portable}) {
+            if (!supported(isa)) continue;
+            INFO(to_string(isa) << " m " << m << " k " << k << " n " << n);
+            PackedBf16 p, pt;
+            pack_into(p, b.data(), k, n, n, isa);
+            pack_transposed_into(pt, bt.data(), n, k, k, 0.5f, isa);
+            CHECK(p.isa == isa);
+            std::vector<float> c(m * n, -1.0f), ct(m * n), fused = residual;
+            multiply(pairs.data(), m, p, 0, n, c.data(), n);
+            multiply(pairs.data(), m, pt, 0, n, ct.data(), n);
+            multiply(pairs.data(), m, p, 0, n, fused.data(), n, Epilogue{bias.data(), scale.data()});
+            double worst = 0, worst_fused = 0;
+            for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n; ++j) {
+                    double exact = 0;
+                    for (int q = 0; q < k; ++q) exact += double(round_bf16(a[i * k + q])) * round_bf16(b[q * n + j]);
+                    const double bound = 1.0 + std::sqrt(double(k));
+                    worst = std::max(worst, std::abs(exact - c[i * n + j]) / bound);
+                    const double want = residual[i * n + j] + double(scale[j]) * (exact + bias[j]);
+                    worst_fused = std::max(worst_fused, std::abs(want - fused[i * n + j]) / bound);
+                    CHECK(ct[i * n + j] == 0.5f * c[i * n + j]);  // a power-of-two scale is exact
+                }
+            CHECK(worst < 1e-5);
+            CHECK(worst_fused < 1e-5);
+            // vdpbf16ps' order (odd k first, fp32 after each product) is replayed exactly.
+            if (first.empty()) first = c;
+            CHECK(c == first);
+        }
+    }
+}
+
+TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero points included") {
+    std::mt19937 rng(9);
+    std::uniform_int_distribution<int> u8(0, 255), s8(-127, 127);
+    for (const auto [m, k, n] : kShapes) {
+        for (const int zp : {0, 3, 200}) {
+            // Integer operands with scale 1: each column of B reaches ±127, so its scale is 1;
+            // A's values lie in [−zp, 255 − zp], quantized with scale 1 and zero point zp.
+            std::vector<float> a(m * k), b(k * n);
+            for (auto& v : a) v = static_cast<float>(u8(rng) - zp);
+            for (auto& v : b) v = static_cast<float>(s8(rng));
+            for (int j = 0; j < n; ++j) b[(j % k) * n + j] = (j % 2) ? 127.0f : -127.0f;
+            const int groups = (k + 3) / 4;
+            std::vector<std::uint32_t> qa(static_cast<std::size_t>(m) * groups);
+            std::vector<float> sa(m);
+            std::vector<std::int32_t> za(m);
+            const AffineU8 fixed{1.0f, zp};
+            quantize_rows(a.data(), k, m, k, &fixed, qa.data(), sa.data(), za.data());
+            for (const Int8Isa isa :
+                 {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Portable}) {
+                if (!supported(isa)) continue;
+                INFO(to_string(isa) << " m " << m << " k " << k << " n " << n << " zero point " << zp);
+                const PackedInt8 p = pack_int8(b.data(), k, n, n, isa);
+                CHECK(p.isa == isa);
+                for (int j = 0; j < n; ++j) REQUIRE(p.scale[j] == 1.0f);
+                // A column range starting at the second panel leaves the first untouched.
+                const int c0 = std::min(p.nr, n);
+                std::vector<float> c(m * n, 7.0f);
+                multiply(QuantizedRows{qa.data(), sa.data(), za.data()}, m, p, c0, n, c.data() + c0, n);
+                long mismatches = 0;
+                for (int i = 0; i < m; ++i)
+                    for (int j = 0; j < n; ++j) {
+                        long exact = 0;
+                        for (int q = 0; q < k; ++q) exact += long(a[i * k + q]) * long(b[q * n + j]);
+                        const float want = j >= c0 ? static_cast<float>(exact) : 7.0f;
+                        mismatches += c[i * n + j] != want;
+                    }
+                CHECK(mismatches == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("int8 quantization follows ONNX Runtime's dynamic rule and dequantizes to within half a step") {
+    // DynamicQuantizeLinear of [-1, 0.5, 2]: range [-1, 2], scale 3/255, zero point 85.
+    const AffineU8 q = vitreg::quant::affine_u8(-1.0f, 2.0f);
+    CHECK(q.scale == Approx(3.0 / 255));
+    CHECK(q.zero_point == 85);
+    CHECK(vitreg::quant::quantize_u8(-1.0f, q) == 0);
+    CHECK(vitreg::quant::quantize_u8(2.0f, q) == 255);
+    CHECK(vitreg::quant::quantize_u8(0.0f, q) == 85);  // zero is exact
+    // The range always includes 0; an all-zero row maps everything to 0.
+    CHECK(vitreg::quant::affine_u8(1.0f, 3.0f).zero_point == 0);
+    CHECK(vitreg::quant::affine_u8(-4.0f, -1.0f).zero_point == 255);
+    CHECK(vitreg::quant::quantize_u8(0.0f, vitreg::quant::affine_u8(0.0f, 0.0f)) == 0);
+    CHECK(vitreg::quant::quantize_u8(std::nanf(""), q) == 0);
+    // bf16 rounds to nearest even: 1 + 2^-8 is a tie between 1 and 1 + 2^-7.
+    CHECK(round_bf16(1.0f + 1.0f / 256) == 1.0f);
+    CHECK(round_bf16(1.0f + 3.0f / 256) == 1.0f + 4.0f / 256);
+    CHECK(std::isnan(round_bf16(std::nanf(""))));
+
+    // Per-token quantization of random rows: every value within half a step of its row's scale.
+    std::mt19937 rng(2);
+    std::normal_distribution<float> normal(0.3f, 2.0f);
+    constexpr int kRows = 5, kWidth = 37;
+    std::vector<float> x(kRows * kWidth);
+    for (auto& v : x) v = normal(rng);
+    std::vector<std::uint32_t> out(kRows * ((kWidth + 3) / 4));
+    std::vector<float> scale(kRows);
+    std::vector<std::int32_t> zero(kRows);
+    quantize_rows(x.data(), kWidth, kRows, kWidth, nullptr, out.data(), scale.data(), zero.data());
+    for (int r = 0; r < kRows; ++r) {
+        const auto* bytes = reinterpret_cast<const std::uint8_t*>(out.data() + r * ((kWidth + 3) / 4));
+        for (int i = 0; i < kWidth; ++i)
+            CHECK(std::abs((bytes[i] - zero[r]) * scale[r] - x[r * kWidth + i]) <= 0.5f * scale[r] * 1.0001f);
+        for (int i = kWidth; i < 4 * ((kWidth + 3) / 4); ++i) CHECK(bytes[i] == 0);
+    }
+}
