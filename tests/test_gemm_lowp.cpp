@@ -28,7 +28,7 @@ TEST_CASE("bf16 GEMM is the fp32 product of the bf16-rounded operands, the same 
         std::vector<std::uint32_t> pairs(static_cast<std::size_t>(m) * ((k + 1) / 2));
         round_rows_bf16(a.data(), k, m, k, pairs.data());
         std::vector<float> first;
-        for (const Bf16Isa isa : {Bf16Isa::Avx512Bf16, Bf16Isa::Avx512, Bf16Isa::Avx2, Bf16Isa::Portable}) {
+        for (const Bf16Isa isa : {Bf16Isa::Avx512Bf16, Bf16Isa::Portable}) {
             if (!supported(isa)) continue;
             INFO(to_string(isa) << " m " << m << " k " << k << " n " << n);
             PackedBf16 p, pt;

@@ -64,9 +64,24 @@ void register_bench(CLI::App& app, Command& run) {
             const double p95 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(ms.size())))];
             const double gflops = m.flops_per_image(h, w) / (median * 1e6);
             std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
-                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "") << ": " << median
-                      << " ms/image median, " << p95 << " p95, " << std::setprecision(1) << gflops << " GFLOP/s ("
-                      << std::setprecision(2) << m.flops_per_image(h, w) / 1e9 << " GFLOP/image)\n";
+                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "")
+                      << " precision=" << m.precision().describe() << ": " << median << " ms/image median, " << p95
+                      << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
+                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernel_isa(m.precision().precision)
+                      << ")\n";
+            if (m.precision().precision != Precision::Fp32) {
+                // The error next to the speed: the same inputs through the fp32 forward.
+                ModelArgs fp32 = a->model;
+                fp32.precision = "fp32";
+                fp32.act_quant = "per-token";
+                fp32.scales.clear();
+                const Features want = load_model(fp32).forward(pixels.data(), a->batch, h, w, opt);
+                const FeatureAgreement e = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
+                std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min
+                          << " (min over the batch), patch cosine " << e.patch_cosine_mean << " mean, "
+                          << e.patch_cosine_min << " min, max relative error " << std::scientific << std::setprecision(2)
+                          << e.max_relative_error << "\n";
+            }
             return 0;
         };
     });

@@ -18,6 +18,15 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
         ->check(CLI::IsMember({"offset", "antialias", "size"}));
+    cmd.add_option("--precision", args.precision,
+                   "fp32, bf16 (bf16 GEMMs, fp32 accumulation) or int8 (W8A8 linears, bf16 attention)")
+        ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
+        ->capture_default_str();
+    cmd.add_option("--act-quant", args.act_quant,
+                   "int8 activations: per-token (dynamic) or per-tensor (static, from --scales)")
+        ->check(CLI::IsMember({"per-token", "per-tensor"}))
+        ->capture_default_str();
+    cmd.add_option("--scales", args.scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
     cmd.add_option("--max-header-bytes", args.limits.max_header_bytes, "refuse checkpoints with a larger safetensors header")
         ->check(CLI::Range(std::uint64_t(8), std::uint64_t(100) << 20))
         ->capture_default_str();
@@ -102,12 +111,21 @@ void ProgressBar::operator()(std::size_t done, std::size_t total) const {
     if (done == total) std::cerr << "\n";
 }
 
+PrecisionOptions precision_of(const ModelArgs& args) {
+    PrecisionOptions p;
+    p.precision = parse_precision(args.precision);
+    p.act_quant = parse_act_quant(args.act_quant);
+    p.scales = args.scales;
+    p.validate();
+    return p;
+}
+
 Model load_model(const ModelArgs& args) {
     ConfigOverrides o;
     o.limits = args.limits;
     if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
     if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
-    Model m = Model::load(resolve_model_path(args.model), o);
+    Model m = Model::load(resolve_model_path(args.model), o, precision_of(args));
     for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";
     return m;
 }

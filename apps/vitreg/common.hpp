@@ -20,10 +20,11 @@ struct ModelArgs {
     std::string model;
     std::string attention;   // "" = as trained
     std::string pos_interp;  // "" = per checkpoint origin
+    std::string precision = "fp32", act_quant = "per-token", scales;
     SafetensorsLimits limits;
 };
 
-// MODEL positional plus --attention / --pos-interp.
+// MODEL positional plus --attention / --pos-interp / --precision / --act-quant / --scales.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
 // The bounds on what one input image may cost: --max-image-pixels, --max-tokens.
 struct InputLimits {
@@ -66,6 +67,8 @@ private:
 
 // Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelArgs& args);
+// The precision the arguments ask for (UsageError for contradictions).
+PrecisionOptions precision_of(const ModelArgs& args);
 
 void register_info(CLI::App& app, Command& run);
 void register_extract(CLI::App& app, Command& run);
@@ -75,5 +78,6 @@ void register_dense(CLI::App& app, Command& run);
 void register_linprobe(CLI::App& app, Command& run);
 void register_merge(CLI::App& app, Command& run);
 void register_compare(CLI::App& app, Command& run);
+void register_calibrate(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

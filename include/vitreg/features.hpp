@@ -26,4 +26,14 @@ struct Features {
     std::vector<float> pooled_of(int b) const;
 };
 
+// How close one forward's features are to another's of the same inputs (reduced precision
+// against fp32): cosines per token, and the largest |got − want| over the largest |want|.
+struct FeatureAgreement {
+    double cls_cosine_min = 1, cls_cosine_mean = 1;      // over the batch's CLS tokens
+    double patch_cosine_min = 1, patch_cosine_mean = 1;  // over every patch token of the batch
+    double max_relative_error = 0;                       // over CLS, registers and patches
+};
+// Throws UsageError when the two have different shapes.
+FeatureAgreement agreement(const Features& got, const Features& want);
+
 }  // namespace vitreg

@@ -9,6 +9,8 @@
 
 #include "vitreg/config.hpp"
 #include "vitreg/features.hpp"
+#include "vitreg/precision.hpp"
+#include "vitreg/precision.hpp"
 #include "vitreg/probe.hpp"
 
 namespace vitreg {
@@ -29,10 +31,13 @@ struct ForwardOptions {
 
 class Model {
 public:
-    // Loads a checkpoint file or folder (see Checkpoint) and packs its weights.
-    static Model load(const std::string& path, const ConfigOverrides& overrides = {});
+    // Loads a checkpoint file or folder (see Checkpoint) and packs its weights for `precision`
+    // (throws UsageError for contradictory options, IoError for a bad calibration file).
+    static Model load(const std::string& path, const ConfigOverrides& overrides = {},
+                      const PrecisionOptions& precision = {});
 
     const Config& config() const;
+    const PrecisionOptions& precision() const;
     const std::string& path() const;
 
     // Runs `batch` preprocessed images of one size: `pixels` is [batch, 3, height, width]

@@ -37,6 +37,7 @@ struct Probe {
     std::vector<int> block_layers;      // the residual stream after these blocks (get_intermediate_layers)
     bool blocks_normed = false;         // ...with the final LayerNorm applied
     std::vector<int> qkv_layers;        // the q | k | v projections of these layers (any query's row can then be recomputed)
+    bool linear_inputs = false;         // the input of every linear, as it enters the GEMM (int8 calibration)
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
@@ -61,6 +62,8 @@ struct Trace {
     std::vector<float> blocks;      // [block_layers, batch, tokens, dim]
     std::vector<int> qkv_layers;
     std::vector<float> qkv;         // [qkv_layers, batch, tokens, 3 * dim]
+    std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
+    std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
 
     int patch_offset() const { return 1 + registers; }
     int patch_count() const { return grid_h * grid_w; }

@@ -1,6 +1,52 @@
 #include "vitreg/features.hpp"
 
+#include <algorithm>
+#include <cmath>
+
+#include "vitreg/error.hpp"
+
 namespace vitreg {
+
+namespace {
+
+// min and mean cosine over the rows of two [rows, dim] arrays.
+void cosines(const float* a, const float* b, std::size_t rows, int dim, double& min, double& mean) {
+    double sum = 0;
+    min = 1;
+    for (std::size_t r = 0; r < rows; ++r) {
+        double ab = 0, aa = 0, bb = 0;
+        for (int d = 0; d < dim; ++d) {
+            const double x = a[r * dim + d], y = b[r * dim + d];
+            ab += x * y, aa += x * x, bb += y * y;
+        }
+        const double c = aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+        min = std::min(min, c);
+        sum += c;
+    }
+    mean = rows ? sum / static_cast<double>(rows) : 1.0;
+}
+
+}  // namespace
+
+FeatureAgreement agreement(const Features& got, const Features& want) {
+    if (got.batch != want.batch || got.dim != want.dim || got.registers != want.registers ||
+        got.grid_h != want.grid_h || got.grid_w != want.grid_w)
+        throw UsageError("features of different shapes cannot be compared");
+    FeatureAgreement a;
+    cosines(got.cls.data(), want.cls.data(), static_cast<std::size_t>(got.batch), got.dim, a.cls_cosine_min, a.cls_cosine_mean);
+    cosines(got.patches.data(), want.patches.data(), static_cast<std::size_t>(got.batch) * got.patch_count(), got.dim,
+            a.patch_cosine_min, a.patch_cosine_mean);
+    double diff = 0, scale = 0;
+    for (const auto* pair : {&got.cls, &got.reg_tokens, &got.patches}) {
+        const auto& w = pair == &got.cls ? want.cls : pair == &got.reg_tokens ? want.reg_tokens : want.patches;
+        for (std::size_t i = 0; i < pair->size(); ++i) {
+            diff = std::max(diff, std::fabs(double((*pair)[i]) - w[i]));
+            scale = std::max(scale, std::fabs(double(w[i])));
+        }
+    }
+    a.max_relative_error = scale > 0 ? diff / scale : diff;
+    return a;
+}
 
 std::vector<float> Features::pooled_of(int b) const {
     std::vector<double> acc(static_cast<std::size_t>(dim), 0.0);

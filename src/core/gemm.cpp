@@ -1,5 +1,7 @@
 #include "gemm.hpp"
 
+#include "quantize.hpp"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -178,12 +180,15 @@ bool supported(Isa isa) {
     return false;
 }
 
-void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa) {
-    pack_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
+void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa, bool bf16) {
+    if (bf16) pack_with(into, k, n, isa, [&](int row, int col) { return quant::round_bf16(b[row * ldb + col]); });
+    else pack_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
 }
 
-void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa) {
-    pack_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa, bool bf16) {
+    if (bf16)
+        pack_with(into, k, n, isa, [&](int row, int col) { return quant::round_bf16(scale * t[col * ldt + row]); });
+    else pack_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
 }
 
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa) {

@@ -54,12 +54,14 @@ struct PackedMatrix {
 
 // Packs B [k, n] given row-major with row stride ldb.
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
-// The same into an existing PackedMatrix, reusing its storage when it is large enough.
-void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa = best());
+// The same into an existing PackedMatrix, reusing its storage when it is large enough; with
+// `bf16`, each value rounded to bf16 (bf16 operands through the fp32 kernel: the same products,
+// exact in fp32, summed in k order where vdpbf16ps sums pairs).
+void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa = best(), bool bf16 = false);
 // Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt into `into` (keys for
 // Q·Kᵀ, with the attention scale folded in: exact when it is a power of two, as 1/√64 is).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale = 1.0f,
-                          Isa isa = best());
+                          Isa isa = best(), bool bf16 = false);
 
 // What the kernel does with a finished tile while it is still in registers. Both vectors are
 // indexed by B's column and may be null.

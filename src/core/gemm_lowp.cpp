@@ -27,7 +27,7 @@ inline float bits_to_float(std::uint32_t u) {
 
 }  // namespace
 
-// ---- bf16 kernels: native vdpbf16ps, then its emulation (odd k first, products exact) -------
+// ---- bf16 kernels: vdpbf16ps, and the same in C++ (odd k first, products exact) -------------
 #if defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512bf16")
@@ -47,57 +47,9 @@ inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
 }  // namespace bf16_avx512bf16
 #pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw")
-namespace bf16_avx512 {
-using V = __m512i;
-using VAcc = __m512;
-using Acc = float;
-constexpr int kLanes = 16, kNv = 3, kMr = 8;
-struct Pair {
-    __m512 odd, even;
-};
-inline VAcc zero() { return _mm512_setzero_ps(); }
-inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
-inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-inline Pair split(V x) {
-    return {_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u)))),
-            _mm512_castsi512_ps(_mm512_slli_epi32(x, 16))};
-}
-inline Pair prep_a(V a) { return split(a); }
-inline Pair prep_b(V b) { return split(b); }
-inline VAcc step(VAcc acc, Pair a, Pair b) { return _mm512_fmadd_ps(a.even, b.even, _mm512_fmadd_ps(a.odd, b.odd, acc)); }
-inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
-#include "gemm_lowp_tile.inc"
-}  // namespace bf16_avx512
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace bf16_avx2 {
-using V = __m256i;
-using VAcc = __m256;
-using Acc = float;
-constexpr int kLanes = 8, kNv = 2, kMr = 4;
-struct Pair {
-    __m256 odd, even;
-};
-inline VAcc zero() { return _mm256_setzero_ps(); }
-inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-inline Pair split(V x) {
-    return {_mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))),
-            _mm256_castsi256_ps(_mm256_slli_epi32(x, 16))};
-}
-inline Pair prep_a(V a) { return split(a); }
-inline Pair prep_b(V b) { return split(b); }
-inline VAcc step(VAcc acc, Pair a, Pair b) { return _mm256_fmadd_ps(a.even, b.even, _mm256_fmadd_ps(a.odd, b.odd, acc)); }
-inline void store(float* o, VAcc v) { _mm256_storeu_ps(o, v); }
-#include "gemm_lowp_tile.inc"
-}  // namespace bf16_avx2
-#pragma GCC pop_options
 #endif
 
+// The executable specification of vdpbf16ps: the kernel where the CPU lacks it.
 namespace bf16_portable {
 using V = std::uint32_t;
 using VAcc = float;
@@ -261,8 +213,6 @@ Tiles tiles(Bf16Isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
         case Bf16Isa::Avx512Bf16: return bf16_avx512bf16::kernels;
-        case Bf16Isa::Avx512: return bf16_avx512::kernels;
-        case Bf16Isa::Avx2: return bf16_avx2::kernels;
 #endif
         default: return bf16_portable::kernels;
     }
@@ -319,32 +269,11 @@ inline std::uint32_t bf16_pair(float even, float odd) {
 
 // ---- bf16 ----------------------------------------------------------------------------------
 
-Bf16Isa best_bf16() {
-    if (kCpu.avx512bf16) return Bf16Isa::Avx512Bf16;
-    if (kCpu.avx512) return Bf16Isa::Avx512;
-    if (kCpu.avx2) return Bf16Isa::Avx2;
-    return Bf16Isa::Portable;
-}
+Bf16Isa best_bf16() { return kCpu.avx512bf16 ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable; }
 
-bool supported(Bf16Isa isa) {
-    switch (isa) {
-        case Bf16Isa::Avx512Bf16: return kCpu.avx512bf16;
-        case Bf16Isa::Avx512: return kCpu.avx512;
-        case Bf16Isa::Avx2: return kCpu.avx2;
-        case Bf16Isa::Portable: return true;
-    }
-    return false;
-}
+bool supported(Bf16Isa isa) { return isa == Bf16Isa::Portable || kCpu.avx512bf16; }
 
-const char* to_string(Bf16Isa isa) {
-    switch (isa) {
-        case Bf16Isa::Avx512Bf16: return "avx512-bf16";
-        case Bf16Isa::Avx512: return "avx512 (bf16 emulated)";
-        case Bf16Isa::Avx2: return "avx2 (bf16 emulated)";
-        case Bf16Isa::Portable: return "portable";
-    }
-    return "?";
-}
+const char* to_string(Bf16Isa isa) { return isa == Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "portable"; }
 
 namespace {
 template <class At>
@@ -456,9 +385,20 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
         if (fixed) {
             q = *fixed;
         } else {
-            float lo = 0.0f, hi = 0.0f;
-            for (int i = 0; i < k; ++i) lo = std::min(lo, row[i]), hi = std::max(hi, row[i]);
-            q = quant::affine_u8(lo, hi);
+            // 16 running minima and maxima (a loop the compiler vectorizes), then their extremes.
+            constexpr int kLanes = 16;
+            float lo[kLanes] = {}, hi[kLanes] = {};
+            int i = 0;
+            for (; i + kLanes <= k; i += kLanes)
+                for (int l = 0; l < kLanes; ++l) {
+                    lo[l] = row[i + l] < lo[l] ? row[i + l] : lo[l];
+                    hi[l] = row[i + l] > hi[l] ? row[i + l] : hi[l];
+                }
+            for (int l = 0; i < k; ++i, ++l) {
+                lo[l] = row[i] < lo[l] ? row[i] : lo[l];
+                hi[l] = row[i] > hi[l] ? row[i] : hi[l];
+            }
+            q = quant::affine_u8(*std::min_element(lo, lo + kLanes), *std::max_element(hi, hi + kLanes));
         }
         scale[r] = q.scale;
         zero_point[r] = q.zero_point;

@@ -3,9 +3,10 @@
 // gemm.hpp's SGEMM, with the same fused epilogue.
 //
 // bf16: A and B rounded to bf16 (nearest even), products accumulated in fp32 two k at a time,
-// odd k first, exactly as AVX512-BF16's vdpbf16ps does; the other kernels replay that order
-// (the products of two bf16 are exact in fp32), so every kernel gives the same bits up to
-// vdpbf16ps' flushing of denormals.
+// odd k first, exactly as AVX512-BF16's vdpbf16ps does; the portable kernel replays that order
+// (the products of two bf16 are exact in fp32), the same bits up to vdpbf16ps' flushing of
+// denormals. A CPU without vdpbf16ps runs bf16 faster through the fp32 kernels on bf16-rounded
+// operands (gemm.hpp's pack_into(..., bf16)): the same products, summed in k order.
 // int8 (W8A8): A is uint8 with a per-row scale and zero point, B int8 with a per-column scale;
 // C = (Σ a·b − zp_row · Σ_k b) · scale_row · scale_col, accumulated in int32: every kernel
 // gives the same integers, and the same floats up to the order of the epilogue's two products.
@@ -24,7 +25,7 @@ namespace vitreg::gemm {
 using GroupBuffer = std::vector<std::uint32_t, AlignedAllocator<std::uint32_t>>;
 
 // ---- bf16 ---------------------------------------------------------------------------------
-enum class Bf16Isa { Avx512Bf16, Avx512, Avx2, Portable };
+enum class Bf16Isa { Avx512Bf16, Portable };
 Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
 const char* to_string(Bf16Isa isa);

@@ -43,20 +43,96 @@ float* thread_scratch(std::size_t floats) {
     return gemm::at_least(scratch, floats);
 }
 
+bool native_bf16() { return gemm::best_bf16() == gemm::Bf16Isa::Avx512Bf16; }
+
+// The same for bf16 operands (queries, then probabilities) of the bf16 attention.
+std::uint32_t* thread_groups(std::size_t groups) {
+    static thread_local gemm::GroupBuffer scratch;
+    if (scratch.size() < groups) scratch.resize(groups);
+    return scratch.data();
+}
+
 }  // namespace
 
-void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out(), nr = layer.wt.nr;
-    // Column tiles are whole kernel panels; row tiles a fixed height.
-    const int panels_per_tile = std::max(1, kColTile / nr);
-    const int col_tiles = (layer.wt.panels() + panels_per_tile - 1) / panels_per_tile;
+Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
+                   std::optional<quant::AffineU8> fixed) {
+    Linear l;
+    l.precision = precision;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    const RowMatrix wt = Eigen::Map<const RowMatrix>(w, out, in).transpose();
+    switch (precision) {
+        case Precision::Fp32: l.wt = gemm::pack(wt.data(), in, out, out); break;
+        case Precision::Bf16:
+            if (native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
+            else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
+            break;
+        case Precision::Int8:
+            l.wq = gemm::pack_int8(wt.data(), in, out, out);
+            l.fixed = fixed;
+            break;
+    }
+    return l;
+}
+
+void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, LinearScratch& scratch,
+            const Eigen::VectorXf* scale) {
+    const int in = layer.in(), width = layer.out();
+    // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
+    const bool rounded = layer.precision == Precision::Bf16 && !native_bf16();
+    const Precision precision = rounded ? Precision::Fp32 : layer.precision;
+    const int nr = precision == Precision::Fp32 ? layer.wt.nr : precision == Precision::Bf16 ? layer.wb.nr : layer.wq.nr;
+    // Reduced precision: the input rounded or quantized once, row tiles in parallel.
+    const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
     const int row_tiles = (rows + kRowTile - 1) / kRowTile;
+    if (rounded) {
+        float* r = gemm::at_least(scratch.rounded, static_cast<std::size_t>(rows) * in);
+        for_each_task(row_tiles, [&](int t) {
+            for (std::size_t i = static_cast<std::size_t>(t) * kRowTile * in,
+                             end = static_cast<std::size_t>(std::min(rows, (t + 1) * kRowTile)) * in;
+                 i < end; ++i)
+                r[i] = quant::round_bf16(x[i]);
+        });
+        x = r;
+    }
+    if (precision != Precision::Fp32) {
+        if (scratch.groups.size() < static_cast<std::size_t>(rows) * groups)
+            scratch.groups.resize(static_cast<std::size_t>(rows) * groups);
+        if (precision == Precision::Int8) {
+            scratch.scale.resize(std::max<std::size_t>(scratch.scale.size(), rows));
+            scratch.zero_point.resize(std::max<std::size_t>(scratch.zero_point.size(), rows));
+        }
+        for_each_task(row_tiles, [&](int t) {
+            const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
+            std::uint32_t* dst = scratch.groups.data() + static_cast<std::size_t>(r0) * groups;
+            const float* src = x + static_cast<std::size_t>(r0) * in;
+            if (precision == Precision::Bf16) gemm::round_rows_bf16(src, in, rn, in, dst);
+            else
+                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr, dst, scratch.scale.data() + r0,
+                                    scratch.zero_point.data() + r0);
+        });
+    }
+    // Column tiles are whole kernel panels; row tiles a fixed height.
+    const int panel_count = (width + nr - 1) / nr;
+    const int panels_per_tile = std::max(1, kColTile / nr);
+    const int col_tiles = (panel_count + panels_per_tile - 1) / panels_per_tile;
     const gemm::Epilogue fused{layer.bias.data(), epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr};
     for_each_task(row_tiles * col_tiles, [&](int t) {
         const int r0 = (t / col_tiles) * kRowTile, rn = std::min(kRowTile, rows - r0);
         const int c0 = (t % col_tiles) * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
         float* tile = out + static_cast<std::size_t>(r0) * width + c0;
-        gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
+        const std::uint32_t* low = scratch.groups.data() + static_cast<std::size_t>(r0) * groups;
+        switch (precision) {
+            case Precision::Fp32:
+                gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
+                break;
+            case Precision::Bf16: gemm::multiply(low, rn, layer.wb, c0, c0 + cn, tile, width, fused); break;
+            case Precision::Int8:
+                gemm::multiply(gemm::QuantizedRows{low, scratch.scale.data() + r0, scratch.zero_point.data() + r0}, rn,
+                               layer.wq, c0, c0 + cn, tile, width, fused);
+                break;
+        }
         if (epilogue == Epilogue::BiasGelu) {
             auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
             a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
@@ -111,21 +187,30 @@ void swiglu(const float* u, int rows, int hidden, float* h) {
 }
 
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, const AttentionRecord* record) {
+               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
+               const AttentionRecord* record) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     // Keys (as scale·Kᵀ, so queries are read in place) and values packed once per
     // (sequence, head), shared by its query blocks.
-    auto& keys = scratch.keys;
-    auto& values = scratch.values;
-    if (keys.size() < static_cast<std::size_t>(batch) * heads) {
-        keys.resize(static_cast<std::size_t>(batch) * heads);
-        values.resize(keys.size());
-    }
+    // bf16 runs on vdpbf16ps where the CPU has it; elsewhere its bf16-rounded operands go
+    // through the fp32 kernels (exact products, fp32 sums: the same up to summation order),
+    // which is faster than replaying vdpbf16ps lane by lane.
+    const bool native = bf16 && native_bf16();
+    const std::size_t pairs = static_cast<std::size_t>(batch) * heads;
+    for (auto* v : {&scratch.keys, &scratch.values})
+        if (!native && v->size() < pairs) v->resize(pairs);
+    for (auto* v : {&scratch.keys_bf16, &scratch.values_bf16})
+        if (native && v->size() < pairs) v->resize(pairs);
     for_each_task(batch * heads, [&](int bh) {
         const float* seq = qkv + static_cast<std::size_t>(bh / heads) * tokens * stride + (bh % heads) * head_dim;
-        gemm::pack_transposed_into(keys[bh], seq + dim, tokens, head_dim, stride, scale);
-        gemm::pack_into(values[bh], seq + 2 * dim, tokens, head_dim, stride);
+        if (native) {
+            gemm::pack_transposed_into(scratch.keys_bf16[bh], seq + dim, tokens, head_dim, stride, scale);
+            gemm::pack_into(scratch.values_bf16[bh], seq + 2 * dim, tokens, head_dim, stride);
+        } else {
+            gemm::pack_transposed_into(scratch.keys[bh], seq + dim, tokens, head_dim, stride, scale, gemm::best(), bf16);
+            gemm::pack_into(scratch.values[bh], seq + 2 * dim, tokens, head_dim, stride, gemm::best(), bf16);
+        }
     });
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
     // Column sums per query block, added up in block order afterwards (deterministic).
@@ -133,9 +218,23 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
     for_each_task(batch * heads * blocks, [&](int t) {
         const int bh = t / blocks, h = bh % heads, b = bh / heads, qb = t % blocks;
         const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
-        float* s = thread_scratch(static_cast<std::size_t>(qn) * tokens);
-        gemm::multiply(qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim, stride, qn, keys[bh], 0,
-                       tokens, s, tokens);
+        // The score block, then (emulated bf16) the rounded queries after it.
+        float* s = thread_scratch(static_cast<std::size_t>(qn) * (tokens + head_dim));
+        const float* queries = qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim;
+        std::uint32_t* low =
+            native ? thread_groups(static_cast<std::size_t>(qn) * std::max((head_dim + 1) / 2, (tokens + 1) / 2)) : nullptr;
+        if (native) {
+            gemm::round_rows_bf16(queries, stride, qn, head_dim, low);
+            gemm::multiply(low, qn, scratch.keys_bf16[bh], 0, tokens, s, tokens);
+        } else if (bf16) {
+            float* rounded = s + static_cast<std::size_t>(qn) * tokens;
+            for (int i = 0; i < qn; ++i)
+                for (int d = 0; d < head_dim; ++d)
+                    rounded[i * head_dim + d] = quant::round_bf16(queries[static_cast<std::size_t>(i) * stride + d]);
+            gemm::multiply(rounded, head_dim, qn, scratch.keys[bh], 0, tokens, s, tokens);
+        } else {
+            gemm::multiply(queries, stride, qn, scratch.keys[bh], 0, tokens, s, tokens);
+        }
         const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
         for (int i = 0; i < qn; ++i) {
             float* row = s + static_cast<std::size_t>(i) * tokens;
@@ -151,8 +250,15 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
             for (int i = 0; i < qn; ++i)
                 for (int k = 0; k < tokens; ++k) mass[k] += s[static_cast<std::size_t>(i) * tokens + k];
         }
-        gemm::multiply(s, tokens, qn, values[bh], 0, head_dim,
-                       out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim, dim);
+        float* mixed = out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim;
+        if (native) {
+            gemm::round_rows_bf16(s, tokens, qn, tokens, low);
+            gemm::multiply(low, qn, scratch.values_bf16[bh], 0, head_dim, mixed, dim);
+        } else {
+            if (bf16)
+                for (std::size_t i = 0, n = static_cast<std::size_t>(qn) * tokens; i < n; ++i) s[i] = quant::round_bf16(s[i]);
+            gemm::multiply(s, tokens, qn, scratch.values[bh], 0, head_dim, mixed, dim);
+        }
     });
     if (!block_mass.empty())
         for (int bh = 0; bh < batch * heads; ++bh)

@@ -5,19 +5,43 @@
 #include <Eigen/Core>
 #include <vector>
 
+#include <optional>
+#include <string>
+
 #include "gemm.hpp"
+#include "gemm_lowp.hpp"
 #include "vitreg/config.hpp"
+#include "vitreg/precision.hpp"
 
 namespace vitreg::kernels {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// y = x · W^T + b, with W^T packed once for the GEMM kernel.
+// y = x · W^T + b, with W^T [in, out] packed once for the GEMM of the model's precision.
 struct Linear {
-    gemm::PackedMatrix wt;  // [in, out]
+    std::string name;  // the checkpoint's canonical name, e.g. "blocks.3.attn.qkv"
+    Precision precision = Precision::Fp32;
+    gemm::PackedMatrix wt;   // fp32, or bf16-rounded where the CPU lacks vdpbf16ps
+    gemm::PackedBf16 wb;     // bf16 on vdpbf16ps
+    gemm::PackedInt8 wq;     // int8
+    std::optional<quant::AffineU8> fixed;  // int8 per-tensor: the calibrated input mapping
     Eigen::VectorXf bias;
-    int in() const { return wt.k; }
-    int out() const { return wt.n; }
+    int in_ = 0, out_ = 0;
+    int in() const { return in_; }
+    int out() const { return out_; }
+};
+
+// Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping.
+Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
+                   std::optional<quant::AffineU8> fixed = std::nullopt);
+
+// A linear's input in the GEMM's precision (bf16 pairs, or uint8 with per-row scales): kept
+// by the caller between layers and forwards.
+struct LinearScratch {
+    gemm::Buffer rounded;  // bf16-rounded floats, for the fp32 kernels
+    gemm::GroupBuffer groups;
+    std::vector<float> scale;
+    std::vector<std::int32_t> zero_point;
 };
 
 struct Norm {
@@ -31,7 +55,7 @@ enum class Epilogue {
     ScaledResidual  // out += scale ⊙ (y + b)   (LayerScale and the residual add)
 };
 
-void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, LinearScratch& scratch,
             const Eigen::VectorXf* scale = nullptr);
 
 void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps, float* out);
@@ -51,13 +75,15 @@ struct AttentionRecord {
 // Keys and values packed per (sequence, head); the caller keeps them between layers and forwards.
 struct AttentionScratch {
     std::vector<gemm::PackedMatrix> keys, values;
+    std::vector<gemm::PackedBf16> keys_bf16, values_bf16;
 };
 
 // Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
 // (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
-// head, query block) with the full key range, so memory is O(tokens × block).
+// head, query block) with the full key range, so memory is O(tokens × block). With `bf16`,
+// Q·Kᵀ and P·V run on bf16-rounded operands (the normalizer stays fp32).
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch,
+               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
                const AttentionRecord* record = nullptr);
 
 // Per token of x [rows, width]: L2 norm, max |x|, and the sums of x, x², x³, x⁴ (for kurtosis).

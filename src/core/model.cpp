@@ -39,16 +39,28 @@ Eigen::VectorXf to_vector(const std::vector<float>& v) {
 }
 
 // `stored` is the weight's shape on disk when it is not [out, in] (the patch conv).
-Linear load_linear(const Checkpoint& ck, const std::string& name, int out, int in,
-                   std::vector<std::int64_t> stored = {}) {
-    if (stored.empty()) stored = {out, in};
-    const auto w = ck.load(name + ".weight", stored);
-    Linear l;
-    const RowMatrix wt = Eigen::Map<const RowMatrix>(w.data(), out, in).transpose();
-    l.wt = gemm::pack(wt.data(), in, out, out);
-    l.bias = to_vector(ck.load(name + ".bias", {out}));
-    return l;
-}
+// int8 per tensor: each linear's input mapping comes from the calibration file.
+struct LinearLoader {
+    const Checkpoint& ck;
+    Precision precision;
+    const Int8Calibration* calibration;  // null: per token
+    std::string calibration_path;
+
+    Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {}) const {
+        if (stored.empty()) stored = {out, in};
+        const auto w = ck.load(name + ".weight", stored);
+        std::optional<quant::AffineU8> fixed;
+        if (calibration) {
+            const auto it = calibration->ranges.find(name);
+            if (it == calibration->ranges.end())
+                throw IoError(calibration_path + ": has no range for " + name + " (calibrated for another model?)");
+            fixed = quant::affine_u8(it->second.min, it->second.max);
+        }
+        Linear l = kernels::make_linear(w.data(), out, in, to_vector(ck.load(name + ".bias", {out})), precision, fixed);
+        l.name = name;
+        return l;
+    }
+};
 
 Norm load_norm(const Checkpoint& ck, const std::string& name, int dim) {
     return Norm{to_vector(ck.load(name + ".weight", {dim})), to_vector(ck.load(name + ".bias", {dim}))};
@@ -63,6 +75,7 @@ struct Workspace {
     Buffer wide;    // the gathered patches first, then the MLP hidden activations
     Buffer gated;   // SwiGLU's gated half [rows, H]
     kernels::AttentionScratch attention;
+    kernels::LinearScratch lowp;  // a linear's input in bf16 or uint8
 };
 
 }  // namespace
@@ -70,6 +83,7 @@ struct Workspace {
 struct Model::Impl {
     Config config;
     std::string path;
+    PrecisionOptions precision;
     Linear patch_embed;          // [3*p*p → D], input ordered (channel, ky, kx) like the conv weight
     Eigen::VectorXf cls;         // CLS token with its position embedding added
     RowMatrix registers;         // [R, D], no position embedding
@@ -126,15 +140,21 @@ struct Model::Impl {
                  Trace* trace) const;
 };
 
-Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
+Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
+    precision.validate();
     const Checkpoint ck(path, overrides);
     auto impl = std::make_shared<Impl>();
     const Config& c = ck.config();
     impl->config = c;
     impl->path = ck.path();
+    impl->precision = precision;
     const int D = c.dim, p = c.patch, M = c.grid;
+    Int8Calibration calibration;
+    const bool per_tensor = precision.precision == Precision::Int8 && precision.act_quant == ActQuant::PerTensor;
+    if (per_tensor) calibration = read_int8_calibration(precision.scales);
+    const LinearLoader load_linear{ck, precision.precision, per_tensor ? &calibration : nullptr, precision.scales};
 
-    impl->patch_embed = load_linear(ck, "patch_embed.proj", D, 3 * p * p, {D, 3, p, p});
+    impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p});
     const auto cls = ck.load("cls_token", {1, 1, D});
     impl->cls = to_vector(cls);
     if (c.registers > 0) {
@@ -156,14 +176,14 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
         Block blk;
         blk.norm1 = load_norm(ck, b + "norm1", D);
         blk.norm2 = load_norm(ck, b + "norm2", D);
-        blk.qkv = load_linear(ck, b + "attn.qkv", 3 * D, D);
-        blk.proj = load_linear(ck, b + "attn.proj", D, D);
+        blk.qkv = load_linear(b + "attn.qkv", 3 * D, D);
+        blk.proj = load_linear(b + "attn.proj", D, D);
         if (swiglu) {
-            blk.fc1 = load_linear(ck, b + "mlp.w12", 2 * c.mlp_hidden, D);
-            blk.fc2 = load_linear(ck, b + "mlp.w3", D, c.mlp_hidden);
+            blk.fc1 = load_linear(b + "mlp.w12", 2 * c.mlp_hidden, D);
+            blk.fc2 = load_linear(b + "mlp.w3", D, c.mlp_hidden);
         } else {
-            blk.fc1 = load_linear(ck, b + "mlp.fc1", c.mlp_hidden, D);
-            blk.fc2 = load_linear(ck, b + "mlp.fc2", D, c.mlp_hidden);
+            blk.fc1 = load_linear(b + "mlp.fc1", c.mlp_hidden, D);
+            blk.fc2 = load_linear(b + "mlp.fc2", D, c.mlp_hidden);
         }
         blk.ls1 = c.layer_scale ? to_vector(ck.load(b + "ls1.gamma", {D})) : Eigen::VectorXf::Ones(D);
         blk.ls2 = c.layer_scale ? to_vector(ck.load(b + "ls2.gamma", {D})) : Eigen::VectorXf::Ones(D);
@@ -178,6 +198,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides) {
 }
 
 const Config& Model::config() const { return impl_->config; }
+const PrecisionOptions& Model::precision() const { return impl_->precision; }
 const std::string& Model::path() const { return impl_->path; }
 
 std::vector<float> Model::sink_logits(int layer) const {
@@ -346,6 +367,16 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                                                        static_cast<std::size_t>(batch) * np * pp3));
     float* gated = gemm::at_least(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     float* mixed = normed;
+    const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
+    // Every linear goes through here: the Probe may record its input (int8 calibration).
+    const auto linear = [&](const float* in, int n, const Linear& l, float* out, Epilogue e,
+                            const Eigen::VectorXf* scale = nullptr) {
+        if (probe->linear_inputs) {
+            trace->linear_names.push_back(l.name);
+            trace->linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
+        }
+        kernels::linear(in, n, l, out, e, ws.lowp, scale);
+    };
 
     // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM per image that
     // writes its tokens straight into their rows of x.
@@ -363,16 +394,20 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
 
     // Tokens [CLS, registers, patches]; position embeddings on CLS and patches only.
     const auto pos = pos_for(gh, gw);
+    if (probe->linear_inputs) {
+        trace->linear_names.push_back(patch_embed.name);
+        trace->linear_inputs.emplace_back(patches, patches + static_cast<std::size_t>(batch) * np * pp3);
+    }
     for (int b = 0; b < batch; ++b) {
         float* seq = x + static_cast<std::size_t>(b) * N * D;
         float* patch_rows = seq + static_cast<std::size_t>(1 + R) * D;
-        kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias);
+        kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias,
+                        ws.lowp);
         Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
         if (R) Eigen::Map<RowMatrix>(seq + D, R, D) = registers;
         Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
     }
 
-    const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
     for (int layer = 0; layer < c.depth; ++layer) {
         const Block& blk = blocks[layer];
@@ -387,21 +422,21 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         if (probe->key_mass) rec.key_mass = trace->key_mass.data() + layer * per_layer * c.heads;
         const bool recording = rec.rows || rec.abstention || rec.key_mass;
         kernels::layer_norm(x, rows, D, blk.norm1, c.eps, normed);
-        kernels::linear(normed, rows, blk.qkv, qkv, Epilogue::Bias);
+        linear(normed, rows, blk.qkv, qkv, Epilogue::Bias);
         for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
             if (trace->qkv_layers[k] == layer)
                 std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));
         kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
-                           recording ? &rec : nullptr);
-        kernels::linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
+                           precision.precision != Precision::Fp32, recording ? &rec : nullptr);
+        linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
         kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
         if (c.mlp == MlpKind::SwiGlu) {
-            kernels::linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
+            linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
             kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
-            kernels::linear(gated, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
+            linear(gated, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         } else {
-            kernels::linear(normed, rows, blk.fc1, hidden, Epilogue::BiasGelu);
-            kernels::linear(hidden, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
+            linear(normed, rows, blk.fc1, hidden, Epilogue::BiasGelu);
+            linear(hidden, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         }
         record_layer(*probe, layer, x, D, c.mlp == MlpKind::SwiGlu ? gated : hidden, *trace);
     }

@@ -8,11 +8,13 @@
 namespace vitreg::quant {
 
 // fp32 → bf16, round to nearest even; a NaN stays a (quiet) NaN instead of rounding to ±Inf.
+// Branch-free, so that loops over it vectorize.
 inline std::uint16_t to_bf16(float x) {
     std::uint32_t u;
     std::memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
-    return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    const std::uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const std::uint32_t quiet = (u >> 16) | 0x40u;
+    return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 inline float from_bf16(std::uint16_t h) {
@@ -45,10 +47,16 @@ inline AffineU8 affine_u8(float lo, float hi) {
     return q;
 }
 
-// Round half to even, then saturate; NaN → 0 (no undefined float → int cast).
+// Round half to even, then saturate; NaN → 0 (no undefined float → int cast). Clamped before
+// rounding (which cannot change a saturated result) so that adding and removing 1.5·2^23
+// rounds exactly: a branch-free form the quantizing loop vectorizes.
 inline std::uint8_t quantize_u8(float x, AffineU8 q) {
-    const float v = std::nearbyint(x / q.scale) + static_cast<float>(q.zero_point);
-    return !(v > 0.0f) ? 0 : v >= 255.0f ? 255 : static_cast<std::uint8_t>(v);
+    float v = x / q.scale;
+    v = v > -256.0f ? (v < 256.0f ? v : 256.0f) : -256.0f;  // NaN fails v > −256
+    v = (v + 12582912.0f) - 12582912.0f;
+    v += static_cast<float>(q.zero_point);
+    v = v > 0.0f ? (v < 255.0f ? v : 255.0f) : 0.0f;
+    return static_cast<std::uint8_t>(static_cast<std::int32_t>(v));
 }
 
 // Symmetric int8 with scale = max|w| / 127 (1 for an all-zero channel).

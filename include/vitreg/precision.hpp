@@ -1,0 +1,58 @@
+#pragma once
+// How the forward computes (DESIGN §8): fp32; bf16 GEMMs (fp32 accumulation, LayerNorm,
+// normalizers, GELU and the residual stream in fp32); or int8 W8A8 linears (weights symmetric
+// per output channel, activations uint8 per token or per tensor) with bf16 attention matmuls.
+// Chosen when a model is loaded: weights are packed once, for one precision.
+#include <map>
+#include <string>
+#include <vector>
+
+namespace vitreg {
+
+enum class Precision { Fp32, Bf16, Int8 };
+// int8 activations: per token (dynamic, ONNX Runtime's DynamicQuantizeLinear rule per row), or
+// per tensor (static ranges from `vitreg calibrate-int8`, one per linear).
+enum class ActQuant { PerToken, PerTensor };
+
+Precision parse_precision(const std::string& s);  // "fp32" | "bf16" | "int8"; throws UsageError
+std::string to_string(Precision p);
+ActQuant parse_act_quant(const std::string& s);  // "per-token" | "per-tensor"; throws UsageError
+std::string to_string(ActQuant a);
+
+// The observed range of one linear's input over the calibration images.
+struct ActivationRange {
+    float min = 0.0f, max = 0.0f;
+};
+
+// What `vitreg calibrate-int8` writes: the input range of every linear, by its checkpoint name
+// ("patch_embed.proj", "blocks.3.attn.qkv", "blocks.3.mlp.fc2", ...).
+struct Int8Calibration {
+    std::string model;                // the checkpoint calibrated
+    std::string method = "minmax";    // "minmax" | "percentile"
+    double percentile = 100.0;        // the upper percentile taken (the lower is 100 − it)
+    std::vector<std::string> images;  // the calibration images
+    std::map<std::string, ActivationRange> ranges;
+};
+
+// Throws IoError naming the file and the fault (unreadable, not JSON, wrong format, a range
+// that is not finite or has min > max).
+Int8Calibration read_int8_calibration(const std::string& path);
+// Written atomically (temporary name, then rename).
+void write_int8_calibration(const std::string& path, const Int8Calibration& calibration);
+
+// The instruction set the kernels of `p` run on this CPU, e.g. "avx512-vnni".
+std::string kernel_isa(Precision p);
+
+struct PrecisionOptions {
+    Precision precision = Precision::Fp32;
+    ActQuant act_quant = ActQuant::PerToken;  // int8 only
+    std::string scales;                       // SCALES.json, for act_quant PerTensor
+
+    // Throws UsageError for contradictions: per-tensor without int8 or without scales, scales
+    // without per-tensor.
+    void validate() const;
+    // "fp32", "bf16", "int8 per-token", "int8 per-tensor (SCALES.json)": for outputs and reports.
+    std::string describe() const;
+};
+
+}  // namespace vitreg

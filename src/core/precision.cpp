@@ -1,0 +1,124 @@
+#include "vitreg/precision.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "gemm_lowp.hpp"
+#include "json_limits.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+namespace {
+constexpr const char* kFormat = "vitreg-int8-calibration";
+constexpr int kVersion = 1;
+}  // namespace
+
+Precision parse_precision(const std::string& s) {
+    if (s == "fp32") return Precision::Fp32;
+    if (s == "bf16") return Precision::Bf16;
+    if (s == "int8") return Precision::Int8;
+    throw UsageError("unknown precision '" + s + "' (expected fp32, bf16 or int8)");
+}
+
+std::string to_string(Precision p) {
+    switch (p) {
+        case Precision::Fp32: return "fp32";
+        case Precision::Bf16: return "bf16";
+        case Precision::Int8: return "int8";
+    }
+    return "?";
+}
+
+ActQuant parse_act_quant(const std::string& s) {
+    if (s == "per-token") return ActQuant::PerToken;
+    if (s == "per-tensor") return ActQuant::PerTensor;
+    throw UsageError("unknown activation quantization '" + s + "' (expected per-token or per-tensor)");
+}
+
+std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token" : "per-tensor"; }
+
+namespace {
+std::string bf16_kernels() {
+    return gemm::best_bf16() == gemm::Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA";
+}
+}  // namespace
+
+std::string kernel_isa(Precision p) {
+    switch (p) {
+        case Precision::Fp32: {
+            const auto isa = gemm::best();
+            return isa == gemm::Isa::Avx512 ? "avx512" : isa == gemm::Isa::Avx2 ? "avx2" : "portable";
+        }
+        case Precision::Bf16: return bf16_kernels();
+        case Precision::Int8: return std::string(gemm::to_string(gemm::best_int8())) + ", attention " + bf16_kernels();
+    }
+    return "?";
+}
+
+void PrecisionOptions::validate() const {
+    if (act_quant == ActQuant::PerTensor && precision != Precision::Int8)
+        throw UsageError("--act-quant per-tensor applies to --precision int8 only (got " + to_string(precision) + ")");
+    if (act_quant == ActQuant::PerTensor && scales.empty())
+        throw UsageError("--act-quant per-tensor needs --scales SCALES.json (made by vitreg calibrate-int8)");
+    if (act_quant != ActQuant::PerTensor && !scales.empty())
+        throw UsageError("--scales is for --act-quant per-tensor (with --precision int8)");
+}
+
+std::string PrecisionOptions::describe() const {
+    if (precision != Precision::Int8) return to_string(precision);
+    if (act_quant == ActQuant::PerToken) return "int8 per-token";
+    return "int8 per-tensor (" + scales + ")";
+}
+
+Int8Calibration read_int8_calibration(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw IoError(path + ": cannot read the int8 calibration");
+    std::ostringstream text;
+    text << in.rdbuf();
+    const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg int8 calibration: " + why); };
+    nlohmann::json j;
+    try {
+        j = parse_json_bounded(text.str());
+    } catch (const std::exception& e) {
+        throw fail(std::string("malformed JSON: ") + e.what());
+    }
+    if (!j.is_object() || j.value("format", "") != kFormat)
+        throw fail(std::string("\"format\" is not \"") + kFormat + "\" (make one with vitreg calibrate-int8)");
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
+        throw fail("unsupported \"version\" (this vitreg reads version " + std::to_string(kVersion) + ")");
+    Int8Calibration c;
+    try {
+        c.model = j.value("model", "");
+        c.method = j.value("method", "minmax");
+        c.percentile = j.value("percentile", 100.0);
+        c.images = j.value("images", std::vector<std::string>{});
+        const auto& ranges = j.at("ranges");
+        if (!ranges.is_object() || ranges.empty()) throw fail("\"ranges\" is not a non-empty object");
+        for (const auto& [name, r] : ranges.items()) {
+            const auto min = r.at("min"), max = r.at("max");
+            if (!min.is_number() || !max.is_number()) throw fail("the range of " + name + " is not two numbers");
+            const ActivationRange a{min.get<float>(), max.get<float>()};
+            if (!std::isfinite(a.min) || !std::isfinite(a.max) || a.min > a.max)
+                throw fail("the range of " + name + " is not finite with min <= max");
+            c.ranges[name] = a;
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw fail(e.what());
+    }
+    return c;
+}
+
+void write_int8_calibration(const std::string& path, const Int8Calibration& c) {
+    nlohmann::ordered_json ranges = nlohmann::ordered_json::object();
+    for (const auto& [name, r] : c.ranges) ranges[name] = {{"min", r.min}, {"max", r.max}};
+    const nlohmann::ordered_json j = {
+        {"format", kFormat}, {"version", kVersion}, {"model", c.model},   {"method", c.method},
+        {"percentile", c.percentile}, {"images", c.images}, {"ranges", ranges},
+    };
+    write_file_atomic(path, j.dump(2) + "\n");
+}
+
+}  // namespace vitreg
