@@ -7,6 +7,8 @@
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/inputs.hpp"
+#include "vitreg/preprocess.hpp"
 
 namespace vitreg::cli {
 
@@ -16,6 +18,7 @@ void register_bench(CLI::App& app, Command& run) {
         ModelArgs model;
         int batch = 1, threads = 0, iters = 10, warmup = 2;
         std::string size;
+        std::vector<std::string> images;
         bool probe = false;
     };
     auto a = std::make_shared<Args>();
@@ -23,6 +26,9 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->add_option("--batch", a->batch, "images per forward")->check(CLI::Range(1, 1024))->capture_default_str();
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
     cmd->add_option("--size", a->size, "input HxW in pixels (default: the native grid)");
+    cmd->add_option("--images", a->images,
+                    "run these images (eval resize to the native size) instead of random pixels; sets --batch to "
+                    "their count, and the error against fp32 is measured on them");
     cmd->add_option("--iters", a->iters, "timed forwards")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", a->warmup, "untimed forwards first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_flag("--probe", a->probe,
@@ -42,10 +48,22 @@ void register_bench(CLI::App& app, Command& run) {
                     throw UsageError("bad --size '" + a->size + "' (expected HxW)");
                 }
             }
-            std::vector<float> pixels(static_cast<std::size_t>(a->batch) * 3 * h * w);
-            std::mt19937 rng(0);
-            std::normal_distribution<float> normal;
-            for (auto& v : pixels) v = normal(rng);
+            std::vector<float> pixels;
+            if (!a->images.empty()) {
+                const auto files = expand_inputs(a->images);
+                const Config& c = m.config();
+                const ResizeSpec resize = ResizeSpec::parse(std::to_string(w) + "x" + std::to_string(h));
+                for (const auto& f : files) {
+                    const Pixels px = preprocess(decode_image(f), resize, c.patch, c.mean, c.std, f);
+                    pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());
+                }
+                a->batch = static_cast<int>(files.size());
+            } else {
+                pixels.resize(static_cast<std::size_t>(a->batch) * 3 * h * w);
+                std::mt19937 rng(0);
+                std::normal_distribution<float> normal;
+                for (auto& v : pixels) v = normal(rng);
+            }
             const ForwardOptions opt{a->threads, 0};  // the size was asked for: no token limit
             const Probe probe = a->probe ? Probe::statistics(m.config().depth) : Probe{};
             auto forward = [&] {

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     vitreg::cli::register_dense(app, run);
     vitreg::cli::register_linprobe(app, run);
     vitreg::cli::register_merge(app, run);
+    vitreg::cli::register_calibrate(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,31 @@
+#pragma once
+// Static int8 activation ranges (`--act-quant per-tensor`): the input range of every linear of
+// an fp32 forward over calibration images, min/max or a percentile of their values.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vitreg/image.hpp"
+#include "vitreg/model.hpp"
+#include "vitreg/precision.hpp"
+#include "vitreg/preprocess.hpp"
+
+namespace vitreg {
+
+struct CalibrationOptions {
+    // 100: min and max. Below: the P-th and (100 − P)-th percentiles of all the values each
+    // linear saw (nearest rank), which keeps every value in memory (4 bytes per activation).
+    double percentile = 100.0;
+    ResizeSpec resize;
+    ImageLimits image_limits;
+    std::int64_t max_tokens = kDefaultMaxTokens;
+    int threads = 0;
+};
+
+// Runs `model` (which must be fp32) on each image in turn. Throws on an image that cannot be
+// read (a calibration set should be clean) and UsageError for an empty list or bad percentile.
+Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& options,
+                               const std::function<void(std::size_t, std::size_t)>& progress = {});
+
+}  // namespace vitreg

@@ -1,0 +1,66 @@
+#include "vitreg/calibrate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+namespace {
+
+// The value of nearest rank q ∈ [0, 1] among `v` (reordered).
+float rank(std::vector<float>& v, double q) {
+    const auto k = static_cast<std::size_t>(std::llround(q * static_cast<double>(v.size() - 1)));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+}
+
+}  // namespace
+
+Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& o,
+                               const std::function<void(std::size_t, std::size_t)>& progress) {
+    if (model.precision().precision != Precision::Fp32)
+        throw UsageError("calibrate-int8 observes the fp32 forward (the model was loaded as " +
+                         model.precision().describe() + ")");
+    if (images.empty()) throw UsageError("calibrate-int8: no calibration images");
+    if (!(o.percentile > 50.0 && o.percentile <= 100.0))
+        throw UsageError("calibrate-int8: the percentile must be in (50, 100] (got " + std::to_string(o.percentile) + ")");
+    const Config& c = model.config();
+    const bool minmax = o.percentile >= 100.0;
+    Int8Calibration cal;
+    cal.model = model.path();
+    cal.method = minmax ? "minmax" : "percentile";
+    cal.percentile = o.percentile;
+    cal.images = images;
+    std::map<std::string, std::vector<float>> values;  // percentile only
+    Probe probe;
+    probe.linear_inputs = true;
+    for (std::size_t i = 0; i < images.size(); ++i) {
+        const Pixels px = preprocess(decode_image(images[i], o.image_limits), o.resize, c.patch, c.mean, c.std, images[i]);
+        model.check_tokens(px.height, px.width, o.max_tokens, images[i]);
+        Trace t;
+        model.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{o.threads, o.max_tokens});
+        for (std::size_t l = 0; l < t.linear_names.size(); ++l) {
+            const auto& in = t.linear_inputs[l];
+            if (minmax) {
+                const auto [lo, hi] = std::minmax_element(in.begin(), in.end());
+                auto it = cal.ranges.find(t.linear_names[l]);
+                if (it == cal.ranges.end()) cal.ranges[t.linear_names[l]] = {*lo, *hi};
+                else it->second = {std::min(it->second.min, *lo), std::max(it->second.max, *hi)};
+            } else {
+                auto& v = values[t.linear_names[l]];
+                v.insert(v.end(), in.begin(), in.end());
+            }
+        }
+        if (progress) progress(i + 1, images.size());
+    }
+    for (auto& [name, v] : values) cal.ranges[name] = {rank(v, 1.0 - o.percentile / 100.0), rank(v, o.percentile / 100.0)};
+    for (const auto& [name, r] : cal.ranges)
+        if (!std::isfinite(r.min) || !std::isfinite(r.max))
+            throw Error("calibrate-int8: the input of " + name + " is not finite (a broken checkpoint?)");
+    return cal;
+}
+
+}  // namespace vitreg
