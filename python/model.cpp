@@ -42,7 +42,8 @@ py::dict config_dict(const PyModel& self) {
                     "dim"_a = c.dim, "depth"_a = c.depth, "heads"_a = c.heads, "head_dim"_a = c.head_dim,
                     "patch"_a = c.patch, "registers"_a = c.registers, "grid"_a = c.grid,
                     "native_size"_a = c.native_size(), "mlp"_a = to_string(c.mlp), "mlp_hidden"_a = c.mlp_hidden,
-                    "attention"_a = to_string(c.attention), "trained_attention"_a = to_string(c.trained_attention),
+                    "attention"_a = to_string(c.attention), "precision"_a = self.model.precision().describe(),
+                    "trained_attention"_a = to_string(c.trained_attention),
                     "retrofit"_a = c.retrofit(), "sinks"_a = c.has_sinks, "layer_scale"_a = c.layer_scale,
                     "pos_interp"_a = to_string(c.pos_interp), "eps"_a = c.eps, "mean"_a = vec3(c.mean),
                     "std"_a = vec3(c.std), "dtype"_a = to_string(c.dtype), "parameters"_a = c.parameters,
@@ -203,7 +204,8 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
 void bind_model(py::module_& m) {
     py::class_<PyModel>(m, "Model", R"(A loaded ViT checkpoint, ready to run.
 
-Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970)
+Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970,
+      precision='fp32', act_quant='per-token', scales=None)
 
 model       a .safetensors file, a folder with model.safetensors (+ config.json for the HF layout),
             the name of a shipped checkpoint (vitreg.shipped_models()), or a hub id such as
@@ -215,32 +217,42 @@ pos_interp  None (per checkpoint origin) or 'offset' | 'antialias' | 'size'.
 threads     worker threads of every call (0 = all cores); forward and trace take their own too.
 max_tokens  refuse inputs that make more tokens per image (0 = no limit).
 max_image_pixels  refuse image files with more pixels, before decoding them.
+precision   'fp32' | 'bf16' (bf16 GEMMs, fp32 accumulation) | 'int8' (W8A8 linears, bf16 attention).
+act_quant   int8 activations: 'per-token' (dynamic) or 'per-tensor' (static, needs scales).
+scales      the SCALES.json of `vitreg calibrate-int8`, for act_quant='per-tensor'.
 
 The weights are packed once; a Model is immutable and may be used from several threads at
 once (each forward releases the GIL).)")
         .def(py::init([](const std::string& model, std::optional<std::string> attention,
                          std::optional<std::string> pos_interp, int threads, std::int64_t max_tokens,
-                         std::int64_t max_image_pixels) {
+                         std::int64_t max_image_pixels, const std::string& precision, const std::string& act_quant,
+                         std::optional<std::string> scales) {
                  if (threads < 0) throw UsageError("threads must be 0 (all cores) or more");
                  if (max_tokens < 0) throw UsageError("max_tokens must be 0 (no limit) or more");
                  if (max_image_pixels < 1) throw UsageError("max_image_pixels must be positive");
                  ConfigOverrides o;
                  if (attention) o.attention = parse_attention_kind(*attention);
                  if (pos_interp) o.pos_interp = parse_pos_interp(*pos_interp);
+                 PrecisionOptions p;
+                 p.precision = parse_precision(precision);
+                 p.act_quant = parse_act_quant(act_quant);
+                 p.scales = scales.value_or("");
+                 p.validate();
                  const std::string path = resolve_model_path(model);
                  PyModel* self = nullptr;
                  {
                      py::gil_scoped_release release;
-                     self = new PyModel{Model::load(path, o), threads, max_tokens, ImageLimits{}};
+                     self = new PyModel{Model::load(path, o, p), threads, max_tokens, ImageLimits{}};
                  }
                  self->image_limits.max_pixels = max_image_pixels;
                  return self;
              }),
              "model"_a, "attention"_a = py::none(), "pos_interp"_a = py::none(), "threads"_a = 0,
-             "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels)
+             "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels, "precision"_a = "fp32",
+             "act_quant"_a = "per-token", "scales"_a = py::none())
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "
-                               "head_dim, patch, registers, grid, native_size, mlp, mlp_hidden, attention, "
+                               "head_dim, patch, registers, grid, native_size, mlp, mlp_hidden, attention, precision, "
                                "trained_attention, retrofit, sinks, layer_scale, pos_interp, eps, mean, std, dtype, "
                                "parameters, notes (what the loader inferred or changed).")
         .def_property_readonly("path", [](const PyModel& self) { return self.model.path(); },

@@ -9,6 +9,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/explorer.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/probe.hpp"
 #include "vitreg/render.hpp"
 
@@ -108,7 +109,10 @@ int run(int argc, char** argv) {
     std::vector<std::string> retrofits;
     int threads = 0;
     float opacity = 0.6f;
-    cli.add_option("MODEL_AND_IMAGE", positional, "checkpoints (each optionally @softmax|@softmax1|@sink), then the image")
+    std::string precision_name = "fp32", act_quant = "per-token", scales;
+    cli.add_option("MODEL_AND_IMAGE", positional,
+                   "checkpoints (each optionally @softmax|@softmax1|@sink and @fp32|@bf16|@int8|@int8=SCALES.json), "
+                   "then the image")
         ->required()
         ->expected(2, 64);
     cli.add_option("--resize", resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
@@ -121,11 +125,23 @@ int run(int argc, char** argv) {
     cli.add_option("--mode", mode, "attention | norms | abstention | rollout")->capture_default_str();
     cli.add_option("--opacity", opacity, "overlay opacity 0..1")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
     cli.add_option("--threads", threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    cli.add_option("--precision", precision_name, "fp32 | bf16 | int8, for checkpoints without an @PRECISION")
+        ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
+        ->capture_default_str();
+    cli.add_option("--act-quant", act_quant, "int8 activations: per-token or per-tensor (with --scales)")
+        ->check(CLI::IsMember({"per-token", "per-tensor"}))
+        ->capture_default_str();
+    cli.add_option("--scales", scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         return cli.exit(e) == 0 ? 0 : 2;
     }
+    PrecisionOptions precision;
+    precision.precision = parse_precision(precision_name);
+    precision.act_quant = parse_act_quant(act_quant);
+    precision.scales = scales;
+    precision.validate();
     const std::string image_path = positional.back();
     positional.pop_back();
     const Image image = decode_image(image_path);
@@ -134,18 +150,20 @@ int run(int argc, char** argv) {
     // Each checkpoint as given, then with every --attention kind: n and p flip through them all.
     std::vector<std::string> specs = positional;
     for (const auto& kind : retrofits)
-        for (const auto& m : positional) specs.push_back(m.substr(0, m.rfind('@')) + "@" + kind);
+        for (const auto& m : positional) {
+            ModelSpec s = ModelSpec::parse(m);
+            s.attention = parse_attention_kind(kind);
+            specs.push_back(s.to_string());
+        }
     App app;
     for (const auto& m : specs) {
+        const ModelSpec s = ModelSpec::parse(m);
         ConfigOverrides o;
-        std::string path = m, label = m.substr(m.find_last_of('/') + 1);
-        const auto at = m.rfind('@');
-        if (at != std::string::npos) {
-            path = m.substr(0, at);
-            o.attention = parse_attention_kind(m.substr(at + 1));
-        }
+        o.attention = s.attention;
+        const std::string label = m.substr(m.find_last_of('/') + 1);
         Configuration c;
-        c.model = std::make_unique<Model>(Model::load(resolve_model_path(path), o));
+        c.model = std::make_unique<Model>(
+            Model::load(resolve_model_path(s.model), o, s.precision.value_or(precision)));
         const Config& cfg = c.model->config();
         for (const auto& note : cfg.notes) std::cerr << "vitreg-viewer: note: " << note << "\n";
         const Pixels px = preprocess(image, spec, cfg.patch, cfg.mean, cfg.std, image_path);

@@ -9,6 +9,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/inspect.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/report.hpp"
 #include "vitreg/views.hpp"
 #include "vitreg/writers.hpp"
@@ -22,21 +23,22 @@ struct Configuration {
     Model model;
 };
 
-// "MODEL" or "MODEL@softmax1": the same checkpoint run with another normalizer (a retrofit).
-Configuration load_configuration(const std::string& spec) {
+// "MODEL[@KIND][@PRECISION]" (ModelSpec).
+Configuration load_configuration(const std::string& text) {
+    const ModelSpec spec = ModelSpec::parse(text);
     ModelArgs args;
-    args.model = spec;
-    const auto at = spec.rfind('@');
-    if (at != std::string::npos) {
-        args.model = spec.substr(0, at);
-        args.attention = spec.substr(at + 1);
-        parse_attention_kind(args.attention);  // a clear error for a bad kind
+    args.model = spec.model;
+    if (spec.attention) args.attention = to_string(*spec.attention);
+    if (spec.precision) {
+        args.precision = to_string(spec.precision->precision);
+        args.act_quant = to_string(spec.precision->act_quant);
+        args.scales = spec.precision->scales;
     }
     Configuration c{"", load_model(args)};
     std::string stem = args.model.substr(args.model.find_last_of('/') + 1);
     if (stem.size() > 12 && stem.compare(stem.size() - 12, 12, ".safetensors") == 0) stem.resize(stem.size() - 12);
-    c.label = stem;
-    if (!args.attention.empty()) c.label += "@" + args.attention + (c.model.config().retrofit() ? " (retrofit)" : "");
+    c.label = stem + spec.suffix;
+    if (c.model.config().retrofit()) c.label += " (retrofit)";
     return c;
 }
 
@@ -56,6 +58,7 @@ std::vector<std::pair<std::string, std::string>> summary_row(const std::string& 
         {"image", image},
         {"config", cfg.label},
         {"attention", to_string(c.attention)},
+        {"precision", cfg.model.precision().describe()},
         {"retrofit", c.retrofit() ? "true" : "false"},
         {"registers", std::to_string(c.registers)},
         {"grid", std::to_string(in.trace.grid_h) + "x" + std::to_string(in.trace.grid_w)},
@@ -94,7 +97,8 @@ void register_compare(CLI::App& app, Command& run) {
         int threads = 0;
     };
     auto a = std::make_shared<Args>();
-    cmd->add_option("MODEL", a->models, "checkpoints (file, folder or shipped name), each optionally @softmax|@softmax1|@sink")
+    cmd->add_option("MODEL", a->models, "checkpoints (file, folder or shipped name), each optionally @softmax|@softmax1|@sink and "
+                    "@fp32|@bf16|@int8|@int8=SCALES.json, e.g. MODEL@softmax1@int8")
         ->required();
     cmd->add_option("--images", a->images, "image files, folders or @list.txt")->required();
     cmd->add_option("-o,--out", a->out, "output folder")->required();

@@ -91,6 +91,7 @@ void register_maps(CLI::App& app, Command& run) {
             j["image"] = a->image;
             j["model"] = m.path();
             j["attention"] = to_string(c.attention);
+            j["precision"] = m.precision().describe();
             j["retrofit"] = c.retrofit();
             j["query"] = query.to_string();
             write_file_atomic(dir + "stats.json", j.dump(1) + "\n");

@@ -22,6 +22,8 @@ nlohmann::ordered_json job_identity(const std::string& job, const Model& model, 
         {"model_digest", file_digest(model.path())},
         {"attention", to_string(c.attention)},
         {"pos_interp", to_string(c.pos_interp)},
+        {"precision", model.precision().describe()},
+        {"scales_digest", model.precision().scales.empty() ? "" : file_digest(model.precision().scales)},
         {"resize", o.resize.to_string()},
         {"format", to_string(o.format)},
         {"max_pixels", o.image_limits.max_pixels},
@@ -68,6 +70,7 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                         row["height"] = prepared[i].pixels->height;
                         row["width"] = prepared[i].pixels->width;
                         row["grid"] = {f.grid_h, f.grid_w};
+                        row["precision"] = model.precision().describe();
                         work.image(data, row, r, i, prepared[i], ran[i]);
                     }
                     data.rows.push_back(std::move(row));

@@ -164,6 +164,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     nlohmann::json info = {
         {"model", model.path()},
         {"attention", to_string(c.attention)},
+        {"precision", model.precision().describe()},
         {"layers", probe.block_layers},
         {"norm", o.norm},
         {"concat", o.concat},

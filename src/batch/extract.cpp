@@ -43,6 +43,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"model", model.path()},
         {"layout", to_string(c.layout)},
         {"attention", to_string(c.attention)},
+        {"precision", model.precision().describe()},
         {"pos_interp", to_string(c.pos_interp)},
         {"resize", options.resize.to_string()},
         {"format", to_string(options.format)},
