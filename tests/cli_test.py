@@ -4,7 +4,9 @@ safetensors out, read back with numpy; bad inputs give `vitreg: <message>` and t
 
 usage: cli_test.py VITREG_BINARY REPO_ROOT
 """
+import csv
 import json
+import re
 import os
 import shutil
 import struct
@@ -273,7 +275,7 @@ class CliTest(unittest.TestCase):
         self.assertNotIn("src=\"http", html)  # self-contained
         r = vitreg("compare", MODEL + "@relu", "--images", os.path.join(ASSETS, "chelsea.png"), "-o", out + "2")
         self.assertEqual(r.returncode, 1)
-        self.assertIn("unknown attention kind 'relu'", r.stderr)
+        self.assertIn("unknown suffix '@relu'", r.stderr)
         self.assertFalse(os.path.exists(out + "2"))
 
     def test_dense_arrays_load_with_numpy(self):
@@ -335,7 +337,62 @@ class CliTest(unittest.TestCase):
     def test_bench_reports_ms_and_gflops(self):
         r = vitreg("bench", MODEL, "--iters", "2", "--warmup", "1", "--size", "112x168")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stdout, r"vitreg 112x168 batch=1 threads=all: [0-9.]+ ms/image median, [0-9.]+ p95, [0-9.]+ GFLOP/s")
+        self.assertRegex(r.stdout, r"vitreg 112x168 batch=1 threads=all precision=fp32: [0-9.]+ ms/image median, [0-9.]+ p95, [0-9.]+ GFLOP/s")
+
+
+    def test_bench_shows_the_error_next_to_the_speed(self):
+        for precision in ("bf16", "int8"):
+            r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--precision", precision,
+                       "--images", ASSETS)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(f"precision={precision}", r.stdout)
+            m = re.search(r"CLS cosine ([0-9.]+) \(min over the batch\), patch cosine ([0-9.]+) mean", r.stdout)
+            self.assertIsNotNone(m, r.stdout)
+            self.assertGreater(float(m.group(1)), 0.99)
+            self.assertLessEqual(float(m.group(1)), 1.0)
+
+    def test_int8_per_tensor_runs_from_its_calibration_and_resume_keeps_the_precision(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            scales = os.path.join(tmp, "scales.json")
+            r = vitreg("calibrate-int8", MODEL, "--images", ASSETS, "-o", scales, "--percentile", "99.9")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            cal = json.load(open(scales))
+            self.assertEqual(cal["method"], "percentile")
+            self.assertEqual(len(cal["images"]), len([f for f in os.listdir(ASSETS) if not f.endswith(".md")]))
+            self.assertIn("blocks.0.attn.qkv", cal["ranges"])
+            out = os.path.join(tmp, "out")
+            args = ("extract", MODEL, ASSETS, "-o", out, "--precision", "int8", "--act-quant", "per-tensor",
+                    "--scales", scales)
+            r = vitreg(*args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            run = json.load(open(os.path.join(out, "run.json")))
+            self.assertEqual(run["precision"], f"int8 per-tensor ({scales})")
+            rows = [json.loads(line) for line in open(os.path.join(out, "manifest.jsonl"))]
+            self.assertTrue(all(row["precision"] == run["precision"] for row in rows))
+            # A resumed run with another precision is refused, naming the difference.
+            r = vitreg("extract", MODEL, ASSETS, "-o", out, "--resume", "--precision", "bf16")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn('precision: "int8 per-tensor', r.stderr)
+            self.assertIn('-> "bf16"', r.stderr)
+            # Contradictions and a malformed file: clear errors, nothing written.
+            r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(tmp, "x"), "--act-quant", "per-tensor")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("--act-quant per-tensor applies to --precision int8 only", r.stderr)
+            bad = os.path.join(tmp, "bad.json")
+            open(bad, "w").write('{"format": "vitreg-int8-calibration", "version": 1, "ranges": {')
+            r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(tmp, "y"), "--precision", "int8",
+                       "--act-quant", "per-tensor", "--scales", bad)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(bad + ": not a vitreg int8 calibration: malformed JSON", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "y")))
+            # compare puts one checkpoint at several precisions side by side.
+            cmp_out = os.path.join(tmp, "cmp")
+            r = vitreg("compare", MODEL, MODEL + "@int8", MODEL + "@int8=" + scales, "--images",
+                       os.path.join(ASSETS, "camera.png"), "-o", cmp_out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            stats = list(csv.DictReader(open(os.path.join(cmp_out, "stats.csv"))))
+            self.assertEqual([row["precision"] for row in stats],
+                             ["fp32", "int8 per-token", f"int8 per-tensor ({scales})"])
 
 
 if __name__ == "__main__":

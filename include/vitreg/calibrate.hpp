@@ -3,6 +3,7 @@
 // an fp32 forward over calibration images, min/max or a percentile of their values.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "vitreg/model.hpp"
 #include "vitreg/precision.hpp"
 #include "vitreg/preprocess.hpp"
+#include "vitreg/probe.hpp"
 
 namespace vitreg {
 
@@ -21,6 +23,20 @@ struct CalibrationOptions {
     ImageLimits image_limits;
     std::int64_t max_tokens = kDefaultMaxTokens;
     int threads = 0;
+};
+
+// Accumulates the ranges from forwards whose Probe asked for linear_inputs.
+class Int8Calibrator {
+public:
+    explicit Int8Calibrator(double percentile = 100.0);  // UsageError unless in (50, 100]
+    void observe(const Trace& trace);
+    // Throws Error when nothing was observed or a range is not finite.
+    Int8Calibration finish();
+
+private:
+    double percentile_;
+    std::map<std::string, ActivationRange> ranges_;     // min/max
+    std::map<std::string, std::vector<float>> values_;  // percentile: every value
 };
 
 // Runs `model` (which must be fp32) on each image in turn. Throws on an image that cannot be

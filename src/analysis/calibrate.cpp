@@ -19,22 +19,48 @@ float rank(std::vector<float>& v, double q) {
 
 }  // namespace
 
+Int8Calibrator::Int8Calibrator(double percentile) : percentile_(percentile) {
+    if (!(percentile > 50.0 && percentile <= 100.0))
+        throw UsageError("calibrate-int8: the percentile must be in (50, 100] (got " + std::to_string(percentile) + ")");
+}
+
+void Int8Calibrator::observe(const Trace& t) {
+    for (std::size_t l = 0; l < t.linear_names.size(); ++l) {
+        const auto& in = t.linear_inputs[l];
+        if (in.empty()) continue;
+        if (percentile_ < 100.0) {
+            auto& v = values_[t.linear_names[l]];
+            v.insert(v.end(), in.begin(), in.end());
+            continue;
+        }
+        const auto [lo, hi] = std::minmax_element(in.begin(), in.end());
+        const auto it = ranges_.find(t.linear_names[l]);
+        if (it == ranges_.end()) ranges_[t.linear_names[l]] = {*lo, *hi};
+        else it->second = {std::min(it->second.min, *lo), std::max(it->second.max, *hi)};
+    }
+}
+
+Int8Calibration Int8Calibrator::finish() {
+    Int8Calibration cal;
+    cal.method = percentile_ < 100.0 ? "percentile" : "minmax";
+    cal.percentile = percentile_;
+    cal.ranges = ranges_;
+    for (auto& [name, v] : values_) cal.ranges[name] = {rank(v, 1.0 - percentile_ / 100.0), rank(v, percentile_ / 100.0)};
+    if (cal.ranges.empty()) throw Error("calibrate-int8: no linear inputs were observed");
+    for (const auto& [name, r] : cal.ranges)
+        if (!std::isfinite(r.min) || !std::isfinite(r.max))
+            throw Error("calibrate-int8: the input of " + name + " is not finite (a broken checkpoint?)");
+    return cal;
+}
+
 Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& o,
                                const std::function<void(std::size_t, std::size_t)>& progress) {
     if (model.precision().precision != Precision::Fp32)
         throw UsageError("calibrate-int8 observes the fp32 forward (the model was loaded as " +
                          model.precision().describe() + ")");
     if (images.empty()) throw UsageError("calibrate-int8: no calibration images");
-    if (!(o.percentile > 50.0 && o.percentile <= 100.0))
-        throw UsageError("calibrate-int8: the percentile must be in (50, 100] (got " + std::to_string(o.percentile) + ")");
+    Int8Calibrator calibrator(o.percentile);
     const Config& c = model.config();
-    const bool minmax = o.percentile >= 100.0;
-    Int8Calibration cal;
-    cal.model = model.path();
-    cal.method = minmax ? "minmax" : "percentile";
-    cal.percentile = o.percentile;
-    cal.images = images;
-    std::map<std::string, std::vector<float>> values;  // percentile only
     Probe probe;
     probe.linear_inputs = true;
     for (std::size_t i = 0; i < images.size(); ++i) {
@@ -42,24 +68,12 @@ Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string
         model.check_tokens(px.height, px.width, o.max_tokens, images[i]);
         Trace t;
         model.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{o.threads, o.max_tokens});
-        for (std::size_t l = 0; l < t.linear_names.size(); ++l) {
-            const auto& in = t.linear_inputs[l];
-            if (minmax) {
-                const auto [lo, hi] = std::minmax_element(in.begin(), in.end());
-                auto it = cal.ranges.find(t.linear_names[l]);
-                if (it == cal.ranges.end()) cal.ranges[t.linear_names[l]] = {*lo, *hi};
-                else it->second = {std::min(it->second.min, *lo), std::max(it->second.max, *hi)};
-            } else {
-                auto& v = values[t.linear_names[l]];
-                v.insert(v.end(), in.begin(), in.end());
-            }
-        }
+        calibrator.observe(t);
         if (progress) progress(i + 1, images.size());
     }
-    for (auto& [name, v] : values) cal.ranges[name] = {rank(v, 1.0 - o.percentile / 100.0), rank(v, o.percentile / 100.0)};
-    for (const auto& [name, r] : cal.ranges)
-        if (!std::isfinite(r.min) || !std::isfinite(r.max))
-            throw Error("calibrate-int8: the input of " + name + " is not finite (a broken checkpoint?)");
+    Int8Calibration cal = calibrator.finish();
+    cal.model = model.path();
+    cal.images = images;
     return cal;
 }
 

@@ -1,8 +1,21 @@
 #include "vitreg/model_spec.hpp"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "vitreg/error.hpp"
 
 namespace vitreg {
+
+namespace {
+
+// "ORG/NAME" that is not a path on disk: a Hugging Face hub id, whose "@REVISION" is its own.
+bool looks_like_hub_id(const std::string& s) {
+    return std::count(s.begin(), s.end(), '/') == 1 && s.front() != '/' && s.front() != '.' && s.back() != '/' &&
+           !std::filesystem::exists(s);
+}
+
+}  // namespace
 
 ModelSpec ModelSpec::parse(const std::string& text) {
     ModelSpec m;
@@ -21,8 +34,12 @@ ModelSpec ModelSpec::parse(const std::string& text) {
                 p.scales = s.substr(5);
             }
             m.precision = p;
+        } else if (looks_like_hub_id(m.model.substr(0, at))) {
+            break;  // ORG/NAME@REVISION
         } else {
-            break;
+            throw UsageError(text + ": unknown suffix '@" + s +
+                             "' (expected an attention kind: softmax, softmax1, sink; or a precision: fp32, bf16, "
+                             "int8, int8=SCALES.json)");
         }
         m.suffix = "@" + s + m.suffix;
         m.model.resize(at);

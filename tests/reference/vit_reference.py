@@ -367,8 +367,72 @@ def normalized_attention(logits, kind, sinks=None):
     return attention_with_abstention(logits, kind, sinks)[0]
 
 
+# ---- Reduced precision (DESIGN §8), simulated exactly: the same roundings on the same fp32
+# values vitreg rounds; the products and sums in float64 (vitreg sums in fp32).
+
+@dataclass
+class Numerics:
+    """How linears and attention matmuls compute: precision fp32 | bf16 | int8; act_quant
+    per-token | per-tensor (with `ranges` {linear name: (min, max)}). With `observe` set, every
+    linear's input range is recorded into it (what `vitreg calibrate-int8` measures)."""
+    precision: str = "fp32"
+    act_quant: str = "per-token"
+    ranges: dict = None
+    observe: dict = None
+
+
+_numerics = Numerics()
+
+
+def bf16(t):
+    """Round to bf16 (nearest even) via float32, as vitreg rounds its fp32 values."""
+    return t.to(torch.float32).to(torch.bfloat16).to(torch.float64)
+
+
+def affine_u8(lo, hi):
+    """ONNX Runtime's DynamicQuantizeLinear rule in float32: the range widened to hold 0,
+    scale (hi - lo) / 255 (1 when the range is empty), zero point round(-lo / scale) in [0, 255]."""
+    lo = torch.clamp(lo.to(torch.float32), max=0.0)
+    hi = torch.clamp(hi.to(torch.float32), min=0.0)
+    scale = (hi - lo) / 255.0
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    zero = torch.clamp(torch.round(-lo / scale), 0, 255)
+    return scale, zero
+
+
+def int8_linear(x, weight, bias, name):
+    """W8A8: weights symmetric per output channel (max|w| / 127), activations uint8 per token
+    or per tensor; the integer product exact; y = (acc - zp * sum_k q_w) * s_a * s_w + b."""
+    w32 = weight.to(torch.float32)
+    sw = w32.abs().amax(dim=1) / 127.0
+    sw = torch.where(sw > 0, sw, torch.ones_like(sw))
+    qw = torch.clamp(torch.round(w32 / sw[:, None]), -127, 127).to(torch.float64)
+    x32 = x.to(torch.float32)
+    if _numerics.act_quant == "per-tensor":
+        lo, hi = _numerics.ranges[name]
+        sa, za = affine_u8(torch.tensor(lo), torch.tensor(hi))
+        sa, za = sa.expand(x32.shape[:-1]), za.expand(x32.shape[:-1])
+    else:
+        sa, za = affine_u8(x32.amin(dim=-1), x32.amax(dim=-1))
+    qa = torch.clamp(torch.round(x32 / sa[..., None]) + za[..., None], 0, 255).to(torch.float64)
+    acc = qa @ qw.T
+    y = (acc - za[..., None].to(torch.float64) * qw.sum(dim=1)) * (sa[..., None].to(torch.float64) * sw.to(torch.float64))
+    return y + bias
+
+
 def linear(x, w, name):
-    return F.linear(x, w[name + ".weight"], w[name + ".bias"])
+    weight, bias = w[name + ".weight"], w[name + ".bias"]
+    if _numerics.observe is not None:
+        x32 = x.to(torch.float32)
+        lo, hi = x32.min().item(), x32.max().item()
+        if name in _numerics.observe:
+            lo, hi = min(lo, _numerics.observe[name][0]), max(hi, _numerics.observe[name][1])
+        _numerics.observe[name] = (lo, hi)
+    if _numerics.precision == "bf16":
+        return F.linear(bf16(x), bf16(weight), bias)
+    if _numerics.precision == "int8":
+        return int8_linear(x, weight, bias, name)
+    return F.linear(x, weight, bias)
 
 
 def layer_norm(x, w, name, eps):
@@ -382,12 +446,16 @@ def attention(x, w, prefix, cfg):
     hd = D // cfg.heads
     q, k, v = linear(x, w, prefix + ".qkv").split(D, dim=-1)
     q, k, v = (t.reshape(B, N, cfg.heads, hd).transpose(1, 2) for t in (q, k, v))  # [B,h,N,hd]
-    logits = (q @ k.transpose(-2, -1)) * hd ** -0.5                                  # [B,h,N,N]
+    if _numerics.precision == "fp32":
+        logits = (q @ k.transpose(-2, -1)) * hd ** -0.5                              # [B,h,N,N]
+    else:  # bf16 matmuls; vitreg folds the scale into the keys before rounding them
+        logits = bf16(q) @ bf16(k * hd ** -0.5).transpose(-2, -1)
     sinks = w.get(prefix + ".sinks")
     if sinks is not None:
         sinks = sinks.reshape(1, cfg.heads, 1)
     p, abstention = attention_with_abstention(logits, cfg.attention, sinks)
-    out = (p @ v).transpose(1, 2).reshape(B, N, D)
+    pv = p @ v if _numerics.precision == "fp32" else bf16(p) @ bf16(v)
+    out = pv.transpose(1, 2).reshape(B, N, D)
     return linear(out, w, prefix + ".proj"), p, abstention
 
 
@@ -408,8 +476,13 @@ def embed(images, w, cfg):
     p = cfg.patch
     assert H % p == 0 and W % p == 0, f"image {H}x{W} is not a multiple of patch {p}"
     h0, w0 = H // p, W // p
-    patches = F.conv2d(images, w["patch_embed.proj.weight"], w["patch_embed.proj.bias"], stride=p)
-    patches = patches.flatten(2).transpose(1, 2)                                   # [B,h0*w0,D]
+    if _numerics.precision == "fp32" and _numerics.observe is None:
+        patches = F.conv2d(images, w["patch_embed.proj.weight"], w["patch_embed.proj.bias"], stride=p)
+        patches = patches.flatten(2).transpose(1, 2)                               # [B,h0*w0,D]
+    else:  # the conv as the linear it is, on patches flattened (channel, ky, kx)
+        conv = {"patch_embed.proj.weight": w["patch_embed.proj.weight"].flatten(1),
+                "patch_embed.proj.bias": w["patch_embed.proj.bias"]}
+        patches = linear(F.unfold(images, p, stride=p).transpose(1, 2), conv, "patch_embed.proj")
     pos = w["pos_embed"][0]
     patches = patches + resample_pos_embed(pos[1:], cfg.grid, h0, w0, cfg.pos_interp)
     cls = (w["cls_token"].reshape(1, 1, -1) + pos[0]).expand(B, 1, -1)
@@ -435,7 +508,18 @@ def block_output_statistics(x):
     return {"norms": x.norm(dim=-1), "inf_norm": values.abs().amax(dim=1), "kurtosis": kurtosis}
 
 
-def forward(cfg, w, images, trace=False):
+def forward(cfg, w, images, trace=False, numerics=None):
+    """See `forward_fp`; `numerics` (a Numerics) sets the precision of this forward."""
+    global _numerics
+    saved = _numerics
+    _numerics = numerics or Numerics()
+    try:
+        return forward_fp(cfg, w, images, trace)
+    finally:
+        _numerics = saved
+
+
+def forward_fp(cfg, w, images, trace=False):
     """DINOv2 forward_features in float64. images [B,3,H,W] -> dict with cls [B,D],
     registers [B,R,D], patches [B,h0*w0,D] (row-major grid) and prenorm [B,N,D].
 
