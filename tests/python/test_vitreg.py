@@ -46,6 +46,28 @@ def model():
 CASES = json.load(open(os.path.join(FIXTURES, "cases.json")))
 
 
+PRECISION_CASES = json.load(open(os.path.join(FIXTURES, "precision.json")))
+
+
+@pytest.mark.parametrize("case", PRECISION_CASES, ids=[c["case"] for c in PRECISION_CASES])
+def test_reduced_precision_runs_from_python_as_from_cpp(case):
+    """int8 per token and per tensor (the fixture's calibration): within half of the quantization
+    error of the reference's simulation (see tests/test_precision.cpp for why half)."""
+    want = {k: v.numpy() for k, v in ref.read_safetensors(os.path.join(FIXTURES, case["case"]))[0].items()}
+    path = os.path.join(FIXTURES, case["model"])
+    scales = os.path.join(FIXTURES, case["scales"])
+    for mode, kwargs in (("int8", {}), ("int8_per_tensor", {"act_quant": "per-tensor", "scales": scales})):
+        m = vitreg.Model(path, precision="int8", **kwargs)
+        assert m.config["precision"].startswith("int8 per-t")
+        out = m.forward(want["input"].astype(np.float32))
+        quantization = relative_error(want[mode + "_cls"], want["fp32_cls"])
+        assert relative_error(out["cls"], want[mode + "_cls"]) < 0.5 * quantization
+    with pytest.raises(vitreg.UsageError, match="per-tensor applies to --precision int8 only"):
+        vitreg.Model(path, precision="bf16", act_quant="per-tensor", scales=scales)
+    with pytest.raises(vitreg.IoError, match="missing.json"):
+        vitreg.Model(path, precision="int8", act_quant="per-tensor", scales=os.path.join(FIXTURES, "missing.json"))
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
 def test_features_match_the_reference_fixtures(case):
     m = vitreg.Model(os.path.join(FIXTURES, case["model"]), attention=case["attention_override"] or None,
