@@ -1,6 +1,9 @@
 #include "gemm_lowp.hpp"
 
 #include <immintrin.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -29,27 +32,27 @@ inline float bits_to_float(std::uint32_t u) {
 
 // ---- bf16 kernels: vdpbf16ps, and the same in C++ (odd k first, products exact) -------------
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512bf16")
+#define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 namespace bf16_avx512bf16 {
 using V = __m512i;
 using VAcc = __m512;
 using Acc = float;
 constexpr int kLanes = 16, kNv = 3, kMr = 8;
-inline VAcc zero() { return _mm512_setzero_ps(); }
-inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
-inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-inline V prep_a(V a) { return a; }
-inline V prep_b(V b) { return b; }
-inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
-inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
+VITREG_LOWP_TARGET inline VAcc zero() { return _mm512_setzero_ps(); }
+VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }
+VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }
+VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+VITREG_LOWP_TARGET inline void store(float* o, VAcc v) { _mm512_storeu_ps(o, v); }
 #include "gemm_lowp_tile.inc"
 }  // namespace bf16_avx512bf16
-#pragma GCC pop_options
+#undef VITREG_LOWP_TARGET
 
 #endif
 
 // The executable specification of vdpbf16ps: the kernel where the CPU lacks it.
+#define VITREG_LOWP_TARGET
 namespace bf16_portable {
 using V = std::uint32_t;
 using VAcc = float;
@@ -69,53 +72,59 @@ inline VAcc step(VAcc acc, Pair a, Pair b) { return (acc + a.odd * b.odd) + a.ev
 inline void store(float* o, VAcc v) { *o = v; }
 #include "gemm_lowp_tile.inc"
 }  // namespace bf16_portable
+#undef VITREG_LOWP_TARGET
 
 // ---- int8 kernels: vpdpbusd, 512 and 256 bits, then its exact emulation ---------------------
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vnni")
+#define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
 namespace int8_avx512vnni {
 using V = __m512i;
 using VAcc = __m512i;
 using Acc = std::int32_t;
 constexpr int kLanes = 16, kNv = 3, kMr = 8;
-inline VAcc zero() { return _mm512_setzero_si512(); }
-inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
-inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-inline V prep_a(V a) { return a; }
-inline V prep_b(V b) { return b; }
-inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
-inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
+VITREG_LOWP_TARGET inline VAcc zero() { return _mm512_setzero_si512(); }
+VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }
+VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }
+VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) { return _mm512_dpbusd_epi32(acc, a, b); }
+VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx512vnni
-#pragma GCC pop_options
+#undef VITREG_LOWP_TARGET
 
 // vpdpbusd on 256 bits has two encodings: AVX512-VNNI with VL (EVEX) and AVX-VNNI (VEX).
-#define VITREG_INT8_256_VNNI(NAME, TARGET, DPBUSD)                                                      \
-    _Pragma("GCC push_options") _Pragma(TARGET) namespace NAME {                                         \
-        using V = __m256i;                                                                              \
-        using VAcc = __m256i;                                                                           \
-        using Acc = std::int32_t;                                                                       \
-        constexpr int kLanes = 8, kNv = 2, kMr = 6;                                                     \
-        inline VAcc zero() { return _mm256_setzero_si256(); }                                           \
-        inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); } \
-        inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }          \
-        inline V prep_a(V a) { return a; }                                                              \
-        inline V prep_b(V b) { return b; }                                                              \
-        inline VAcc step(VAcc acc, V a, V b) { return DPBUSD(acc, a, b); }                              \
-        inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
-#define VITREG_INT8_256_VNNI_END(NAME) } _Pragma("GCC pop_options")
+#define VITREG_INT8_256_VNNI(NAME, DPBUSD)                                                              \
+    namespace NAME {                                                                                    \
+    using V = __m256i;                                                                                  \
+    using VAcc = __m256i;                                                                               \
+    using Acc = std::int32_t;                                                                           \
+    constexpr int kLanes = 8, kNv = 2, kMr = 6;                                                         \
+    VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }                            \
+    VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) {                                          \
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));                                 \
+    }                                                                                                   \
+    VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); } \
+    VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }                                               \
+    VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }                                               \
+    VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) { return DPBUSD(acc, a, b); }               \
+    VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) {                                     \
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v);                                          \
+    }
 
-VITREG_INT8_256_VNNI(int8_avx256vnni_evex, "GCC target(\"avx512f,avx512vl,avx512vnni\")", _mm256_dpbusd_epi32)
+#define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512vl,avx512vnni")))
+VITREG_INT8_256_VNNI(int8_avx256vnni_evex, _mm256_dpbusd_epi32)
 #include "gemm_lowp_tile.inc"
-VITREG_INT8_256_VNNI_END(int8_avx256vnni_evex)
+}  // namespace int8_avx256vnni_evex
+#undef VITREG_LOWP_TARGET
 
-VITREG_INT8_256_VNNI(int8_avx256vnni_vex, "GCC target(\"avx2,avxvnni\")", _mm256_dpbusd_avx_epi32)
+#define VITREG_LOWP_TARGET __attribute__((target("avx2,avxvnni")))
+VITREG_INT8_256_VNNI(int8_avx256vnni_vex, _mm256_dpbusd_avx_epi32)
 #include "gemm_lowp_tile.inc"
-VITREG_INT8_256_VNNI_END(int8_avx256vnni_vex)
+}  // namespace int8_avx256vnni_vex
+#undef VITREG_LOWP_TARGET
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw")
+#define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512bw")))
 namespace int8_avx512 {
 using V = __m512i;
 using VAcc = __m512i;
@@ -124,21 +133,20 @@ constexpr int kLanes = 16, kNv = 3, kMr = 8;
 struct Bytes {
     V even, odd;  // bytes 0, 2 and 1, 3 of each group, widened to 16 bits
 };
-inline VAcc zero() { return _mm512_setzero_si512(); }
-inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
-inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-inline Bytes prep_a(V a) { return {_mm512_and_si512(a, _mm512_set1_epi16(0x00ff)), _mm512_srli_epi16(a, 8)}; }
-inline Bytes prep_b(V b) { return {_mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8), _mm512_srai_epi16(b, 8)}; }
-inline VAcc step(VAcc acc, Bytes a, Bytes b) {
+VITREG_LOWP_TARGET inline VAcc zero() { return _mm512_setzero_si512(); }
+VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+VITREG_LOWP_TARGET inline Bytes prep_a(V a) { return {_mm512_and_si512(a, _mm512_set1_epi16(0x00ff)), _mm512_srli_epi16(a, 8)}; }
+VITREG_LOWP_TARGET inline Bytes prep_b(V b) { return {_mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8), _mm512_srai_epi16(b, 8)}; }
+VITREG_LOWP_TARGET inline VAcc step(VAcc acc, Bytes a, Bytes b) {
     return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(a.even, b.even), _mm512_madd_epi16(a.odd, b.odd)));
 }
-inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
+VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx512
-#pragma GCC pop_options
+#undef VITREG_LOWP_TARGET
 
-#pragma GCC push_options
-#pragma GCC target("avx2")
+#define VITREG_LOWP_TARGET __attribute__((target("avx2")))
 namespace int8_avx2 {
 using V = __m256i;
 using VAcc = __m256i;
@@ -147,20 +155,21 @@ constexpr int kLanes = 8, kNv = 2, kMr = 4;
 struct Bytes {
     V even, odd;
 };
-inline VAcc zero() { return _mm256_setzero_si256(); }
-inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-inline Bytes prep_a(V a) { return {_mm256_and_si256(a, _mm256_set1_epi16(0x00ff)), _mm256_srli_epi16(a, 8)}; }
-inline Bytes prep_b(V b) { return {_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8), _mm256_srai_epi16(b, 8)}; }
-inline VAcc step(VAcc acc, Bytes a, Bytes b) {
+VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }
+VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+VITREG_LOWP_TARGET inline Bytes prep_a(V a) { return {_mm256_and_si256(a, _mm256_set1_epi16(0x00ff)), _mm256_srli_epi16(a, 8)}; }
+VITREG_LOWP_TARGET inline Bytes prep_b(V b) { return {_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8), _mm256_srai_epi16(b, 8)}; }
+VITREG_LOWP_TARGET inline VAcc step(VAcc acc, Bytes a, Bytes b) {
     return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a.even, b.even), _mm256_madd_epi16(a.odd, b.odd)));
 }
-inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
+VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx2
-#pragma GCC pop_options
+#undef VITREG_LOWP_TARGET
 #endif
 
+#define VITREG_LOWP_TARGET
 namespace int8_portable {
 using V = std::uint32_t;
 using VAcc = std::int32_t;
@@ -186,6 +195,7 @@ inline VAcc step(VAcc acc, const Bytes& a, const Bytes& b) {
 inline void store(std::int32_t* o, VAcc v) { *o = v; }
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_portable
+#undef VITREG_LOWP_TARGET
 
 namespace {
 
@@ -202,7 +212,10 @@ Cpu detect() {
     c.avx512vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
     c.avx512vl = c.avx512 && __builtin_cpu_supports("avx512vl");
     c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    c.avxvnni = c.avx2 && __builtin_cpu_supports("avxvnni");
+    // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4 (not every compiler's __builtin_cpu_supports
+    // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    c.avxvnni = c.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
 #endif
     return c;
 }
