@@ -237,7 +237,6 @@ once (each forward releases the GIL).)")
                  p.precision = parse_precision(precision);
                  p.act_quant = parse_act_quant(act_quant);
                  p.scales = scales.value_or("");
-                 p.validate();
                  const std::string path = resolve_model_path(model);
                  PyModel* self = nullptr;
                  {

@@ -19,8 +19,7 @@ using namespace vitreg;
 using namespace vitreg::test;
 
 TEST_CASE("intermediate blocks equal the reference's, raw and normed") {
-    std::ifstream in(fixture("traces.json"));
-    for (const auto& c : nlohmann::json::parse(in)) {
+    for (const auto& c : fixture_json("traces.json")) {
         INFO("trace " << c["name"].get<std::string>());
         const Model m = Model::load(fixture(c["model"].get<std::string>()));
         const SafetensorsFile f(fixture(c["file"].get<std::string>()));

@@ -3,7 +3,6 @@
 // grids. Fixtures come from tests/fixtures/make_fixtures.py.
 #include <catch2/catch.hpp>
 #include <tbb/task_arena.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -17,10 +16,7 @@ namespace {
 
 constexpr double kTolerance = 1e-4;  // relative to the output's scale
 
-nlohmann::json cases() {
-    std::ifstream in(fixture("cases.json"));
-    return nlohmann::json::parse(in);
-}
+nlohmann::json cases() { return fixture_json("cases.json"); }
 
 ConfigOverrides overrides_of(const nlohmann::json& c) {
     ConfigOverrides o;

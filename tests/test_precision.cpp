@@ -9,7 +9,6 @@
 // one of the three models (an exact replay: a wrong rounding rule, scale, zero point or operand
 // breaks it on all of them), and every model must stay within half of the quantization error.
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -24,10 +23,7 @@ using namespace vitreg::test;
 
 namespace {
 
-nlohmann::json precision_cases() {
-    std::ifstream in(fixture("precision.json"));
-    return nlohmann::json::parse(in);
-}
+nlohmann::json precision_cases() { return fixture_json("precision.json"); }
 
 PrecisionOptions options(Precision p, const std::string& scales = "") {
     PrecisionOptions o;
@@ -111,11 +107,17 @@ TEST_CASE("calibration observes every linear's input range, from the calibration
             CHECK(got.ranges.at(name).min == Approx(r.min).epsilon(1e-4).margin(1e-6));
             CHECK(got.ranges.at(name).max == Approx(r.max).epsilon(1e-4).margin(1e-6));
         }
-        // A forward the calibrator did not observe does not move the ranges.
-        Trace other;
+        // The ranges are those of what was observed, and only of it: a second, louder input
+        // widens them once it is observed too.
         std::vector<float> loud(input.size(), 50.0f);
-        m.forward(loud.data(), 2, 12, 28, Probe{}, other);
-        CHECK(other.linear_inputs.empty());
+        Trace louder;
+        m.forward(loud.data(), 2, 12, 28, probe, louder);
+        Int8Calibrator both;
+        both.observe(t);
+        both.observe(louder);
+        const Int8Calibration wider = both.finish();
+        CHECK(wider.ranges.at("patch_embed.proj").max == 50.0f);
+        CHECK(got.ranges.at("patch_embed.proj").max < 50.0f);
         // The written file reads back the same (the round trip), and runs per tensor.
         TempDir dir;
         const std::string path = dir.path() + "/scales.json";
@@ -159,9 +161,7 @@ TEST_CASE("bad precision options and calibration files get clear errors") {
     CHECK_THROWS_AS(parse_precision("fp16"), UsageError);
     // Malformed files: each error names the file and the fault.
     TempDir dir;
-    const std::string good = fixture("precision/dinov2_reg2_f16.scales.json");
-    std::ifstream in(good);
-    const auto j = nlohmann::json::parse(in);
+    const auto j = fixture_json("precision/dinov2_reg2_f16.scales.json");
     auto missing = j;
     missing["ranges"].erase("blocks.1.mlp.fc2");
     auto inverted = j;

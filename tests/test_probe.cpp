@@ -2,7 +2,6 @@
 // abstention, key mass, residual-stream norms, kurtosis, MLP activations, rollout; and the
 // planted-outlier checkpoint's artifacts found exactly.
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <numeric>
@@ -19,10 +18,7 @@ using namespace vitreg::test;
 
 namespace {
 
-nlohmann::json traces() {
-    std::ifstream in(fixture("traces.json"));
-    return nlohmann::json::parse(in);
-}
+nlohmann::json traces() { return fixture_json("traces.json"); }
 
 Probe everything(int depth) {
     Probe p;

@@ -8,11 +8,18 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "vitreg/safetensors.hpp"
 
 namespace vitreg::test {
 
 inline std::string fixture(const std::string& rel) { return std::string(VITREG_FIXTURES_DIR) + "/" + rel; }
+
+inline nlohmann::json fixture_json(const std::string& rel) {
+    std::ifstream in(fixture(rel));
+    return nlohmann::json::parse(in);
+}
 
 inline std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) { return f.get(name).to_float(); }
 

@@ -141,7 +141,6 @@ int run(int argc, char** argv) {
     precision.precision = parse_precision(precision_name);
     precision.act_quant = parse_act_quant(act_quant);
     precision.scales = scales;
-    precision.validate();
     const std::string image_path = positional.back();
     positional.pop_back();
     const Image image = decode_image(image_path);

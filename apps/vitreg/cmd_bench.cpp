@@ -27,8 +27,8 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
     cmd->add_option("--size", a->size, "input HxW in pixels (default: the native grid)");
     cmd->add_option("--images", a->images,
-                    "run these images (eval resize to the native size) instead of random pixels; sets --batch to "
-                    "their count, and the error against fp32 is measured on them");
+                    "run these images, each resized to the bench size (--size, default native), instead of random "
+                    "pixels; sets --batch to their count, and the error against fp32 is measured on them");
     cmd->add_option("--iters", a->iters, "timed forwards")->check(CLI::Range(1, 100000))->capture_default_str();
     cmd->add_option("--warmup", a->warmup, "untimed forwards first")->check(CLI::Range(0, 1000))->capture_default_str();
     cmd->add_flag("--probe", a->probe,
@@ -52,7 +52,10 @@ void register_bench(CLI::App& app, Command& run) {
             if (!a->images.empty()) {
                 const auto files = expand_inputs(a->images);
                 const Config& c = m.config();
-                const ResizeSpec resize = ResizeSpec::parse(std::to_string(w) + "x" + std::to_string(h));
+                ResizeSpec resize;
+                resize.mode = ResizeSpec::Mode::Exact;
+                resize.width = w;
+                resize.height = h;
                 for (const auto& f : files) {
                     const Pixels px = preprocess(decode_image(f), resize, c.patch, c.mean, c.std, f);
                     pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());

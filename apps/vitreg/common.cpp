@@ -116,7 +116,6 @@ PrecisionOptions precision_of(const ModelArgs& args) {
     p.precision = parse_precision(args.precision);
     p.act_quant = parse_act_quant(args.act_quant);
     p.scales = args.scales;
-    p.validate();
     return p;
 }
 

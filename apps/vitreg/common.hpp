@@ -67,7 +67,7 @@ private:
 
 // Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelArgs& args);
-// The precision the arguments ask for (UsageError for contradictions).
+// The precision the arguments ask for (Model::load refuses contradictions).
 PrecisionOptions precision_of(const ModelArgs& args);
 
 void register_info(CLI::App& app, Command& run);

@@ -37,13 +37,15 @@ FeatureAgreement agreement(const Features& got, const Features& want) {
     cosines(got.patches.data(), want.patches.data(), static_cast<std::size_t>(got.batch) * got.patch_count(), got.dim,
             a.patch_cosine_min, a.patch_cosine_mean);
     double diff = 0, scale = 0;
-    for (const auto* pair : {&got.cls, &got.reg_tokens, &got.patches}) {
-        const auto& w = pair == &got.cls ? want.cls : pair == &got.reg_tokens ? want.reg_tokens : want.patches;
-        for (std::size_t i = 0; i < pair->size(); ++i) {
-            diff = std::max(diff, std::fabs(double((*pair)[i]) - w[i]));
+    const auto absorb = [&](const std::vector<float>& g, const std::vector<float>& w) {
+        for (std::size_t i = 0; i < w.size(); ++i) {
+            diff = std::max(diff, std::fabs(double(g[i]) - w[i]));
             scale = std::max(scale, std::fabs(double(w[i])));
         }
-    }
+    };
+    absorb(got.cls, want.cls);
+    absorb(got.reg_tokens, want.reg_tokens);
+    absorb(got.patches, want.patches);
     a.max_relative_error = scale > 0 ? diff / scale : diff;
     return a;
 }

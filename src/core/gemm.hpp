@@ -32,8 +32,9 @@ struct AlignedAllocator {
 
 using Buffer = std::vector<float, AlignedAllocator<float>>;
 
-// b's storage, grown (never shrunk) to hold at least n floats: for buffers reused across calls.
-inline float* at_least(Buffer& b, std::size_t n) {
+// b's storage, grown (never shrunk) to hold at least n elements: for buffers reused across calls.
+template <class Vector>
+auto* at_least(Vector& b, std::size_t n) {
     if (b.size() < n) b.resize(n);
     return b.data();
 }

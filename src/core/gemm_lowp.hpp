@@ -28,6 +28,8 @@ using GroupBuffer = std::vector<std::uint32_t, AlignedAllocator<std::uint32_t>>;
 enum class Bf16Isa { Avx512Bf16, Portable };
 Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
+// Whether this CPU has vdpbf16ps (else bf16 runs rounded operands through the fp32 kernels).
+inline bool native_bf16() { return best_bf16() == Bf16Isa::Avx512Bf16; }
 const char* to_string(Bf16Isa isa);
 
 struct PackedBf16 {

@@ -35,21 +35,14 @@ void for_each_task(int n, const Fn& fn) {
         tbb::simple_partitioner());
 }
 
-// One score block per worker thread, kept across tasks and forwards: the attention loop
-// allocates nothing once it has seen its largest sequence. Safe to share between tasks because
-// an attention task never waits, so no other task can run on its thread while it holds it.
-float* thread_scratch(std::size_t floats) {
-    static thread_local gemm::Buffer scratch;
-    return gemm::at_least(scratch, floats);
-}
-
-bool native_bf16() { return gemm::best_bf16() == gemm::Bf16Isa::Avx512Bf16; }
-
-// The same for bf16 operands (queries, then probabilities) of the bf16 attention.
-std::uint32_t* thread_groups(std::size_t groups) {
-    static thread_local gemm::GroupBuffer scratch;
-    if (scratch.size() < groups) scratch.resize(groups);
-    return scratch.data();
+// One block of T per worker thread (scores; bf16 operands), kept across tasks and forwards: the
+// attention loop allocates nothing once it has seen its largest sequence. Safe to share between
+// tasks because an attention task never waits, so no other task can run on its thread while it
+// holds it.
+template <class T>
+T* thread_scratch(std::size_t n) {
+    static thread_local std::vector<T, gemm::AlignedAllocator<T>> scratch;
+    return gemm::at_least(scratch, n);
 }
 
 }  // namespace
@@ -65,7 +58,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
     switch (precision) {
         case Precision::Fp32: l.wt = gemm::pack(wt.data(), in, out, out); break;
         case Precision::Bf16:
-            if (native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
+            if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
             else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
             break;
         case Precision::Int8:
@@ -80,39 +73,31 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
             const Eigen::VectorXf* scale) {
     const int in = layer.in(), width = layer.out();
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
-    const bool rounded = layer.precision == Precision::Bf16 && !native_bf16();
+    const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();
     const Precision precision = rounded ? Precision::Fp32 : layer.precision;
     const int nr = precision == Precision::Fp32 ? layer.wt.nr : precision == Precision::Bf16 ? layer.wb.nr : layer.wq.nr;
     // Reduced precision: the input rounded or quantized once, row tiles in parallel.
     const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
     const int row_tiles = (rows + kRowTile - 1) / kRowTile;
-    if (rounded) {
-        float* r = gemm::at_least(scratch.rounded, static_cast<std::size_t>(rows) * in);
-        for_each_task(row_tiles, [&](int t) {
-            for (std::size_t i = static_cast<std::size_t>(t) * kRowTile * in,
-                             end = static_cast<std::size_t>(std::min(rows, (t + 1) * kRowTile)) * in;
-                 i < end; ++i)
-                r[i] = quant::round_bf16(x[i]);
-        });
-        x = r;
-    }
-    if (precision != Precision::Fp32) {
-        if (scratch.groups.size() < static_cast<std::size_t>(rows) * groups)
-            scratch.groups.resize(static_cast<std::size_t>(rows) * groups);
-        if (precision == Precision::Int8) {
-            scratch.scale.resize(std::max<std::size_t>(scratch.scale.size(), rows));
-            scratch.zero_point.resize(std::max<std::size_t>(scratch.zero_point.size(), rows));
-        }
+    const std::size_t n = static_cast<std::size_t>(rows);
+    float* rounded_x = rounded ? gemm::at_least(scratch.rounded, n * in) : nullptr;
+    std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
+    float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
+    std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    if (rounded || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
             const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
-            std::uint32_t* dst = scratch.groups.data() + static_cast<std::size_t>(r0) * groups;
             const float* src = x + static_cast<std::size_t>(r0) * in;
-            if (precision == Precision::Bf16) gemm::round_rows_bf16(src, in, rn, in, dst);
+            if (rounded)
+                std::transform(src, src + static_cast<std::size_t>(rn) * in, rounded_x + static_cast<std::size_t>(r0) * in,
+                               [](float v) { return quant::round_bf16(v); });
+            else if (precision == Precision::Bf16)
+                gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
             else
-                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr, dst, scratch.scale.data() + r0,
-                                    scratch.zero_point.data() + r0);
+                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
+                                    low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
         });
-    }
+    if (rounded) x = rounded_x;
     // Column tiles are whole kernel panels; row tiles a fixed height.
     const int panel_count = (width + nr - 1) / nr;
     const int panels_per_tile = std::max(1, kColTile / nr);
@@ -122,15 +107,15 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
         const int r0 = (t / col_tiles) * kRowTile, rn = std::min(kRowTile, rows - r0);
         const int c0 = (t % col_tiles) * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
         float* tile = out + static_cast<std::size_t>(r0) * width + c0;
-        const std::uint32_t* low = scratch.groups.data() + static_cast<std::size_t>(r0) * groups;
+        const std::uint32_t* a = low ? low + static_cast<std::size_t>(r0) * groups : nullptr;
         switch (precision) {
             case Precision::Fp32:
                 gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
                 break;
-            case Precision::Bf16: gemm::multiply(low, rn, layer.wb, c0, c0 + cn, tile, width, fused); break;
+            case Precision::Bf16: gemm::multiply(a, rn, layer.wb, c0, c0 + cn, tile, width, fused); break;
             case Precision::Int8:
-                gemm::multiply(gemm::QuantizedRows{low, scratch.scale.data() + r0, scratch.zero_point.data() + r0}, rn,
-                               layer.wq, c0, c0 + cn, tile, width, fused);
+                gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0}, rn, layer.wq, c0, c0 + cn, tile,
+                               width, fused);
                 break;
         }
         if (epilogue == Epilogue::BiasGelu) {
@@ -196,7 +181,7 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
     // bf16 runs on vdpbf16ps where the CPU has it; elsewhere its bf16-rounded operands go
     // through the fp32 kernels (exact products, fp32 sums: the same up to summation order),
     // which is faster than replaying vdpbf16ps lane by lane.
-    const bool native = bf16 && native_bf16();
+    const bool native = bf16 && gemm::native_bf16();
     const std::size_t pairs = static_cast<std::size_t>(batch) * heads;
     for (auto* v : {&scratch.keys, &scratch.values})
         if (!native && v->size() < pairs) v->resize(pairs);
@@ -219,10 +204,10 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
         const int bh = t / blocks, h = bh % heads, b = bh / heads, qb = t % blocks;
         const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
         // The score block, then (emulated bf16) the rounded queries after it.
-        float* s = thread_scratch(static_cast<std::size_t>(qn) * (tokens + head_dim));
+        float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (tokens + head_dim));
         const float* queries = qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim;
         std::uint32_t* low =
-            native ? thread_groups(static_cast<std::size_t>(qn) * std::max((head_dim + 1) / 2, (tokens + 1) / 2)) : nullptr;
+            native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) * std::max((head_dim + 1) / 2, (tokens + 1) / 2)) : nullptr;
         if (native) {
             gemm::round_rows_bf16(queries, stride, qn, head_dim, low);
             gemm::multiply(low, qn, scratch.keys_bf16[bh], 0, tokens, s, tokens);

@@ -369,12 +369,14 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     float* mixed = normed;
     const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
     // Every linear goes through here: the Probe may record its input (int8 calibration).
+    const auto record_input = [&](const Linear& l, const float* in, int n) {
+        if (!probe->linear_inputs) return;
+        trace->linear_names.push_back(l.name);
+        trace->linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
+    };
     const auto linear = [&](const float* in, int n, const Linear& l, float* out, Epilogue e,
                             const Eigen::VectorXf* scale = nullptr) {
-        if (probe->linear_inputs) {
-            trace->linear_names.push_back(l.name);
-            trace->linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
-        }
+        record_input(l, in, n);
         kernels::linear(in, n, l, out, e, ws.lowp, scale);
     };
 
@@ -394,10 +396,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
 
     // Tokens [CLS, registers, patches]; position embeddings on CLS and patches only.
     const auto pos = pos_for(gh, gw);
-    if (probe->linear_inputs) {
-        trace->linear_names.push_back(patch_embed.name);
-        trace->linear_inputs.emplace_back(patches, patches + static_cast<std::size_t>(batch) * np * pp3);
-    }
+    record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
     for (int b = 0; b < batch; ++b) {
         float* seq = x + static_cast<std::size_t>(b) * N * D;
         float* patch_rows = seq + static_cast<std::size_t>(1 + R) * D;

@@ -42,7 +42,7 @@ std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token"
 
 namespace {
 std::string bf16_kernels() {
-    return gemm::best_bf16() == gemm::Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA";
+    return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA";
 }
 }  // namespace
 
