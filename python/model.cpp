@@ -43,6 +43,8 @@ py::dict config_dict(const PyModel& self) {
                     "patch"_a = c.patch, "registers"_a = c.registers, "grid"_a = c.grid,
                     "native_size"_a = c.native_size(), "mlp"_a = to_string(c.mlp), "mlp_hidden"_a = c.mlp_hidden,
                     "attention"_a = to_string(c.attention), "precision"_a = self.model.precision().describe(),
+                    "intervention"_a = self.model.intervention().to_string(),
+                    "test_time_registers"_a = self.model.intervention().test_time_registers,
                     "trained_attention"_a = to_string(c.trained_attention),
                     "retrofit"_a = c.retrofit(), "sinks"_a = c.has_sinks, "layer_scale"_a = c.layer_scale,
                     "pos_interp"_a = to_string(c.pos_interp), "eps"_a = c.eps, "mean"_a = vec3(c.mean),
@@ -119,10 +121,10 @@ py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_
     probe.qkv_layers = layers_of(qkv_layers, c.depth);
     if (const auto* all = std::get_if<std::string>(&queries)) {
         if (*all == "all") probe.all_queries = true;
-        else probe.queries.push_back(TokenRef::parse(*all).token_index(c.registers, gh, gw));
+        else probe.queries.push_back(TokenRef::parse(*all).token_index(self.model.registers(), gh, gw));
     } else {
         for (const auto& q : std::get<std::vector<std::string>>(queries))
-            probe.queries.push_back(TokenRef::parse(q).token_index(c.registers, gh, gw));
+            probe.queries.push_back(TokenRef::parse(q).token_index(self.model.registers(), gh, gw));
     }
     if (!probe.attention_layers.empty() && !probe.all_queries && probe.queries.empty())
         throw UsageError("trace: attention_layers asked for, but no queries (give queries=['cls', 'patch:R,C'] or 'all')");
@@ -205,7 +207,7 @@ void bind_model(py::module_& m) {
     py::class_<PyModel>(m, "Model", R"(A loaded ViT checkpoint, ready to run.
 
 Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970,
-      precision='fp32', act_quant='per-token', scales=None)
+      precision='fp32', act_quant='per-token', scales=None, evict=None, ttr=0, register_neurons=None)
 
 model       a .safetensors file, a folder with model.safetensors (+ config.json for the HF layout),
             the name of a shipped checkpoint (vitreg.shipped_models()), or a hub id such as
@@ -220,13 +222,20 @@ max_image_pixels  refuse image files with more pixels, before decoding them.
 precision   'fp32' | 'bf16' (bf16 GEMMs, fp32 accumulation) | 'int8' (W8A8 linears, bf16 attention).
 act_quant   int8 activations: 'per-token' (dynamic) or 'per-tensor' (static, needs scales).
 scales      the SCALES.json of `vitreg calibrate-int8`, for act_quant='per-tensor'.
+evict       keys removed from every head's attention, as --evict: 'sink', 'artifacts', 'registers',
+            'cls', 'reg:K', 'patch:R,C', comma-separated (sink and artifacts: found per image by a
+            first forward).
+ttr         test-time registers: K zero tokens after the trained registers (outputs' 'registers'
+            holds the trained ones, then these); needs register_neurons.
+register_neurons  'neurons.json[:TOP]' (vitreg find-register-neurons) or 'LAYER:NEURON,...'.
 
 The weights are packed once; a Model is immutable and may be used from several threads at
 once (each forward releases the GIL).)")
         .def(py::init([](const std::string& model, std::optional<std::string> attention,
                          std::optional<std::string> pos_interp, int threads, std::int64_t max_tokens,
                          std::int64_t max_image_pixels, const std::string& precision, const std::string& act_quant,
-                         std::optional<std::string> scales) {
+                         std::optional<std::string> scales, std::optional<std::string> evict, int ttr,
+                         std::optional<std::string> register_neurons) {
                  if (threads < 0) throw UsageError("threads must be 0 (all cores) or more");
                  if (max_tokens < 0) throw UsageError("max_tokens must be 0 (no limit) or more");
                  if (max_image_pixels < 1) throw UsageError("max_image_pixels must be positive");
@@ -237,21 +246,29 @@ once (each forward releases the GIL).)")
                  p.precision = parse_precision(precision);
                  p.act_quant = parse_act_quant(act_quant);
                  p.scales = scales.value_or("");
+                 Intervention edit;
+                 if (evict) edit.evict = Eviction::parse(*evict);
+                 edit.test_time_registers = ttr;
+                 if (register_neurons) edit.register_neurons = parse_register_neurons(*register_neurons);
                  const std::string path = resolve_model_path(model);
                  PyModel* self = nullptr;
                  {
                      py::gil_scoped_release release;
-                     self = new PyModel{Model::load(path, o, p), threads, max_tokens, ImageLimits{}};
+                     Model loaded = Model::load(path, o, p);
+                     if (!edit.empty()) loaded = loaded.with(edit);
+                     self = new PyModel{std::move(loaded), threads, max_tokens, ImageLimits{}};
                  }
                  self->image_limits.max_pixels = max_image_pixels;
                  return self;
              }),
              "model"_a, "attention"_a = py::none(), "pos_interp"_a = py::none(), "threads"_a = 0,
              "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels, "precision"_a = "fp32",
-             "act_quant"_a = "per-token", "scales"_a = py::none())
+             "act_quant"_a = "per-token", "scales"_a = py::none(), "evict"_a = py::none(), "ttr"_a = 0,
+             "register_neurons"_a = py::none())
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "
-                               "head_dim, patch, registers, grid, native_size, mlp, mlp_hidden, attention, precision, "
+                               "head_dim, patch, registers (trained), test_time_registers, grid, native_size, mlp, "
+                               "mlp_hidden, attention, precision, intervention, "
                                "trained_attention, retrofit, sinks, layer_scale, pos_interp, eps, mean, std, dtype, "
                                "parameters, notes (what the loader inferred or changed).")
         .def_property_readonly("path", [](const PyModel& self) { return self.model.path(); },

@@ -109,10 +109,11 @@ int run(int argc, char** argv) {
     std::vector<std::string> retrofits;
     int threads = 0;
     float opacity = 0.6f;
-    std::string precision_name = "fp32", act_quant = "per-token", scales;
+    std::string precision_name = "fp32", act_quant = "per-token", scales, evict, register_neurons;
+    int ttr = 0;
     cli.add_option("MODEL_AND_IMAGE", positional,
-                   "checkpoints (each optionally @softmax|@softmax1|@sink and @fp32|@bf16|@int8|@int8=SCALES.json), "
-                   "then the image")
+                   "checkpoints (each optionally @softmax|@softmax1|@sink, @fp32|@bf16|@int8|@int8=SCALES.json, "
+                   "@evict=LIST and @ttr=K:NEURONS), then the image")
         ->required()
         ->expected(2, 64);
     cli.add_option("--resize", resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
@@ -132,6 +133,10 @@ int run(int argc, char** argv) {
         ->check(CLI::IsMember({"per-token", "per-tensor"}))
         ->capture_default_str();
     cli.add_option("--scales", scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
+    cli.add_option("--evict", evict, "for checkpoints without @evict= or @ttr=: keys to evict (as vitreg --evict)");
+    cli.add_option("--ttr", ttr, "for checkpoints without @evict= or @ttr=: test-time registers (needs --register-neurons)")
+        ->check(CLI::Range(0, 64));
+    cli.add_option("--register-neurons", register_neurons, "neurons.json[:TOP] or LAYER:NEURON,... for --ttr");
     try {
         cli.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -141,6 +146,10 @@ int run(int argc, char** argv) {
     precision.precision = parse_precision(precision_name);
     precision.act_quant = parse_act_quant(act_quant);
     precision.scales = scales;
+    Intervention edit;  // for checkpoints without their own @evict= / @ttr=
+    if (!evict.empty()) edit.evict = Eviction::parse(evict);
+    edit.test_time_registers = ttr;
+    if (!register_neurons.empty()) edit.register_neurons = parse_register_neurons(register_neurons);
     const std::string image_path = positional.back();
     positional.pop_back();
     const Image image = decode_image(image_path);
@@ -161,8 +170,10 @@ int run(int argc, char** argv) {
         o.attention = s.attention;
         const std::string label = m.substr(m.find_last_of('/') + 1);
         Configuration c;
-        c.model = std::make_unique<Model>(
-            Model::load(resolve_model_path(s.model), o, s.precision.value_or(precision)));
+        Model loaded = Model::load(resolve_model_path(s.model), o, s.precision.value_or(precision));
+        const Intervention e = s.intervention.value_or(edit);
+        if (!e.empty()) loaded = loaded.with(e);
+        c.model = std::make_unique<Model>(std::move(loaded));
         const Config& cfg = c.model->config();
         for (const auto& note : cfg.notes) std::cerr << "vitreg-viewer: note: " << note << "\n";
         const Pixels px = preprocess(image, spec, cfg.patch, cfg.mean, cfg.std, image_path);

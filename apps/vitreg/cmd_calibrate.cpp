@@ -11,34 +11,20 @@ namespace vitreg::cli {
 void register_calibrate(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("calibrate-int8",
                                    "per-tensor int8 activation ranges of every linear, from calibration images");
-    struct Args {
-        ModelArgs model;
-        std::vector<std::string> images;
-        std::string out, resize = "eval";
+    struct Args : CalibrationArgs {
         double percentile = 100.0;
-        int threads = 0;
-        InputLimits limits;
     };
     auto a = std::make_shared<Args>();
-    add_model_args(*cmd, a->model);
-    cmd->add_option("--images", a->images, "calibration images: files, folders (recursive, sorted) or @list.txt")->required();
-    cmd->add_option("-o,--out", a->out, "SCALES.json to write")->required();
+    add_calibration_args(*cmd, *a, "SCALES.json to write");
     cmd->add_option("--percentile", a->percentile,
                     "100 = min/max; below, clip each range to the P-th and (100-P)-th percentiles of its values")
         ->check(CLI::Range(50.0, 100.0))
         ->capture_default_str();
-    cmd->add_option("--resize", a->resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
-    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
-    add_input_limit_args(*cmd, a->limits);
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
-            CalibrationOptions o;
+            CalibrationOptions o = calibration_options(*a);
             o.percentile = a->percentile;
-            o.resize = ResizeSpec::parse(a->resize);
-            o.image_limits = a->limits.image;
-            o.max_tokens = a->limits.max_tokens;
-            o.threads = a->threads;
             const auto images = expand_inputs(a->images);
             const ProgressBar bar;
             const Int8Calibration c = calibrate_int8(m, images, o, [&](std::size_t d, std::size_t t) { bar(d, t); });

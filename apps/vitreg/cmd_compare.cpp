@@ -23,7 +23,7 @@ struct Configuration {
     Model model;
 };
 
-// "MODEL[@KIND][@PRECISION]" (ModelSpec).
+// "MODEL[@KIND][@PRECISION][@evict=LIST][@ttr=K:NEURONS]" (ModelSpec).
 Configuration load_configuration(const std::string& text) {
     const ModelSpec spec = ModelSpec::parse(text);
     ModelArgs args;
@@ -35,6 +35,7 @@ Configuration load_configuration(const std::string& text) {
         args.scales = spec.precision->scales;
     }
     Configuration c{"", load_model(args)};
+    if (spec.intervention) c.model = c.model.with(*spec.intervention);
     std::string stem = args.model.substr(args.model.find_last_of('/') + 1);
     if (stem.size() > 12 && stem.compare(stem.size() - 12, 12, ".safetensors") == 0) stem.resize(stem.size() - 12);
     c.label = stem + spec.suffix;
@@ -59,8 +60,10 @@ std::vector<std::pair<std::string, std::string>> summary_row(const std::string& 
         {"config", cfg.label},
         {"attention", to_string(c.attention)},
         {"precision", cfg.model.precision().describe()},
+        {"intervention", cfg.model.intervention().to_string()},
         {"retrofit", c.retrofit() ? "true" : "false"},
-        {"registers", std::to_string(c.registers)},
+        {"registers", std::to_string(cfg.model.registers())},
+        {"test_time_registers", std::to_string(cfg.model.intervention().test_time_registers)},
         {"grid", std::to_string(in.trace.grid_h) + "x" + std::to_string(in.trace.grid_w)},
         {"norm_median", f(o.norm_median)},
         {"norm_max", f(o.norm_max)},

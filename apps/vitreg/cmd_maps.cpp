@@ -56,7 +56,7 @@ void register_maps(CLI::App& app, Command& run) {
             const Pixels px = preprocess(decode_image(a->image, a->limits.image), resize, c.patch, c.mean, c.std, a->image);
             m.check_tokens(px.height, px.width, a->limits.max_tokens, a->image);
             const int gh = px.height / c.patch, gw = px.width / c.patch;
-            const int q = query.token_index(c.registers, gh, gw);
+            const int q = query.token_index(m.registers(), gh, gw);
 
             Probe probe = Probe::statistics(c.depth);
             if (q != 0) probe.queries.push_back(q);
@@ -69,7 +69,8 @@ void register_maps(CLI::App& app, Command& run) {
             const std::string dir = a->out + "/";
             const cv::Mat image = render::fit(render::input_image(px, c.mean, c.std), 224);
             const std::string what = query.to_string() + " attention, " + to_string(c.attention) +
-                                     (c.retrofit() ? " (retrofit)" : "");
+                                     (c.retrofit() ? " (retrofit)" : "") +
+                                     (m.intervention().empty() ? "" : ", " + m.intervention().to_string());
             render::write_png(dir + "attention.png", render::attention_grid(image, t, layers, q, each_head, fusion, what));
             render::write_png(dir + "norms.png", render::norms_grid(image, t, layers, stats, "patch norms"));
             const auto& out_layer = stats.layers.back();
@@ -92,6 +93,7 @@ void register_maps(CLI::App& app, Command& run) {
             j["model"] = m.path();
             j["attention"] = to_string(c.attention);
             j["precision"] = m.precision().describe();
+            j["intervention"] = m.intervention().to_string();
             j["retrofit"] = c.retrofit();
             j["query"] = query.to_string();
             write_file_atomic(dir + "stats.json", j.dump(1) + "\n");

@@ -27,6 +27,14 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"per-token", "per-tensor"}))
         ->capture_default_str();
     cmd.add_option("--scales", args.scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
+    cmd.add_option("--evict", args.evict,
+                   "keys removed from every head's attention: sink, artifacts, registers, cls, reg:K, patch:R,C "
+                   "(comma-separated; sink and artifacts are found per image by a first forward)");
+    cmd.add_option("--ttr", args.ttr, "test-time registers: K zero tokens after the trained registers (needs --register-neurons)")
+        ->check(CLI::Range(0, 64));
+    cmd.add_option("--register-neurons", args.register_neurons,
+                   "the MLP neurons whose maxima move to the test-time registers: neurons.json[:TOP] (vitreg "
+                   "find-register-neurons) or LAYER:NEURON,...");
     cmd.add_option("--max-header-bytes", args.limits.max_header_bytes, "refuse checkpoints with a larger safetensors header")
         ->check(CLI::Range(std::uint64_t(8), std::uint64_t(100) << 20))
         ->capture_default_str();
@@ -42,6 +50,24 @@ void add_input_limit_args(CLI::App& cmd, InputLimits& limits) {
     cmd.add_option("--max-tokens", limits.max_tokens, "refuse inputs that make more tokens than this (0 = no limit)")
         ->check(CLI::Range(std::int64_t(0), std::int64_t(1) << 31))
         ->capture_default_str();
+}
+
+void add_calibration_args(CLI::App& cmd, CalibrationArgs& a, const std::string& out_help) {
+    add_model_args(cmd, a.model);
+    cmd.add_option("--images", a.images, "images: files, folders (recursive, sorted) or @list.txt")->required();
+    cmd.add_option("-o,--out", a.out, out_help)->required();
+    cmd.add_option("--resize", a.resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_input_limit_args(cmd, a.limits);
+}
+
+CalibrationOptions calibration_options(const CalibrationArgs& a) {
+    CalibrationOptions o;
+    o.resize = ResizeSpec::parse(a.resize);
+    o.image_limits = a.limits.image;
+    o.max_tokens = a.limits.max_tokens;
+    o.threads = a.threads;
+    return o;
 }
 
 void add_batch_args(CLI::App& cmd, BatchArgs& a) {
@@ -119,12 +145,22 @@ PrecisionOptions precision_of(const ModelArgs& args) {
     return p;
 }
 
+Intervention intervention_of(const ModelArgs& args) {
+    Intervention i;
+    if (!args.evict.empty()) i.evict = Eviction::parse(args.evict);
+    i.test_time_registers = args.ttr;
+    if (!args.register_neurons.empty()) i.register_neurons = parse_register_neurons(args.register_neurons);
+    return i;
+}
+
 Model load_model(const ModelArgs& args) {
     ConfigOverrides o;
     o.limits = args.limits;
     if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
     if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
     Model m = Model::load(resolve_model_path(args.model), o, precision_of(args));
+    const Intervention edit = intervention_of(args);
+    if (!edit.empty()) m = m.with(edit);
     for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";
     return m;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "vitreg/batch_job.hpp"
+#include "vitreg/calibrate.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 
@@ -21,10 +22,13 @@ struct ModelArgs {
     std::string attention;   // "" = as trained
     std::string pos_interp;  // "" = per checkpoint origin
     std::string precision = "fp32", act_quant = "per-token", scales;
+    std::string evict, register_neurons;  // "" = none
+    int ttr = 0;
     SafetensorsLimits limits;
 };
 
-// MODEL positional plus --attention / --pos-interp / --precision / --act-quant / --scales.
+// MODEL positional plus --attention / --pos-interp / --precision / --act-quant / --scales and
+// the interventions --evict / --ttr / --register-neurons.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
 // The bounds on what one input image may cost: --max-image-pixels, --max-tokens.
 struct InputLimits {
@@ -32,6 +36,18 @@ struct InputLimits {
     std::int64_t max_tokens = kDefaultMaxTokens;
 };
 void add_input_limit_args(CLI::App& cmd, InputLimits& limits);
+
+// What the commands that learn from a set of images take (calibrate-int8, calibrate-sink,
+// find-register-neurons): MODEL --images IMAGE... -o OUT, the resize, threads and input limits.
+struct CalibrationArgs {
+    ModelArgs model;
+    std::vector<std::string> images;
+    std::string out, resize = "eval";
+    int threads = 0;
+    InputLimits limits;
+};
+void add_calibration_args(CLI::App& cmd, CalibrationArgs& args, const std::string& out_help);
+CalibrationOptions calibration_options(const CalibrationArgs& args);
 
 // What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT, how to read and run the
 // inputs, and how the job is made durable (--chunk, --resume, --overwrite) and split (--shard).
@@ -69,6 +85,8 @@ private:
 Model load_model(const ModelArgs& args);
 // The precision the arguments ask for (Model::load refuses contradictions).
 PrecisionOptions precision_of(const ModelArgs& args);
+// The intervention the arguments ask for (Model::with refuses what does not fit the model).
+Intervention intervention_of(const ModelArgs& args);
 
 void register_info(CLI::App& app, Command& run);
 void register_extract(CLI::App& app, Command& run);
@@ -79,5 +97,7 @@ void register_linprobe(CLI::App& app, Command& run);
 void register_merge(CLI::App& app, Command& run);
 void register_compare(CLI::App& app, Command& run);
 void register_calibrate(CLI::App& app, Command& run);
+void register_calibrate_sink(CLI::App& app, Command& run);
+void register_find_register_neurons(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

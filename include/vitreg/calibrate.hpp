@@ -39,6 +39,13 @@ private:
     std::map<std::string, std::vector<float>> values_;  // percentile: every value
 };
 
+// Runs `model` on each image in turn, one at a time, recording `probe`, and hands each trace
+// (batch 1) to `observe` with the image's index. Throws on an image that cannot be read (a
+// calibration set should be clean) and UsageError for an empty list.
+void observe_images(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& options,
+                    const Probe& probe, const std::function<void(const Trace&, std::size_t)>& observe,
+                    const std::function<void(std::size_t, std::size_t)>& progress = {});
+
 // Runs `model` (which must be fp32) on each image in turn. Throws on an image that cannot be
 // read (a calibration set should be clean) and UsageError for an empty list or bad percentile.
 Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& options,

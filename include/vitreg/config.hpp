@@ -63,6 +63,9 @@ struct Config {
     std::array<float, 3> std{0.229f, 0.224f, 0.225f};
     DType dtype = DType::F32;
     std::int64_t parameters = 0;
+    // Metadata evict=sink (a calibrated sink with eviction, vitreg calibrate-sink --evict-sink):
+    // every run evicts each head's sink key.
+    bool evict_sink = false;
     // Things the loader inferred or changed that a user should hear about.
     std::vector<std::string> notes;
 

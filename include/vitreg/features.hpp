@@ -7,7 +7,8 @@ namespace vitreg {
 struct Features {
     int batch = 0;
     int dim = 0;
-    int registers = 0;
+    int registers = 0;            // trained, then test-time ones
+    int test_time_registers = 0;  // the last of `registers` (Intervention)
     int grid_h = 0;
     int grid_w = 0;
     std::vector<float> cls;        // [batch, dim]            x_norm_clstoken

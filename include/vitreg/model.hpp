@@ -9,7 +9,7 @@
 
 #include "vitreg/config.hpp"
 #include "vitreg/features.hpp"
-#include "vitreg/precision.hpp"
+#include "vitreg/intervention.hpp"
 #include "vitreg/precision.hpp"
 #include "vitreg/probe.hpp"
 
@@ -40,8 +40,16 @@ public:
     const PrecisionOptions& precision() const;
     const std::string& path() const;
 
+    // The same weights (shared, not copied) running `intervention` on every forward; a
+    // checkpoint's own (metadata evict=sink) stays. Throws UsageError for one that does not fit.
+    Model with(const Intervention& intervention) const;
+    const Intervention& intervention() const { return intervention_; }
+    // Register tokens of a forward: the trained ones, then the test-time ones.
+    int registers() const;
+
     // Runs `batch` preprocessed images of one size: `pixels` is [batch, 3, height, width]
-    // float32, normalized; height and width must be multiples of the patch size.
+    // float32, normalized; height and width must be multiples of the patch size. The model's
+    // intervention applies; an eviction of per-image keys runs a first forward to find them.
     Features forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options = {}) const;
     // The same forward, also recording what `probe` asks for into `trace`. Throws UsageError
     // for layers or queries out of range.
@@ -51,7 +59,7 @@ public:
     // The per-head sink logits of a layer (zeros when the checkpoint has none).
     std::vector<float> sink_logits(int layer) const;
 
-    // Tokens of one image's forward at this input size: CLS, registers and patches.
+    // Tokens of one image's forward at this input size: CLS, registers (test-time ones too) and patches.
     std::int64_t tokens(int height, int width) const;
     // Throws UsageError naming `name` when an input of this size exceeds `max_tokens`.
     void check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const;
@@ -62,6 +70,7 @@ public:
 private:
     struct Impl;
     std::shared_ptr<const Impl> impl_;
+    Intervention intervention_;
 };
 
 }  // namespace vitreg

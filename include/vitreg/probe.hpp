@@ -47,6 +47,7 @@ struct Probe {
 // Arrays are layer-major: one layer's values for the whole batch are contiguous.
 struct Trace {
     int batch = 0, layers = 0, heads = 0, tokens = 0, registers = 0, grid_h = 0, grid_w = 0, mlp_hidden = 0;
+    int test_time_registers = 0;  // the last of `registers` (Intervention)
 
     std::vector<float> norms;       // [layers, batch, tokens]  L2 over channels, residual stream after block l
     std::vector<float> max_abs;     // [layers, batch, tokens]  ∞-norm of the same

@@ -49,6 +49,10 @@ struct ImageStats {
     float top_key_mass(int layer) const;
 };
 
+// One layer of image b (needs a trace with norms); the robust rule's tokens are what
+// `--evict artifacts` and the register-neuron search take as the outliers.
+LayerStats layer_stats(const Trace& trace, int b, int layer, const ArtifactRules& rules = {});
+
 // Needs a trace with norms; head statistics need key_mass, abstention and the CLS rows of
 // every layer (Probe::statistics records all of them).
 ImageStats image_stats(const Trace& trace, int b, const ArtifactRules& rules = {});

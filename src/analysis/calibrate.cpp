@@ -53,24 +53,30 @@ Int8Calibration Int8Calibrator::finish() {
     return cal;
 }
 
-Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& o,
-                               const std::function<void(std::size_t, std::size_t)>& progress) {
-    if (model.precision().precision != Precision::Fp32)
-        throw UsageError("calibrate-int8 observes the fp32 forward (the model was loaded as " +
-                         model.precision().describe() + ")");
-    if (images.empty()) throw UsageError("calibrate-int8: no calibration images");
-    Int8Calibrator calibrator(o.percentile);
+void observe_images(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& o,
+                    const Probe& probe, const std::function<void(const Trace&, std::size_t)>& observe,
+                    const std::function<void(std::size_t, std::size_t)>& progress) {
+    if (images.empty()) throw UsageError("no calibration images");
     const Config& c = model.config();
-    Probe probe;
-    probe.linear_inputs = true;
     for (std::size_t i = 0; i < images.size(); ++i) {
         const Pixels px = preprocess(decode_image(images[i], o.image_limits), o.resize, c.patch, c.mean, c.std, images[i]);
         model.check_tokens(px.height, px.width, o.max_tokens, images[i]);
         Trace t;
         model.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{o.threads, o.max_tokens});
-        calibrator.observe(t);
+        observe(t, i);
         if (progress) progress(i + 1, images.size());
     }
+}
+
+Int8Calibration calibrate_int8(const Model& model, const std::vector<std::string>& images, const CalibrationOptions& o,
+                               const std::function<void(std::size_t, std::size_t)>& progress) {
+    if (model.precision().precision != Precision::Fp32)
+        throw UsageError("calibrate-int8 observes the fp32 forward (the model was loaded as " +
+                         model.precision().describe() + ")");
+    Int8Calibrator calibrator(o.percentile);
+    Probe probe;
+    probe.linear_inputs = true;
+    observe_images(model, images, o, probe, [&](const Trace& t, std::size_t) { calibrator.observe(t); }, progress);
     Int8Calibration cal = calibrator.finish();
     cal.model = model.path();
     cal.images = images;

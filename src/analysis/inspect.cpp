@@ -27,6 +27,7 @@ nlohmann::json token_json(int token, const Trace& t) {
     } else if (token <= t.registers) {
         j["kind"] = "register";
         j["register"] = token - 1;
+        j["test_time"] = token > t.registers - t.test_time_registers;
     } else {
         const int p = token - t.patch_offset();
         j["kind"] = "patch";
@@ -99,6 +100,7 @@ nlohmann::json stats_json(const ImageStats& s, const ArtifactRules& rules, const
         {"grid", {t.grid_h, t.grid_w}},
         {"tokens", t.tokens},
         {"registers", t.registers},
+        {"test_time_registers", t.test_time_registers},  // the last of the registers
         {"layers", layers},
         {"heads", heads},
     };

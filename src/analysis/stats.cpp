@@ -19,6 +19,8 @@ float median_of(std::vector<float> v) {
     return 0.5f * (lo + hi);
 }
 
+}  // namespace
+
 LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& rules) {
     LayerStats s;
     s.layer = layer;
@@ -47,6 +49,8 @@ LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& ru
     s.artifact_fraction_robust = static_cast<float>(s.artifacts_robust) / np;
     return s;
 }
+
+namespace {
 
 HeadStats head_stats(const Trace& t, int b, int layer, int h, const ArtifactRules& rules) {
     HeadStats s;

@@ -165,6 +165,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         {"model", model.path()},
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
+        {"intervention", model.intervention().to_string()},
         {"layers", probe.block_layers},
         {"norm", o.norm},
         {"concat", o.concat},

@@ -10,7 +10,7 @@ namespace vitreg {
 BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                               const BatchProgress& progress) {
     const Config& c = model.config();
-    const int D = c.dim, R = c.registers;
+    const int D = c.dim, R = model.registers();
     const std::string out = shard_dir(options.out_dir, options.shard_index, options.shard_count);
     const std::string ext = file_extension(options.format);
     const auto table = batch::extract_table(D, R);
@@ -44,12 +44,16 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"layout", to_string(c.layout)},
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
+        {"intervention", model.intervention().to_string()},
         {"pos_interp", to_string(c.pos_interp)},
         {"resize", options.resize.to_string()},
         {"format", to_string(options.format)},
         {"patch_tokens", options.patch_tokens},
         {"dim", D},
         {"registers", R},
+        // registers.npy holds the trained registers, then the test-time ones
+        {"trained_registers", c.registers},
+        {"test_time_registers", model.intervention().test_time_registers},
         {"row_files", options.patch_tokens ? nlohmann::json{"patch/{row}" + ext} : nlohmann::json::array()},
     };
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), table, options.format, model.path(),

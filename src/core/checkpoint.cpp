@@ -370,6 +370,11 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     }
     if (overrides.pos_interp) c.pos_interp = *overrides.pos_interp;
 
+    if (auto s = h.str("evict")) {
+        if (*s != "sink") throw ConfigError(fpath + ": metadata evict='" + *s + "' (the only stored eviction is 'sink')");
+        c.evict_sink = true;
+        c.notes.push_back("the checkpoint evicts each head's sink key on every run (calibrated sink, evicted)");
+    }
     if (auto v = h.meta_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
     else if (auto v2 = h.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v2);
     if (!(c.eps > 0)) throw ConfigError(fpath + ": layer_norm_eps must be positive");

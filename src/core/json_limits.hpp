@@ -12,4 +12,10 @@ constexpr int kMaxJsonDepth = 64;
 // deeply nested input; callers add the file name.
 nlohmann::json parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth);
 
+// One of vitreg's own JSON files ({"format": FORMAT, "version": VERSION, ...}), read whole and
+// checked for its format and version. Throws IoError "PATH: not a vitreg WHAT: ..." where
+// `maker` says which command makes one.
+nlohmann::json read_format_file(const std::string& path, const std::string& format, int version, const std::string& what,
+                                const std::string& maker);
+
 }  // namespace vitreg

@@ -173,7 +173,7 @@ void swiglu(const float* u, int rows, int hidden, float* h) {
 
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
                const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
-               const AttentionRecord* record) {
+               const AttentionRecord* record, const std::uint8_t* evicted) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     // Keys (as scale·Kᵀ, so queries are read in place) and values packed once per
@@ -221,9 +221,16 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
             gemm::multiply(queries, stride, qn, scratch.keys[bh], 0, tokens, s, tokens);
         }
         const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
+        const std::uint8_t* gone = evicted ? evicted + static_cast<std::size_t>(bh) * tokens : nullptr;
         for (int i = 0; i < qn; ++i) {
             float* row = s + static_cast<std::size_t>(i) * tokens;
+            if (gone)
+                for (int k = 0; k < tokens; ++k)
+                    if (gone[k]) row[k] = -INFINITY;
             const float null_mass = normalize_attention(row, static_cast<std::size_t>(tokens), kind, sink);
+            if (gone)  // e^−∞ is flushed to e^−87.3 in the normalizer: make it exactly 0
+                for (int k = 0; k < tokens; ++k)
+                    if (gone[k]) row[k] = 0.0f;
             if (!record) continue;
             if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
             const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;

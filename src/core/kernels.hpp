@@ -3,6 +3,7 @@
 // Work is cut into tiles whose bounds depend only on the problem size, never on the thread
 // count, so every thread count gives bit-identical results.
 #include <Eigen/Core>
+#include <cstdint>
 #include <vector>
 
 #include <optional>
@@ -81,10 +82,11 @@ struct AttentionScratch {
 // Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
 // (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
 // head, query block) with the full key range, so memory is O(tokens × block). With `bf16`,
-// Q·Kᵀ and P·V run on bf16-rounded operands (the normalizer stays fp32).
+// Q·Kᵀ and P·V run on bf16-rounded operands (the normalizer stays fp32). `evicted`
+// [batch, heads, tokens] marks keys whose logit is −∞ for every query (Intervention), or is null.
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
                const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
-               const AttentionRecord* record = nullptr);
+               const AttentionRecord* record = nullptr, const std::uint8_t* evicted = nullptr);
 
 // Per token of x [rows, width]: L2 norm, max |x|, and the sums of x, x², x³, x⁴ (for kurtosis).
 struct TokenMoments {

@@ -135,9 +135,11 @@ struct Model::Impl {
         pool.push_back(std::move(ws));
     }
 
-    Features run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const;
-    Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Probe* probe,
-                 Trace* trace) const;
+    // `evicted`: [layers, batch, heads, tokens] keys to evict, or null.
+    Features run(const float* pixels, int batch, int height, int width, const Intervention& edit,
+                 const std::uint8_t* evicted, const Probe* probe, Trace* trace) const;
+    Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
+                 const std::uint8_t* evicted, const Probe* probe, Trace* trace) const;
 };
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
@@ -194,8 +196,19 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
 
     Model m;
     m.impl_ = std::move(impl);
+    m.intervention_.evict.sink = c.evict_sink;
     return m;
 }
+
+Model Model::with(const Intervention& intervention) const {
+    intervention.validate(impl_->config);
+    Model m = *this;
+    m.intervention_ = intervention;
+    m.intervention_.evict.sink = m.intervention_.evict.sink || impl_->config.evict_sink;
+    return m;
+}
+
+int Model::registers() const { return impl_->config.registers + intervention_.test_time_registers; }
 
 const Config& Model::config() const { return impl_->config; }
 const PrecisionOptions& Model::precision() const { return impl_->precision; }
@@ -210,7 +223,7 @@ double Model::flops_per_image(int height, int width) const {
     const Config& c = impl_->config;
     const double D = c.dim, H = c.mlp_hidden, p = c.patch;
     const double patches = double(height / c.patch) * double(width / c.patch);
-    const double N = 1 + c.registers + patches;
+    const double N = 1 + registers() + patches;
     const double mlp = c.mlp == MlpKind::SwiGlu ? 2 * N * D * 2 * H + 2 * N * H * D : 2 * N * D * H * 2;
     const double block = 2 * N * D * 3 * D + 2 * 2 * N * N * D + 2 * N * D * D + mlp;
     return 2 * patches * 3 * p * p * D + c.depth * block;
@@ -218,7 +231,7 @@ double Model::flops_per_image(int height, int width) const {
 
 std::int64_t Model::tokens(int height, int width) const {
     const Config& c = impl_->config;
-    return 1 + c.registers + std::int64_t(height / c.patch) * (width / c.patch);
+    return 1 + registers() + std::int64_t(height / c.patch) * (width / c.patch);
 }
 
 void Model::check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const {
@@ -228,6 +241,11 @@ void Model::check_tokens(int height, int width, std::int64_t max_tokens, const s
                          std::to_string(n) + " tokens, over the limit of " + std::to_string(max_tokens) +
                          " (--max-tokens)");
 }
+
+namespace {
+std::vector<int> prepare_trace(const Probe& probe, const Config& c, int registers, int test_time_registers, int batch,
+                               int gh, int gw, Trace& t);
+}  // namespace
 
 Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
     Trace unused;
@@ -243,7 +261,24 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
                          " is not a positive multiple of the patch size " + std::to_string(c.patch));
     check_tokens(height, width, options.max_tokens, "forward");
     Features f;
-    const auto run = [&] { f = impl_->run(pixels, batch, height, width, &probe, &trace); };
+    const auto run = [&] {
+        std::vector<std::uint8_t> evicted;
+        if (intervention_.evict.any()) {
+            // The keys to evict come from a first forward without the eviction (DESIGN §9).
+            Intervention first_edit = intervention_;
+            first_edit.evict = {};
+            Probe first_probe;
+            first_probe.key_mass = intervention_.evict.sink;
+            first_probe.norms = intervention_.evict.artifacts;
+            Trace first;
+            if (intervention_.evict.per_image()) impl_->run(pixels, batch, height, width, first_edit, nullptr, &first_probe, &first);
+            else prepare_trace(first_probe, c, registers(), intervention_.test_time_registers, batch, height / c.patch,
+                               width / c.patch, first);
+            evicted = eviction_mask(intervention_.evict, first, c.attention);
+        }
+        f = impl_->run(pixels, batch, height, width, intervention_, evicted.empty() ? nullptr : evicted.data(), &probe,
+                       &trace);
+    };
     if (options.in_current_arena) run();
     else impl_->arena(options.threads > 0 ? options.threads : tbb::info::default_concurrency()).execute(run);
     return f;
@@ -259,14 +294,16 @@ void check_layers(const std::vector<int>& layers, int depth, const char* what) {
 }
 
 // Sizes the trace's arrays for what the probe asks; returns each token's query slot.
-std::vector<int> prepare_trace(const Probe& probe, const Config& c, int batch, int gh, int gw, Trace& t) {
-    const int N = 1 + c.registers + gh * gw;
+std::vector<int> prepare_trace(const Probe& probe, const Config& c, int registers, int test_time_registers, int batch,
+                               int gh, int gw, Trace& t) {
+    const int N = 1 + registers + gh * gw;
     t = Trace{};
     t.batch = batch;
     t.layers = c.depth;
     t.heads = c.heads;
     t.tokens = N;
-    t.registers = c.registers;
+    t.registers = registers;
+    t.test_time_registers = test_time_registers;
     t.grid_h = gh;
     t.grid_w = gw;
     t.mlp_hidden = c.mlp_hidden;
@@ -342,19 +379,33 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, const 
         }
 }
 
+// Test-time registers (Jiang et al. 2025): in each image, neuron n's activation on the
+// test-time registers (rows first..first+count) becomes its maximum over all the image's
+// tokens, and on the patches (the rows after them) 0. act is [batch*tokens, hidden].
+void shift_register_neuron(float* act, int batch, int tokens, int hidden, int n, int first, int count) {
+    for (int b = 0; b < batch; ++b) {
+        float* col = act + static_cast<std::size_t>(b) * tokens * hidden + n;
+        float top = col[0];
+        for (int t = 1; t < tokens; ++t) top = std::max(top, col[static_cast<std::size_t>(t) * hidden]);
+        for (int t = first; t < first + count; ++t) col[static_cast<std::size_t>(t) * hidden] = top;
+        for (int t = first + count; t < tokens; ++t) col[static_cast<std::size_t>(t) * hidden] = 0.0f;
+    }
+}
+
 }  // namespace
 
-Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Probe* probe, Trace* trace) const {
+Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Intervention& edit,
+                          const std::uint8_t* evicted, const Probe* probe, Trace* trace) const {
     auto ws = borrow();
-    Features f = run(*ws, pixels, batch, height, width, probe, trace);
+    Features f = run(*ws, pixels, batch, height, width, edit, evicted, probe, trace);
     give_back(std::move(ws));  // a forward that threw drops its workspace instead
     return f;
 }
 
-Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int height, int width, const Probe* probe,
-                          Trace* trace) const {
+Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
+                          const std::uint8_t* evicted, const Probe* probe, Trace* trace) const {
     const Config& c = config;
-    const int D = c.dim, p = c.patch, R = c.registers;
+    const int D = c.dim, p = c.patch, K = edit.test_time_registers, R = c.registers + K;  // R: all registers
     const int gh = height / p, gw = width / p, np = gh * gw;
     const int N = 1 + R + np, rows = batch * N;
     const int pp3 = 3 * p * p;
@@ -367,7 +418,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                                                        static_cast<std::size_t>(batch) * np * pp3));
     float* gated = gemm::at_least(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     float* mixed = normed;
-    const std::vector<int> query_slot = prepare_trace(*probe, c, batch, gh, gw, *trace);
+    const std::vector<int> query_slot = prepare_trace(*probe, c, R, K, batch, gh, gw, *trace);
     // Every linear goes through here: the Probe may record its input (int8 calibration).
     const auto record_input = [&](const Linear& l, const float* in, int n) {
         if (!probe->linear_inputs) return;
@@ -394,7 +445,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                     }
             }
 
-    // Tokens [CLS, registers, patches]; position embeddings on CLS and patches only.
+    // Tokens [CLS, registers, test-time registers, patches]; position embeddings on CLS and
+    // patches only; test-time registers start at zero.
     const auto pos = pos_for(gh, gw);
     record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
     for (int b = 0; b < batch; ++b) {
@@ -403,7 +455,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias,
                         ws.lowp);
         Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
-        if (R) Eigen::Map<RowMatrix>(seq + D, R, D) = registers;
+        if (c.registers) Eigen::Map<RowMatrix>(seq + D, c.registers, D) = registers;
+        if (K) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(1 + c.registers) * D, K, D).setZero();
         Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
     }
 
@@ -426,18 +479,21 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
             if (trace->qkv_layers[k] == layer)
                 std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));
         kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
-                           precision.precision != Precision::Fp32, recording ? &rec : nullptr);
+                           precision.precision != Precision::Fp32, recording ? &rec : nullptr,
+                           evicted ? evicted + static_cast<std::size_t>(layer) * batch * c.heads * N : nullptr);
         linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
         kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
+        float* activation = c.mlp == MlpKind::SwiGlu ? gated : hidden;
         if (c.mlp == MlpKind::SwiGlu) {
             linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
             kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
-            linear(gated, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         } else {
             linear(normed, rows, blk.fc1, hidden, Epilogue::BiasGelu);
-            linear(hidden, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         }
-        record_layer(*probe, layer, x, D, c.mlp == MlpKind::SwiGlu ? gated : hidden, *trace);
+        for (const auto& n : edit.register_neurons)
+            if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, 1 + c.registers, K);
+        linear(activation, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
+        record_layer(*probe, layer, x, D, activation, *trace);
     }
     kernels::layer_norm(x, rows, D, norm, c.eps, normed);
     if (probe->blocks_normed && !trace->blocks.empty())
@@ -448,6 +504,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     f.batch = batch;
     f.dim = D;
     f.registers = R;
+    f.test_time_registers = K;
     f.grid_h = gh;
     f.grid_w = gw;
     f.cls.resize(static_cast<std::size_t>(batch) * D);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "vitreg/error.hpp"
+#include "vitreg/parse_number.hpp"
 
 namespace vitreg {
 
@@ -34,12 +35,24 @@ ModelSpec ModelSpec::parse(const std::string& text) {
                 p.scales = s.substr(5);
             }
             m.precision = p;
+        } else if (s.rfind("evict=", 0) == 0) {
+            Intervention& edit = m.intervention ? *m.intervention : m.intervention.emplace();
+            if (edit.evict.any()) throw UsageError(text + ": two @evict=");
+            edit.evict = Eviction::parse(s.substr(6));
+        } else if (s.rfind("ttr=", 0) == 0) {
+            Intervention& edit = m.intervention ? *m.intervention : m.intervention.emplace();
+            if (edit.test_time_registers) throw UsageError(text + ": two @ttr=");
+            const auto colon = s.find(':');
+            const auto k = colon == std::string::npos ? std::nullopt : parse_integer(s.substr(4, colon - 4), 1, 64);
+            if (!k) throw UsageError(text + ": expected @ttr=K:NEURONS (K in 1..64, NEURONS a neurons.json[:TOP] or L:N,...)");
+            edit.test_time_registers = static_cast<int>(*k);
+            edit.register_neurons = parse_register_neurons(s.substr(colon + 1));
         } else if (looks_like_hub_id(m.model.substr(0, at))) {
             break;  // ORG/NAME@REVISION
         } else {
             throw UsageError(text + ": unknown suffix '@" + s +
-                             "' (expected an attention kind: softmax, softmax1, sink; or a precision: fp32, bf16, "
-                             "int8, int8=SCALES.json)");
+                             "' (expected an attention kind: softmax, softmax1, sink; a precision: fp32, bf16, "
+                             "int8, int8=SCALES.json; or an intervention: evict=LIST, ttr=K:NEURONS)");
         }
         m.suffix = "@" + s + m.suffix;
         m.model.resize(at);
@@ -55,6 +68,10 @@ std::string ModelSpec::to_string() const {
         s += "@" + vitreg::to_string(precision->precision);
         if (precision->act_quant == ActQuant::PerTensor) s += "=" + precision->scales;
     }
+    if (intervention && intervention->evict.any()) s += "@evict=" + intervention->evict.to_string();
+    if (intervention && intervention->test_time_registers)
+        s += "@ttr=" + std::to_string(intervention->test_time_registers) + ":" +
+             vitreg::to_string(intervention->register_neurons);
     return s;
 }
 

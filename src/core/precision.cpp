@@ -74,21 +74,8 @@ std::string PrecisionOptions::describe() const {
 }
 
 Int8Calibration read_int8_calibration(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(path + ": cannot read the int8 calibration");
-    std::ostringstream text;
-    text << in.rdbuf();
+    const nlohmann::json j = read_format_file(path, kFormat, kVersion, "int8 calibration", "vitreg calibrate-int8");
     const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg int8 calibration: " + why); };
-    nlohmann::json j;
-    try {
-        j = parse_json_bounded(text.str());
-    } catch (const std::exception& e) {
-        throw fail(std::string("malformed JSON: ") + e.what());
-    }
-    if (!j.is_object() || j.value("format", "") != kFormat)
-        throw fail(std::string("\"format\" is not \"") + kFormat + "\" (make one with vitreg calibrate-int8)");
-    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
-        throw fail("unsupported \"version\" (this vitreg reads version " + std::to_string(kVersion) + ")");
     Int8Calibration c;
     try {
         c.model = j.value("model", "");

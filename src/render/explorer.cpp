@@ -107,7 +107,8 @@ std::string describe(const Exploration& e, const ViewState& s) {
     }
     std::string query;
     if (s.query == 0) query = "cls";
-    else if (s.query <= t.registers) query = "reg:" + std::to_string(s.query - 1);
+    else if (s.query <= t.registers)
+        query = "reg:" + std::to_string(s.query - 1) + (s.query > t.registers - t.test_time_registers ? " (test-time)" : "");
     else query = "patch:" + std::to_string((s.query - t.patch_offset()) / t.grid_w) + "," + std::to_string((s.query - t.patch_offset()) % t.grid_w);
     return e.label() + " | " + to_string(s.mode) + " | layer " + std::to_string(s.layer) + "/" + std::to_string(t.layers - 1) +
            " | head " + head_name(s.head) + " | query " + query + fmt(" | norm %.2f", t.norms_of(s.layer, 0)[s.query]) +

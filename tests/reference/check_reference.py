@@ -14,7 +14,14 @@
      stream and its final norm the outputs) and rollout against hand-computed numbers;
   f. the fixtures on disk (when present) are what the reference computes now, the planted
      model's artifacts are the tokens its metadata names, upsample.safetensors holds what the
-     bilinear formula gives, and the dense set's masks label exactly its objects' pixels.
+     bilinear formula gives, and the dense set's masks label exactly its objects' pixels;
+  g. interventions (DESIGN §9): sink keys and the robust artifact rule by hand; an empty
+     eviction mask and K = 0 are the plain forward exactly; evicted attention against the
+     formula written out (columns 0, softmax rows sum to 1, softmax-1 / sink rows to
+     1 - abstention, abstention rises); test-time registers' token layout and the
+     register-neuron edit recomputed layer by layer; sink calibration's mass function is
+     increasing and its bisection brackets the target; the intervention fixtures on disk are
+     what the reference computes now.
 
     /usr/bin/python3 tests/reference/check_reference.py      # exit status 1 on any failure
 """
@@ -172,11 +179,11 @@ def alt_forward(cfg, w, images):
 
     hd = D // cfg.heads
     x = tokens
-    layers = {"attn": [], "abstention": [], "mlp_hidden": [], "blocks": []}
+    layers = {"attn": [], "abstention": [], "mlp_hidden": [], "blocks": [], "logits": []}
     for i in range(cfg.depth):
         b = f"blocks.{i}."
         qkv = lin(ln(x, b + "norm1"), b + "attn.qkv")
-        heads, probs, nulls = [], [], []
+        heads, probs, nulls, zs = [], [], [], []
         for h in range(cfg.heads):
             q, k, v = (qkv[..., j * D + h * hd: j * D + (h + 1) * hd] for j in range(3))
             z = torch.einsum("bnd,bmd->bnm", q, k) / math.sqrt(hd)
@@ -191,6 +198,7 @@ def alt_forward(cfg, w, images):
             heads.append(torch.einsum("bnm,bmd->bnd", a, v))
             probs.append(a)
             nulls.append(null)
+            zs.append(z)
         x = x + w.get(b + "ls1.gamma", 1.0) * lin(torch.cat(heads, dim=-1), b + "attn.proj")
         hn = ln(x, b + "norm2")
         if cfg.mlp == "swiglu":
@@ -205,6 +213,7 @@ def alt_forward(cfg, w, images):
         x = x + w.get(b + "ls2.gamma", 1.0) * m
         layers["attn"].append(torch.stack(probs, dim=1))
         layers["abstention"].append(torch.stack(nulls, dim=1))
+        layers["logits"].append(torch.stack(zs, dim=1))
         layers["mlp_hidden"].append(g)
         layers["blocks"].append(x)
     xn = ln(x, "norm")
@@ -470,6 +479,176 @@ def check_planted(entry, stored, metadata):
           0 if sorted(1 + r * fx.GRID + c for r, c in grid) == artifacts else 1, 0)
 
 
+# --- g. interventions (DESIGN §9) ---------------------------------------------------------------
+
+def check_intervention_helpers_by_hand():
+    mass = torch.tensor([[[[0.2, 0.4, 0.4, 0.0], [0.5, 0.1, 0.2, 0.2]]]], dtype=torch.float64)
+    check("sink_keys: argmax of key_mass, the lowest index on ties",
+          0 if ref.sink_keys({"key_mass": mass}).tolist() == [[[1, 0]]] else 1, 0)
+
+    def prenorm(norms, registers):  # token t = [norm_t, 0]; CLS and registers at norm 1000
+        values = [1000.0] * (1 + registers) + list(norms)
+        return torch.tensor([[[v, 0.0] for v in values]], dtype=torch.float64)
+    # 6 patches (even): median (3 + 4) / 2 = 3.5, |dev| .5 .5 1.5 1.5 2.5 96.5 -> MAD 1.5
+    even = prenorm([1, 2, 3, 4, 5, 100], registers=1)
+    got = [ref.artifact_tokens(even, 1, k)[0] for k in (10.0, 1.0, 0.5)]
+    check("artifact_tokens, even count: thresholds 18.5 / 5 (strict >) / 4.25 by hand",
+          0 if got == [[7], [7], [6, 7]] else 1, 0)
+    # 5 patches (odd): median 3, |dev| 0 1 1 2 97 -> MAD 1; k = 1 gives 4, and 4 is not > 4
+    odd = prenorm([4, 1, 3, 100, 2], registers=2)
+    check("artifact_tokens, odd count: threshold 4 by hand, token indices after the registers",
+          0 if ref.artifact_tokens(odd, 2, 1.0) == [[6]] else 1, 0)
+
+    keys = torch.tensor([[[1, 3]], [[2, 2]]])                            # [B=2, L=1, h=2]
+    mask = ref.eviction_mask(2, 1, 2, 5, tokens=[0], per_image=[[4], []], per_head=keys)
+    want = torch.zeros(2, 1, 2, 5, dtype=torch.bool)
+    want[..., 0] = True
+    want[0, ..., 4] = True
+    want[0, 0, 0, 1] = want[0, 0, 1, 3] = want[1, 0, 0, 2] = want[1, 0, 1, 2] = True
+    check("eviction_mask: the union of tokens, per_image and per_head",
+          0 if torch.equal(mask, want) else 1, 0)
+
+
+def check_interventions():
+    """Eviction and test-time registers against the plain forward and DESIGN §9's rules."""
+    spec = fx.ModelSpec("check_trace", "dinov2", registers=2, sinks=True)
+    w = fx.random_weights(spec)
+    x = torch.randn(2, 3, 12, 28, generator=torch.Generator().manual_seed(13))
+    R = spec.registers
+    for kind in ref.ATTENTION_KINDS:
+        cfg = spec_config(spec, attention=kind)
+        plain = ref.forward(cfg, w, x, trace=True)
+        B, N = plain["prenorm"].shape[:2]
+        shape = (B, cfg.depth, cfg.heads, N)
+        same = ref.forward(cfg, w, x, trace=True, intervention=ref.Intervention(
+            evict=torch.zeros(shape, dtype=torch.bool), ttr=0))
+        check(f"{kind}: an empty eviction mask and K = 0 give the plain forward exactly",
+              forward_difference(plain, same), 0)
+
+        mask = ref.eviction_mask(*shape, tokens=[0, 1 + R + 1 * 7 + 2],
+                                 per_head=ref.sink_keys(plain["trace"]))
+        t = ref.forward(cfg, w, x, trace=True, intervention=ref.Intervention(evict=mask))["trace"]
+        attn, abstention, logits = t["attn"], t["abstention"], t["logits"]
+        columns = mask[..., None, :].expand_as(attn)
+        check(f"{kind} evicting: evicted columns are exactly 0", attn[columns].abs().max().item(), 0)
+        check(f"{kind} evicting: layer 0 logits are the plain forward's (recorded before the mask)",
+              max_diff(logits[:, 0], plain["trace"]["logits"][:, 0]), 0)
+        # DESIGN §9 written out: p = e^z [k kept] / (null + sum_kept e^z), null e^s (softmax: 0)
+        null = torch.zeros(B, cfg.depth, cfg.heads, 1, 1, dtype=torch.float64)
+        if kind != "softmax":
+            sinks = torch.stack([w[f"blocks.{i}.attn.sinks"] for i in range(cfg.depth)])
+            null = torch.exp(sinks if kind == "sink" else 0 * sinks)[None, :, :, None, None]
+            null = null.expand(B, -1, -1, 1, 1)
+        kept = torch.exp(logits) * ~columns
+        denominator = null + kept.sum(dim=-1, keepdim=True)
+        check(f"{kind} evicting: attention == e^z [kept] / (null + sum over kept keys of e^z)",
+              max_diff(attn, kept / denominator), 1e-13)
+        check(f"{kind} evicting: abstention == null / (null + sum over kept keys of e^z)",
+              max_diff(abstention, (null / denominator)[..., 0]), 1e-13)
+        rows = attn.sum(dim=-1)
+        if kind == "softmax":
+            check("softmax evicting: rows still sum to 1 (evicted tokens' own rows too)",
+                  max_diff(rows, 1), 1e-12)
+        else:
+            check(f"{kind} evicting: rows sum to 1 - abstention", max_diff(rows, 1 - abstention), 1e-12)
+            rise = (abstention[:, 0] - plain["trace"]["abstention"][:, 0]).min().item()
+            check(f"{kind} evicting: layer 0 abstention rises for every query (min rise {rise:.2e})",
+                  0 if rise > 0 else 1, 0)
+
+    for spec in (fx.ModelSpec("check_trace", "dinov2", registers=2, sinks=True),
+                 fx.ModelSpec("check_swiglu", "dinov2", mlp="swiglu")):
+        cfg = spec_config(spec, attention="sink" if spec.sinks else "softmax")
+        w = fx.random_weights(spec)
+        R, K = spec.registers, 3
+        plain = ref.forward(cfg, w, x)
+        out = ref.forward(cfg, w, x, trace=True, intervention=ref.Intervention(ttr=K))
+        check(f"{spec.mlp} R={R}: K = 3 test-time registers: registers [B, R+K, D], patches "
+              f"and prenorm hold K more tokens",
+              0 if (out["registers"].shape == (2, R + K, cfg.dim)
+                    and out["patches"].shape == plain["patches"].shape
+                    and out["prenorm"].shape[1] == plain["prenorm"].shape[1] + K
+                    and out["trace"]["attn"].shape[-1] == plain["prenorm"].shape[1] + K) else 1, 0)
+        tokens = ref.embed(x.double(), w, cfg, K)
+        check(f"{spec.mlp} R={R}: test-time registers start at zero, between registers and patches",
+              max(tokens[:, 1 + R:1 + R + K].abs().max().item(),
+                  max_diff(tokens[:, 1 + R + K:], ref.embed(x.double(), w, cfg)[:, 1 + R:]),
+                  max_diff(tokens[:, :1 + R], ref.embed(x.double(), w, cfg)[:, :1 + R])), 0)
+        neurons = ((1, 5), (1, 9), (0, 3), (1, 5))
+        t = ref.forward(cfg, w, x, trace=True,
+                        intervention=ref.Intervention(ttr=K, neurons=neurons))["trace"]
+        worst = 0.0
+        for layer in range(cfg.depth):  # recompute the layer's hidden from its input, unedited
+            b = f"blocks.{layer}"
+            xin = tokens if layer == 0 else t["blocks"][:, layer - 1]
+            a = ref.attention(ref.layer_norm(xin, w, b + ".norm1", cfg.eps), w, b + ".attn", cfg)[0]
+            xmid = xin + w[b + ".ls1.gamma"] * a
+            hidden = ref.mlp(ref.layer_norm(xmid, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg)[1]
+            want = hidden.clone()
+            for n in {n for l, n in neurons if l == layer}:
+                want[:, 1 + R:1 + R + K, n] = hidden[:, :, n].amax(dim=1)[:, None]
+                want[:, 1 + R + K:, n] = 0
+            worst = max(worst, max_diff(t["mlp_hidden"][:, layer], want))
+        check(f"{spec.mlp} R={R}: register neurons: test-time rows = max over all tokens before "
+              f"editing, patches 0, CLS / registers / other units unchanged", worst, 0)
+
+
+def check_sink_calibration():
+    spec = fx.ModelSpec("check_calibrate", "dinov2")
+    cfg, w = spec_config(spec), fx.random_weights(spec)
+    images = torch.randn(3, 3, 16, 16, generator=torch.Generator().manual_seed(17))
+    sinks, target, keys = ref.calibrate_sink(cfg, w, images)
+    traces = [ref.forward(cfg, w, image, trace=True)["trace"] for image in ref.image_list(images)]
+    logits = [tr["logits"][0] for tr in traces]
+
+    def mass(s):
+        return ref.sink_calibration_mass(logits, keys, torch.as_tensor(s, dtype=torch.float64)
+                                         .expand_as(target))
+    grid = torch.stack([mass(s) for s in torch.linspace(-30, 30, 601, dtype=torch.float64)])
+    step = (grid[1:] - grid[:-1]).min().item()
+    check(f"sink calibration: the mass function is increasing in s on [-30, 30] (min step "
+          f"{step:.1e})", 0 if step > 0 else 1, 0)
+    check("sink calibration: mass(s) reproduces the target mass a", max_diff(mass(sinks), target), 1e-6)
+    bracket = (mass(sinks - 1e-6) < target) & (target < mass(sinks + 1e-6))
+    check("sink calibration: s is the root to 1e-6 (mass(s - 1e-6) < a < mass(s + 1e-6))",
+          0 if bracket.all() else 1, 0)
+    # for softmax, A[q, k] = e^z_qk / sum_j e^z_qj = sigmoid(z_qk - logsumexp_{j != k} z_qj)
+    direct = []
+    for z, key in zip(logits, keys):
+        rest = ref._rest_logsumexp([z], key[None])[0]                   # [L,h,N]
+        own = z.gather(-1, key[:, :, None, None].expand(-1, -1, z.shape[-2], 1))[..., 0]
+        direct.append(torch.sigmoid(own - rest).mean(dim=-1))
+    check("sink calibration: a = mean of A[q, k_i] = mean sigmoid(z_qk - logsumexp_{j != k} z_qj)",
+          max_diff(torch.stack(direct).mean(dim=0), target), 1e-14)
+    check("sink calibration: k_i are the sink keys of each image's own forward",
+          0 if torch.equal(keys, torch.cat([ref.sink_keys(tr) for tr in traces])) else 1, 0)
+    one_by_one = ref.calibrate_sink(cfg, w, [image for image in images])
+    check("sink calibration: a batch and a list of the same images give the same sinks",
+          max_diff(one_by_one[0], sinks), 0)
+
+
+def check_intervention_fixtures():
+    index_path = os.path.join(FIXTURES, "interventions.json")
+    if not os.path.exists(index_path):
+        print("skip fixtures: tests/fixtures/interventions.json not generated")
+        return
+    with open(index_path) as f:
+        index = json.load(f)
+    worst, wrong_names = 0.0, []
+    for entry in index:
+        cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]))
+        stored, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["file"]))
+        expected = fx.intervention_tensors(entry, cfg, w, stored["input"])
+        if sorted(stored) != sorted(expected):
+            wrong_names.append(entry["name"])
+            continue
+        for k, v in expected.items():  # relative to the magnitude: planted norms reach ~400
+            v = torch.as_tensor(v, dtype=torch.float64)
+            worst = max(worst, max_diff(stored[k] / v.abs().clamp(min=1), v / v.abs().clamp(min=1)))
+    check(f"{len(index)} intervention fixtures hold the tensors make_fixtures names",
+          len(wrong_names), 0)
+    check(f"{len(index)} intervention fixtures match the reference (relative)", worst, 1e-6)
+
+
 def main():
     torch.set_num_threads(1)
     check_design_attention_values()
@@ -481,6 +660,10 @@ def main():
     check_fixtures()
     check_upsample_fixture()
     check_dense_set()
+    check_intervention_helpers_by_hand()
+    check_interventions()
+    check_sink_calibration()
+    check_intervention_fixtures()
     if failures:
         print(f"{len(failures)} check(s) FAILED")
         return 1

@@ -5,14 +5,17 @@ Semantics: shared/DESIGN.md sections 2 (forward, position-embedding resampling, 
 layouts) and 3 (attention normalizers). Everything is computed in float64 except the
 position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do we.
 
-The module has six parts, top to bottom:
+The module has seven parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
   2. layouts: canonical weights <-> dinov2 / timm_reg / hf tensor names, one adapter each,
   3. config resolution (metadata, config.json, shapes, defaults, overrides) and `load_model`,
   4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
-     block's output, plain and final-normed, as dinov2's get_intermediate_layers gives them),
+     block's output, plain and final-normed, as dinov2's get_intermediate_layers gives them)
+     and with inference-time interventions (DESIGN §9: key eviction, test-time registers),
   5. attention rollout,
-  6. dense features: bilinear upsampling of a channels-last feature grid.
+  6. dense features: bilinear upsampling of a channels-last feature grid,
+  7. interventions (DESIGN §9): sink keys, the robust artifact rule, eviction masks, sink
+     calibration, register-neuron scores.
 
 Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIGN §2):
   cls_token [1,1,D], register_tokens [1,R,D] (R > 0 only), pos_embed [1,1+M*M,D],
@@ -439,9 +442,12 @@ def layer_norm(x, w, name, eps):
     return F.layer_norm(x, x.shape[-1:], w[name + ".weight"], w[name + ".bias"], eps)
 
 
-def attention(x, w, prefix, cfg):
+def attention(x, w, prefix, cfg, evict=None):
     """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v.
-    Returns (output [B,N,D], probabilities [B,h,N,N], abstention [B,h,N])."""
+    `evict` (bool [B,h,N] or None): keys whose logits become -inf for every query before the
+    normalizer (DESIGN §9): softmax renormalizes over the remaining keys, softmax-1 / sink keep
+    their null term. Returns (output [B,N,D], probabilities [B,h,N,N], abstention [B,h,N],
+    logits [B,h,N,N]: the scaled q.k, before the eviction mask)."""
     B, N, D = x.shape
     hd = D // cfg.heads
     q, k, v = linear(x, w, prefix + ".qkv").split(D, dim=-1)
@@ -453,25 +459,37 @@ def attention(x, w, prefix, cfg):
     sinks = w.get(prefix + ".sinks")
     if sinks is not None:
         sinks = sinks.reshape(1, cfg.heads, 1)
-    p, abstention = attention_with_abstention(logits, cfg.attention, sinks)
+    masked = logits
+    if evict is not None:
+        assert evict.shape == (B, cfg.heads, N), (tuple(evict.shape), (B, cfg.heads, N))
+        assert cfg.attention != "softmax" or not evict.all(dim=-1).any(), \
+            "softmax with every key evicted has no distribution"
+        masked = logits.masked_fill(evict[:, :, None, :], -math.inf)
+    p, abstention = attention_with_abstention(masked, cfg.attention, sinks)
     pv = p @ v if _numerics.precision == "fp32" else bf16(p) @ bf16(v)
     out = pv.transpose(1, 2).reshape(B, N, D)
-    return linear(out, w, prefix + ".proj"), p, abstention
+    return linear(out, w, prefix + ".proj"), p, abstention, logits
 
 
-def mlp(x, w, prefix, cfg):
-    """Returns (output [B,N,D], hidden activation [B,N,H]: after GELU, or silu(x1) * x2)."""
+def mlp(x, w, prefix, cfg, edit=None):
+    """Returns (output [B,N,D], hidden activation [B,N,H]: after GELU, or silu(x1) * x2).
+    `edit` (callable or None) replaces the hidden activation before the second linear; the
+    returned hidden is the edited one."""
     if cfg.mlp == "swiglu":
         x1, x2 = linear(x, w, prefix + ".w12").chunk(2, dim=-1)
         hidden = F.silu(x1) * x2
-        return linear(hidden, w, prefix + ".w3"), hidden
-    hidden = F.gelu(linear(x, w, prefix + ".fc1"))  # exact erf GELU
-    return linear(hidden, w, prefix + ".fc2"), hidden
+    else:
+        hidden = F.gelu(linear(x, w, prefix + ".fc1"))  # exact erf GELU
+    if edit is not None:
+        hidden = edit(hidden)
+    second = ".w3" if cfg.mlp == "swiglu" else ".fc2"
+    return linear(hidden, w, prefix + second), hidden
 
 
-def embed(images, w, cfg):
-    """Tokens [B, 1+R+h0*w0, D]: [CLS, registers, patches]; the position embedding is added to
-    CLS and patches before the registers are inserted (registers get none)."""
+def embed(images, w, cfg, ttr=0):
+    """Tokens [B, 1+R+K+h0*w0, D]: [CLS, registers, K test-time registers, patches]; the
+    position embedding is added to CLS and patches before the registers are inserted (registers
+    get none); the K = `ttr` test-time registers are zero vectors (DESIGN §9)."""
     B, _, H, W = images.shape
     p = cfg.patch
     assert H % p == 0 and W % p == 0, f"image {H}x{W} is not a multiple of patch {p}"
@@ -489,12 +507,14 @@ def embed(images, w, cfg):
     tokens = [cls]
     if cfg.registers:
         tokens.append(w["register_tokens"].expand(B, -1, -1))
+    if ttr:
+        tokens.append(torch.zeros(B, ttr, patches.shape[-1], dtype=patches.dtype))
     tokens.append(patches)
     return torch.cat(tokens, dim=1)
 
 
 TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden", "key_mass",
-              "blocks", "blocks_normed")
+              "blocks", "blocks_normed", "logits")
 
 
 def block_output_statistics(x):
@@ -508,52 +528,109 @@ def block_output_statistics(x):
     return {"norms": x.norm(dim=-1), "inf_norm": values.abs().amax(dim=1), "kurtosis": kurtosis}
 
 
-def forward(cfg, w, images, trace=False, numerics=None):
-    """See `forward_fp`; `numerics` (a Numerics) sets the precision of this forward."""
+@dataclass
+class Intervention:
+    """Inference-time interventions of one forward (DESIGN §9); the default changes nothing.
+
+    evict    bool [B, L, h, N] or None: key k is evicted for every query of image b, layer l,
+             head h (its logit is -inf before the normalizer); N counts tokens in the edited
+             layout, test-time registers included. Evicted tokens still compute their own rows.
+    ttr      K, the number of test-time registers: zero tokens without position embedding,
+             inserted after the trained registers: [CLS, R registers, K test-time, patches].
+    neurons  ((layer, neuron), ...): register neurons. In each listed layer, right after the MLP
+             activation (after GELU; SwiGLU: silu(x1) * x2), per image: m = max over all N
+             tokens of hidden[:, n] (signed, before editing), hidden[test-time rows, n] = m,
+             hidden[patch rows, n] = 0; CLS and trained registers unchanged (so with K = 0
+             the patches are still zeroed)."""
+    evict: torch.Tensor = None
+    ttr: int = 0
+    neurons: tuple = ()
+
+
+def register_neuron_edit(neurons, ttr_begin, ttr):
+    """The `mlp` edit of one layer for test-time registers (see `Intervention`): hidden [B,N,H]
+    with the test-time registers at rows [ttr_begin, ttr_begin + ttr) and the patches after
+    them; `neurons` the hidden units n to edit. None when `neurons` is empty."""
+    if not neurons:
+        return None
+    index = torch.tensor(sorted(set(neurons)), dtype=torch.long)
+
+    def edit(hidden):
+        peak = hidden[:, :, index].amax(dim=1)                    # [B, n]: before editing
+        hidden = hidden.clone()
+        hidden[:, ttr_begin:ttr_begin + ttr, index] = peak[:, None, :].expand(-1, ttr, -1)
+        hidden[:, ttr_begin + ttr:, index] = 0
+        return hidden
+    return edit
+
+
+def forward(cfg, w, images, trace=False, numerics=None, intervention=None):
+    """See `forward_fp`; `numerics` (a Numerics) sets the precision of this forward,
+    `intervention` (an Intervention) its DESIGN §9 edits (None: the plain forward)."""
     global _numerics
     saved = _numerics
     _numerics = numerics or Numerics()
     try:
-        return forward_fp(cfg, w, images, trace)
+        return forward_fp(cfg, w, images, trace, intervention)
     finally:
         _numerics = saved
 
 
-def forward_fp(cfg, w, images, trace=False):
+def forward_fp(cfg, w, images, trace=False, intervention=None):
     """DINOv2 forward_features in float64. images [B,3,H,W] -> dict with cls [B,D],
-    registers [B,R,D], patches [B,h0*w0,D] (row-major grid) and prenorm [B,N,D].
+    registers [B,R+K,D] (trained, then test-time), patches [B,h0*w0,D] (row-major grid) and
+    prenorm [B,N,D].
 
     With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
-    axis B and then one entry per block (L = depth), tokens N = 1 + R + h0*w0 in token order:
+    axis B and then one entry per block (L = depth), tokens N = 1 + R + K + h0*w0 in token order
+    (K = intervention.ttr, else 0):
       attn [B,L,h,N,N]      attention probabilities (the normalizer's output: softmax-1 / sink
-                            rows sum to 1 - abstention),
+                            rows sum to 1 - abstention; evicted columns are 0),
+      logits [B,L,h,N,N]    the scaled q.k logits, before any eviction mask,
       abstention [B,L,h,N]  per query e^(s-m) / (e^(s-m) + sum e^(z-m)); 0 for softmax,
       norms [B,L,N], inf_norm [B,L], kurtosis [B,L]  of each block's output (see
                             `block_output_statistics`),
       mlp_hidden [B,L,N,H]  the MLP hidden activation (after GELU; SwiGLU: silu(x1) * x2),
+                            after the register-neuron edit when there is one,
       key_mass [B,L,h,N]    alpha_k = (1/N) sum_i A_ik, the mean attention key k receives,
       blocks [B,L,N,D]      each block's output, the residual stream before the final norm
                             (dinov2 get_intermediate_layers(norm=False); the last is prenorm),
       blocks_normed [B,L,N,D]  the final LayerNorm (`norm.*`, cfg.eps) of each of them
                             (get_intermediate_layers(norm=True); the last holds cls, registers
                             and patches)."""
-    x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg)
+    iv = intervention or Intervention()
+    R, K = cfg.registers, iv.ttr
+    assert K >= 0, K
+    x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg, K)
+    B, N = x.shape[:2]
+    if iv.evict is not None:
+        assert tuple(iv.evict.shape) == (B, cfg.depth, cfg.heads, N), \
+            f"eviction mask {tuple(iv.evict.shape)}, want {(B, cfg.depth, cfg.heads, N)}"
+        assert iv.evict.dtype == torch.bool, iv.evict.dtype
+    neurons = {}
+    for layer, neuron in iv.neurons:
+        assert 0 <= layer < cfg.depth, f"register neuron layer {layer} of {cfg.depth}"
+        neurons.setdefault(layer, []).append(neuron)
     layers = []
     for i in range(cfg.depth):
         b = f"blocks.{i}"
         ls1 = w.get(b + ".ls1.gamma", 1.0)
         ls2 = w.get(b + ".ls2.gamma", 1.0)
-        a, p, abstention = attention(layer_norm(x, w, b + ".norm1", cfg.eps), w, b + ".attn", cfg)
+        evict = iv.evict[:, i] if iv.evict is not None else None
+        a, p, abstention, logits = attention(layer_norm(x, w, b + ".norm1", cfg.eps), w,
+                                             b + ".attn", cfg, evict)
         x = x + ls1 * a
-        m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg)
+        edit = register_neuron_edit(neurons.get(i, ()), 1 + R, K)
+        m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg, edit)
         x = x + ls2 * m
         if trace:
-            layers.append({"attn": p, "abstention": abstention, "mlp_hidden": hidden,
-                           "blocks": x, "blocks_normed": layer_norm(x, w, "norm", cfg.eps),
+            layers.append({"attn": p, "logits": logits, "abstention": abstention,
+                           "mlp_hidden": hidden, "blocks": x,
+                           "blocks_normed": layer_norm(x, w, "norm", cfg.eps),
                            **block_output_statistics(x)})
     xn = layer_norm(x, w, "norm", cfg.eps)
-    R = cfg.registers
-    out = {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+    out = {"cls": xn[:, 0], "registers": xn[:, 1:1 + R + K], "patches": xn[:, 1 + R + K:],
+           "prenorm": x}
     if trace:
         out["trace"] = {k: torch.stack([layer[k] for layer in layers], dim=1) for k in layers[0]}
         out["trace"]["key_mass"] = out["trace"]["attn"].mean(dim=-2)  # over the queries i
@@ -611,3 +688,135 @@ def upsample_bilinear(features, height, width, compute_dtype=torch.float32):
     y = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False,
                       antialias=False)
     return y[0].permute(1, 2, 0).to(features.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# 7. Interventions (DESIGN §9): which keys to evict, sink calibration, register neurons
+# ---------------------------------------------------------------------------------------------
+
+def image_list(images):
+    """[B,3,H,W] tensor, or a sequence of [3,H,W] / [b,3,H,W] tensors (sizes may differ) ->
+    list of float64 [1,3,H,W] tensors, one per image."""
+    if torch.is_tensor(images):
+        images = [images]
+    result = []
+    for item in images:
+        item = torch.as_tensor(item, dtype=torch.float64)
+        result += [item[None]] if item.dim() == 3 else [one[None] for one in item]
+    return result
+
+
+def sink_keys(trace):
+    """Sink key of every image, layer and head: argmax over keys of the trace's key_mass
+    [B,L,h,N] (the lowest index on ties) -> long [B,L,h]."""
+    mass = trace["key_mass"]
+    index = torch.arange(mass.shape[-1]).expand(mass.shape)
+    top = mass == mass.amax(dim=-1, keepdim=True)
+    return torch.where(top, index, mass.shape[-1]).amin(dim=-1)
+
+
+def median(values):
+    """Median of a 1-D tensor; an even count gives the mean of the two middle values."""
+    ordered = torch.sort(torch.as_tensor(values).flatten()).values
+    mid = ordered.numel() // 2
+    return ordered[mid] if ordered.numel() % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
+def artifact_tokens(prenorm, registers, mad_k=10.0):
+    """The robust (model-free) artifact rule of DESIGN §4 on the final block's output before
+    the final norm, prenorm [B,N,D] -> per image the list of flagged token indices (CLS = 0).
+    `registers` counts every register token (trained + test-time): the patches are tokens
+    1 + registers .. N-1, and only they are candidates. norm = L2 over channels;
+    threshold = median + mad_k * MAD over the patch norms, median of an even count = mean of
+    the two middle values, MAD = median |norm - median| (unscaled); flagged: norm > threshold.
+    (vitreg's C++ `median_of` rule.)"""
+    first = 1 + registers
+    result = []
+    for image in torch.as_tensor(prenorm, dtype=torch.float64):
+        norms = image[first:].norm(dim=-1)
+        mid = median(norms)
+        threshold = mid + mad_k * median((norms - mid).abs())
+        result.append([first + i for i in range(norms.numel()) if norms[i] > threshold])
+    return result
+
+
+def eviction_mask(B, L, h, N, tokens=(), per_image=None, per_head=None):
+    """bool [B,L,h,N] eviction mask (see `Intervention`): the keys in `tokens` for every image,
+    layer and head; `per_image` (B lists of token indices) for every layer and head of that
+    image; `per_head` (long [B,L,h] or [B,L,h,k]) the keys of one image, layer and head (e.g.
+    `sink_keys`). The union of all three."""
+    mask = torch.zeros(B, L, h, N, dtype=torch.bool)
+    for token in tokens:
+        mask[..., token] = True
+    for b, image_tokens in enumerate(per_image or ()):
+        for token in image_tokens:
+            mask[b, ..., token] = True
+    if per_head is not None:
+        keys = torch.as_tensor(per_head, dtype=torch.long)
+        keys = keys[..., None] if keys.dim() == 3 else keys
+        mask.scatter_(-1, keys, True)
+    return mask
+
+
+def sink_calibration_mass(logits, keys, sinks):
+    """The mass function of sink calibration (DESIGN §9): for every layer l and head h, the
+    mean over images i and their queries q of e^s / (e^s + sum_{j != k_i} e^{z_qj}) =
+    sigmoid(s - logsumexp_{j != k_i} z_qj), with k_i = keys[i, l, h] and s = sinks [L,h].
+    `logits`: a list (one per image) of the unmodified model's logits [L,h,N,N] (the trace's,
+    which may differ in N), keys long [B,L,h] -> [L,h]. Monotone increasing in s."""
+    return _calibration_mass(_rest_logsumexp(logits, keys), sinks)
+
+
+def _calibration_mass(rests, sinks):
+    """sink_calibration_mass from the per-image `_rest_logsumexp` [L,h,N]."""
+    return torch.stack([torch.sigmoid(sinks[..., None] - rest).mean(dim=-1)
+                        for rest in rests]).mean(dim=0)
+
+
+def _rest_logsumexp(logits, keys):
+    """Per image: logsumexp over the keys j != k_i of each query's logits -> [L,h,N]."""
+    rests = []
+    for z, key in zip(logits, keys):
+        drop = F.one_hot(key, z.shape[-1]).bool()[..., None, :]        # [L,h,1,N]
+        rests.append(z.masked_fill(drop, -math.inf).logsumexp(dim=-1))
+    return rests
+
+
+def calibrate_sink(cfg, w, images, lo=-30.0, hi=30.0, width=1e-6):
+    """Sink calibration (DESIGN §9): retrofit each softmax head into a sink head.
+    images: see `image_list` (each image runs alone, so nothing depends on batching).
+    Runs the unmodified model with trace; for layer l and head h, k_i = the sink key of image i
+    (`sink_keys`), a = mean over images of (mean over that image's queries of A[q, k_i]) (its
+    key_mass); s = the root of sink_calibration_mass(s) = a by bisection on [lo, hi]: while the
+    interval is at least `width` wide, mid = (lo + hi) / 2 replaces lo when mass(mid) < a, else
+    hi; s = the final midpoint. All heads bisect together, in float64.
+    Returns (sinks [L,h], target a [L,h], keys long [B,L,h])."""
+    traces = [forward(cfg, w, x, trace=True)["trace"] for x in image_list(images)]
+    keys = torch.cat([sink_keys(t) for t in traces])                    # [B,L,h]
+    target = torch.cat([t["key_mass"] for t in traces]).gather(-1, keys[..., None])[..., 0].mean(0)
+    rests = _rest_logsumexp([t["logits"][0] for t in traces], keys)
+    lo = torch.full_like(target, lo)
+    hi = torch.full_like(target, hi)
+    while (hi - lo).max() >= width:
+        mid = 0.5 * (lo + hi)
+        below = _calibration_mass(rests, mid) < target
+        lo, hi = torch.where(below, mid, lo), torch.where(below, hi, mid)
+    return 0.5 * (lo + hi), target, keys
+
+
+def register_neuron_scores(cfg, w, images, mad_k=10.0):
+    """Register-neuron scores (DESIGN §9, Jiang et al. 2025) -> [L, H].
+    images: see `image_list`. Each image runs unmodified; its outlier positions are
+    `artifact_tokens` of its prenorm (final block, before the final norm, robust rule, `mad_k`).
+    score(l, n) = mean over the images with at least one outlier of (mean |mlp_hidden[l, pos, n]|
+    over that image's outlier positions pos); images without outliers are skipped; if no image
+    has any, ValueError."""
+    per_image = []
+    for x in image_list(images):
+        out = forward(cfg, w, x, trace=True)
+        positions = artifact_tokens(out["prenorm"], cfg.registers, mad_k)[0]
+        if positions:
+            per_image.append(out["trace"]["mlp_hidden"][0][:, positions].abs().mean(dim=1))
+    if not per_image:
+        raise ValueError("register_neuron_scores: no image has outlier tokens")
+    return torch.stack(per_image).mean(dim=0)

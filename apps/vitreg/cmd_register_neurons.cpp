@@ -1,0 +1,34 @@
+// vitreg find-register-neurons MODEL --images IMAGE... -o neurons.json: the MLP neurons that
+// write the model's high-norm outliers (DESIGN.md §9), for --ttr K --register-neurons.
+#include <iostream>
+
+#include "common.hpp"
+#include "vitreg/inputs.hpp"
+#include "vitreg/register_neurons.hpp"
+
+namespace vitreg::cli {
+
+void register_find_register_neurons(CLI::App& app, Command& run) {
+    auto* cmd = app.add_subcommand("find-register-neurons",
+                                   "rank the MLP neurons that fire at the outlier patches (for test-time registers)");
+    auto a = std::make_shared<CalibrationArgs>();
+    add_calibration_args(*cmd, *a, "neurons.json to write");
+    cmd->callback([&run, a] {
+        run = [a] {
+            const Model m = load_model(a->model);
+            const auto images = expand_inputs(a->images);
+            const ProgressBar bar;
+            const RegisterNeuronRanking r =
+                find_register_neurons(m, images, calibration_options(*a), [&](std::size_t d, std::size_t t) { bar(d, t); });
+            write_register_neurons(a->out, r);
+            std::cerr << "vitreg: " << r.with_outliers.size() << " of " << images.size()
+                      << " images have outlier patches; best neurons (layer:neuron score):";
+            for (std::size_t i = 0; i < std::min<std::size_t>(5, r.ranked.size()); ++i)
+                std::cerr << " " << r.ranked[i].layer << ":" << r.ranked[i].neuron << " " << r.ranked[i].score;
+            std::cerr << "\nvitreg: selected " << to_string(r.selected) << " -> " << a->out << "\n";
+            return 0;
+        };
+    });
+}
+
+}  // namespace vitreg::cli

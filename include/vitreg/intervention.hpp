@@ -1,0 +1,67 @@
+#pragma once
+// Changing what a forward computes (DESIGN.md §9): the one door for edits, as the Probe is the
+// one door for looking. A Model carries one (Model::with) and every forward of it applies it.
+//
+// - Eviction: chosen keys get logit −∞ for every query, head and layer. Softmax renormalizes
+//   over the other keys; softmax-1 and sink keep their null term. Evicted tokens still compute
+//   their own rows (they stay queries). Keys that depend on the image (each head's sink key, the
+//   artifact tokens) come from a first forward of the same image without the eviction.
+// - Test-time registers (Jiang et al. 2025): K extra tokens after the trained registers, zero
+//   and without position embedding. In each layer holding a chosen MLP neuron n, right after the
+//   activation, n's value on the test-time registers becomes its maximum over the image's
+//   tokens, and on the patches 0.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vitreg/config.hpp"
+#include "vitreg/probe.hpp"
+
+namespace vitreg {
+
+struct RegisterNeuron {
+    int layer = 0, neuron = 0;
+    bool operator==(const RegisterNeuron& o) const { return layer == o.layer && neuron == o.neuron; }
+};
+
+struct Eviction {
+    bool sink = false;       // each layer's and head's key with the largest mean received attention α
+    bool artifacts = false;  // the patches the robust rule flags at the output (DESIGN.md §4)
+    bool registers = false;  // every register: trained and test-time
+    std::vector<TokenRef> tokens;
+
+    // Comma-separated: sink, artifacts, registers, cls, reg:K, patch:R,C (or "none").
+    // Throws UsageError naming the bad entry.
+    static Eviction parse(const std::string& text);
+    std::string to_string() const;  // parses back; "none" when nothing is evicted
+    bool any() const { return sink || artifacts || registers || !tokens.empty(); }
+    // Whether the keys depend on the image (a first forward finds them).
+    bool per_image() const { return sink || artifacts; }
+};
+
+struct Intervention {
+    Eviction evict;
+    int test_time_registers = 0;
+    std::vector<RegisterNeuron> register_neurons;
+
+    bool empty() const { return !evict.any() && test_time_registers == 0; }
+    // One line, for run.json, job identity and reports: "evict=sink ttr=1 neurons=1:21" ("none").
+    std::string to_string() const;
+    // Throws UsageError for test-time registers without neurons (or the reverse) and for
+    // neurons outside the model.
+    void validate(const Config& config) const;
+};
+
+// "L:N,L:N,..." or "neurons.json[:TOP]" (vitreg find-register-neurons' file: its TOP best,
+// or without TOP the ones it selected). Throws UsageError / IoError naming the fault.
+std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec);
+std::string to_string(const std::vector<RegisterNeuron>& neurons);  // "1:21,3:7"
+
+// Which keys every (layer, image, head) evicts: [layers, batch, heads, tokens], 1 = evicted.
+// `first` is the first forward's trace: its shape always, its key_mass for `sink` and its
+// norms for `artifacts` (rule: median + mad_k·MAD over the patches of the last layer). Throws
+// UsageError when a softmax head would be left without keys.
+std::vector<std::uint8_t> eviction_mask(const Eviction& evict, const Trace& first, AttentionKind kind,
+                                        float mad_k = 10.0f);
+
+}  // namespace vitreg

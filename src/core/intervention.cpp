@@ -1,0 +1,141 @@
+#include "vitreg/intervention.hpp"
+
+#include <algorithm>
+
+#include "vitreg/error.hpp"
+#include "vitreg/parse_number.hpp"
+#include "vitreg/register_neurons.hpp"
+#include "vitreg/stats.hpp"
+
+namespace vitreg {
+
+namespace {
+
+std::vector<std::string> split(const std::string& text, char sep) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
+        parts.push_back(text.substr(start, at - start));
+        start = at + 1;
+    }
+    parts.push_back(text.substr(start));
+    return parts;
+}
+
+}  // namespace
+
+Eviction Eviction::parse(const std::string& text) {
+    Eviction e;
+    if (text == "none") return e;
+    const auto parts = split(text, ',');
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        const std::string& p = parts[i];
+        if (p == "sink") e.sink = true;
+        else if (p == "artifacts") e.artifacts = true;
+        else if (p == "registers") e.registers = true;
+        else if (p.rfind("patch:", 0) == 0 && i + 1 < parts.size())  // "patch:R,C" spans two pieces
+            e.tokens.push_back(TokenRef::parse(p + "," + parts[++i]));
+        else if (p == "cls" || p.rfind("reg:", 0) == 0 || p.rfind("patch:", 0) == 0)
+            e.tokens.push_back(TokenRef::parse(p));
+        else
+            throw UsageError("--evict: unknown entry '" + p +
+                             "' (expected sink, artifacts, registers, cls, reg:K or patch:R,C)");
+    }
+    return e;
+}
+
+std::string Eviction::to_string() const {
+    std::string s;
+    const auto add = [&](const std::string& w) { s += (s.empty() ? "" : ",") + w; };
+    if (sink) add("sink");
+    if (artifacts) add("artifacts");
+    if (registers) add("registers");
+    for (const auto& t : tokens) add(t.to_string());
+    return s.empty() ? "none" : s;
+}
+
+std::string to_string(const std::vector<RegisterNeuron>& neurons) {
+    std::string s;
+    for (const auto& n : neurons) s += (s.empty() ? "" : ",") + std::to_string(n.layer) + ":" + std::to_string(n.neuron);
+    return s;
+}
+
+std::string Intervention::to_string() const {
+    std::string s;
+    if (evict.any()) s = "evict=" + evict.to_string();
+    if (test_time_registers)
+        s += (s.empty() ? "" : " ") + std::string("ttr=") + std::to_string(test_time_registers) +
+             " neurons=" + vitreg::to_string(register_neurons);
+    return s.empty() ? "none" : s;
+}
+
+void Intervention::validate(const Config& c) const {
+    if (test_time_registers < 0) throw UsageError("--ttr must not be negative");
+    if (test_time_registers > 0 && register_neurons.empty())
+        throw UsageError("--ttr needs --register-neurons (made by vitreg find-register-neurons, or L:N,...)");
+    if (test_time_registers == 0 && !register_neurons.empty())
+        throw UsageError("--register-neurons needs --ttr K: the neurons' maxima go to test-time registers");
+    for (const auto& n : register_neurons)
+        if (n.layer < 0 || n.layer >= c.depth || n.neuron < 0 || n.neuron >= c.mlp_hidden)
+            throw UsageError("register neuron " + std::to_string(n.layer) + ":" + std::to_string(n.neuron) +
+                             " is outside the model (" + std::to_string(c.depth) + " layers of " +
+                             std::to_string(c.mlp_hidden) + " MLP neurons)");
+}
+
+std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec) {
+    const auto json = spec.find(".json");
+    if (json != std::string::npos) {
+        const std::string path = spec.substr(0, json + 5), rest = spec.substr(json + 5);
+        const RegisterNeuronRanking r = read_register_neurons(path);
+        if (rest.empty()) return r.selected;
+        const auto top = rest[0] == ':' ? parse_integer(rest.substr(1), 1, 1 << 20) : std::nullopt;
+        if (!top) throw UsageError("--register-neurons " + spec + ": expected FILE.json or FILE.json:TOP");
+        std::vector<RegisterNeuron> best;
+        for (std::size_t i = 0; i < r.ranked.size() && best.size() < static_cast<std::size_t>(*top); ++i)
+            best.push_back({r.ranked[i].layer, r.ranked[i].neuron});
+        return best;
+    }
+    std::vector<RegisterNeuron> neurons;
+    for (const auto& p : split(spec, ',')) {
+        const auto colon = p.find(':');
+        const auto layer = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(0, colon), 0, 1 << 20);
+        const auto neuron = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(colon + 1), 0, 1 << 30);
+        if (!layer || !neuron)
+            throw UsageError("--register-neurons: bad entry '" + p + "' (expected LAYER:NEURON, or a neurons.json)");
+        const RegisterNeuron n{static_cast<int>(*layer), static_cast<int>(*neuron)};
+        if (std::find(neurons.begin(), neurons.end(), n) == neurons.end()) neurons.push_back(n);
+    }
+    return neurons;
+}
+
+std::vector<std::uint8_t> eviction_mask(const Eviction& e, const Trace& t, AttentionKind kind, float mad_k) {
+    const std::size_t N = static_cast<std::size_t>(t.tokens);
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(t.layers) * t.batch * t.heads * N, 0);
+    std::vector<std::uint8_t> always(N, 0);  // the same keys in every layer, image and head
+    for (const auto& token : e.tokens) always[static_cast<std::size_t>(token.token_index(t.registers, t.grid_h, t.grid_w))] = 1;
+    if (e.registers) std::fill(always.begin() + 1, always.begin() + 1 + t.registers, std::uint8_t(1));
+    if (e.sink && t.key_mass.empty()) throw Error("eviction_mask: the first forward recorded no key mass");
+    if (e.artifacts && t.norms.empty()) throw Error("eviction_mask: the first forward recorded no norms");
+    ArtifactRules rules;
+    rules.mad_k = mad_k;
+    for (int b = 0; b < t.batch; ++b) {
+        std::vector<std::uint8_t> image = always;
+        if (e.artifacts)
+            for (int token : layer_stats(t, b, t.layers - 1, rules).artifact_tokens_robust) image[static_cast<std::size_t>(token)] = 1;
+        for (int l = 0; l < t.layers; ++l)
+            for (int h = 0; h < t.heads; ++h) {
+                std::uint8_t* m = mask.data() + ((static_cast<std::size_t>(l) * t.batch + b) * t.heads + h) * N;
+                std::copy(image.begin(), image.end(), m);
+                if (e.sink) {
+                    const float* mass = t.key_mass_of(l, b, h);
+                    m[std::max_element(mass, mass + N) - mass] = 1;
+                }
+                if (kind == AttentionKind::Softmax && std::count(m, m + N, std::uint8_t(1)) == static_cast<std::ptrdiff_t>(N))
+                    throw UsageError("--evict " + e.to_string() + " leaves layer " + std::to_string(l) + " head " +
+                                     std::to_string(h) + " no key, and softmax must attend somewhere");
+            }
+    }
+    return mask;
+}
+
+}  // namespace vitreg
