@@ -17,7 +17,7 @@ import unittest
 
 import numpy as np
 
-from png_util import decode_png
+from png_util import decode_png, encode_png
 
 VITREG, ROOT = sys.argv[1], sys.argv[2]
 MODEL = "vitreg-untrained-s14-d192-reg4"
@@ -393,6 +393,88 @@ class CliTest(unittest.TestCase):
             stats = list(csv.DictReader(open(os.path.join(cmp_out, "stats.csv"))))
             self.assertEqual([row["precision"] for row in stats],
                              ["fp32", "int8 per-token", f"int8 per-tensor ({scales})"])
+
+    def test_interventions_evict_calibrate_and_test_time_registers(self):
+        planted = os.path.join(FIXTURES, "models", "planted_f32.safetensors")
+        plain = os.path.join(FIXTURES, "models", "dinov2_f32.safetensors")
+        rng = np.random.default_rng(0)
+        images = os.path.join(self.tmp, "grey")
+        os.makedirs(images)
+        for i in range(3):  # near-uniform grey: the planted patches are the only outliers
+            pixels = np.clip(128 + rng.normal(0, 5, (16, 16, 3)), 0, 255).astype(np.uint8)
+            with open(os.path.join(images, f"grey{i}.png"), "wb") as f:
+                f.write(encode_png(16, 16, pixels.tobytes()))
+        small = ("--resize", "16x16")
+
+        # find-register-neurons finds the planted neuron; --ttr moves the outliers off the patches.
+        neurons = os.path.join(self.tmp, "neurons.json")
+        r = vitreg("find-register-neurons", planted, "--images", images, "-o", neurons, *small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        found = read_json(neurons)
+        self.assertEqual(found["format"], "vitreg-register-neurons")
+        self.assertEqual((found["ranked"][0]["layer"], found["ranked"][0]["neuron"]), (1, 21))
+        self.assertEqual(found["selected"], [[1, 21]])
+        self.assertEqual(len(found["images_with_outliers"]), 3)
+        for ttr in ("", neurons):
+            out = os.path.join(self.tmp, "extract" + ("-ttr" if ttr else ""))
+            extra = ("--ttr", "1", "--register-neurons", ttr) if ttr else ()
+            r = vitreg("extract", planted, images, "-o", out, *small, *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            run = read_json(os.path.join(out, "run.json"))
+            if ttr:
+                self.assertEqual(run["test_time_registers"], 1)
+                self.assertEqual(run["trained_registers"], 0)
+                self.assertEqual(run["intervention"], "ttr=1 neurons=1:21")
+                self.assertEqual(np.load(os.path.join(out, "registers.npy")).shape, (3, 1, 64))
+            else:
+                self.assertFalse(os.path.exists(os.path.join(out, "registers.npy")))
+        m = os.path.join(self.tmp, "maps")
+        r = vitreg("maps", planted, os.path.join(images, "grey0.png"), "-o", m, *small, "--ttr", "1",
+                   "--register-neurons", "1:21", "--query", "reg:0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        stats = read_json(os.path.join(m, "stats.json"))
+        self.assertEqual(stats["test_time_registers"], 1)
+        self.assertEqual(stats["layers"][-1]["artifacts_abs"], 0)
+
+        # compare: the plain model beside its interventions, one column each.
+        cmp_out = os.path.join(self.tmp, "cmp")
+        r = vitreg("compare", planted, planted + "@ttr=1:" + neurons, planted + "@evict=artifacts",
+                   "--images", os.path.join(images, "grey0.png"), "-o", cmp_out, *small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = list(csv.DictReader(open(os.path.join(cmp_out, "stats.csv"))))
+        self.assertEqual([row["intervention"] for row in rows], ["none", "ttr=1 neurons=1:21", "evict=artifacts"])
+        self.assertEqual([row["artifacts_abs"] for row in rows][:2], ["3", "0"])
+
+        # calibrate-sink writes a sink checkpoint that records how it was made and runs.
+        for evict in (False, True):
+            out = os.path.join(self.tmp, "sink%s.safetensors" % ("-evicted" if evict else ""))
+            r = vitreg("calibrate-sink", plain, "--images", images, "-o", out, *small,
+                       *(["--evict-sink"] if evict else []))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out, "rb") as f:
+                meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+            self.assertEqual(meta["attention"], "sink")
+            self.assertRegex(meta["source_digest"], r"^fnv1a64:[0-9a-f]{16}$")
+            self.assertEqual(len(json.loads(meta["calibration_images"])), 3)
+            self.assertEqual(meta.get("evict"), "sink" if evict else None)
+            self.assertEqual(read_safetensors(out)["blocks.1.attn.sinks"].shape, (4,))
+            r = vitreg("info", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("sink", r.stdout)
+            if evict:
+                self.assertIn("evicts each head's sink key", r.stderr)
+
+        # Bad intervention arguments: a message naming the fault, nothing written.
+        for args, message in ((("--evict", "sinks"), "unknown entry 'sinks'"),
+                              (("--ttr", "1"), "--ttr needs --register-neurons"),
+                              (("--ttr", "1", "--register-neurons", "9:0"), "outside the model"),
+                              (("--ttr", "1", "--register-neurons", os.path.join(images, "grey0.png") + ".json"),
+                               "cannot read the register-neuron file")):
+            out = os.path.join(self.tmp, "bad")
+            r = vitreg("extract", planted, images, "-o", out, *small, *args)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(message, r.stderr)
+            self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,26 @@ def test_reduced_precision_runs_from_python_as_from_cpp(case):
         vitreg.Model(path, precision="int8", act_quant="per-tensor", scales=os.path.join(FIXTURES, "missing.json"))
 
 
+INTERVENTION_CASES = [c for c in json.load(open(os.path.join(FIXTURES, "interventions.json")))
+                      if c["kind"] in ("evict", "ttr")]
+
+
+@pytest.mark.parametrize("case", INTERVENTION_CASES, ids=[c["name"] for c in INTERVENTION_CASES])
+def test_interventions_run_from_python_as_from_cpp(case):
+    """Eviction and test-time registers as Model arguments, against the reference's outputs."""
+    want = {k: v.numpy() for k, v in ref.read_safetensors(os.path.join(FIXTURES, case["file"]))[0].items()}
+    kwargs = {"evict": case["evict"]} if case["kind"] == "evict" else {
+        "ttr": case["ttr"], "register_neurons": ",".join(f"{l}:{n}" for l, n in case["neurons"])}
+    m = vitreg.Model(os.path.join(FIXTURES, case["model"]), **kwargs)
+    out = m.forward(want["input"].astype(np.float32))
+    assert relative_error(out["cls"], want["cls"]) < TOLERANCE
+    if "registers" in want:
+        assert out["registers"].shape == want["registers"].shape
+        assert relative_error(out["registers"], want["registers"]) < TOLERANCE
+    assert m.config["test_time_registers"] == case.get("ttr", 0)
+    assert m.config["intervention"] != "none"
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
 def test_features_match_the_reference_fixtures(case):
     m = vitreg.Model(os.path.join(FIXTURES, case["model"]), attention=case["attention_override"] or None,
