@@ -460,7 +460,8 @@ class CliTest(unittest.TestCase):
             self.assertEqual(read_safetensors(out)["blocks.1.attn.sinks"].shape, (4,))
             r = vitreg("info", out)
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn("sink", r.stdout)
+            self.assertRegex(r.stdout, r"(?m)^attention\s+sink$")
+            self.assertRegex(r.stdout, r"(?m)^pos_interp\s+offset$")  # the source's resampling, kept
             if evict:
                 self.assertIn("evicts each head's sink key", r.stderr)
 

@@ -4,7 +4,6 @@
 
 #include "common.hpp"
 #include "vitreg/calibrate.hpp"
-#include "vitreg/inputs.hpp"
 
 namespace vitreg::cli {
 
@@ -22,14 +21,11 @@ void register_calibrate(CLI::App& app, Command& run) {
         ->capture_default_str();
     cmd->callback([&run, a] {
         run = [a] {
-            const Model m = load_model(a->model);
-            CalibrationOptions o = calibration_options(*a);
-            o.percentile = a->percentile;
-            const auto images = expand_inputs(a->images);
-            const ProgressBar bar;
-            const Int8Calibration c = calibrate_int8(m, images, o, [&](std::size_t d, std::size_t t) { bar(d, t); });
+            CalibrationRun job = start_calibration(*a);
+            job.options.percentile = a->percentile;
+            const Int8Calibration c = calibrate_int8(job.model, job.images, job.options, job.progress);
             write_int8_calibration(a->out, c);
-            std::cerr << "vitreg: calibrated " << c.ranges.size() << " linears on " << images.size() << " images ("
+            std::cerr << "vitreg: calibrated " << c.ranges.size() << " linears on " << job.images.size() << " images ("
                       << c.method << ") -> " << a->out << "\n";
             return 0;
         };

@@ -4,7 +4,6 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/inputs.hpp"
 #include "vitreg/sink_calibration.hpp"
 
 namespace vitreg::cli {
@@ -21,19 +20,16 @@ void register_calibrate_sink(CLI::App& app, Command& run) {
                   "every run of the written file also evicts each head's sink key, so the logit stands in for it");
     cmd->callback([&run, a] {
         run = [a] {
-            const Model m = load_model(a->model);
-            const auto images = expand_inputs(a->images);
-            const ProgressBar bar;
-            const SinkCalibration cal =
-                calibrate_sink(m, images, calibration_options(*a), [&](std::size_t d, std::size_t t) { bar(d, t); });
-            write_sink_checkpoint(m, cal, a->evict_sink, a->out);
+            const CalibrationRun job = start_calibration(*a);
+            const SinkCalibration cal = calibrate_sink(job.model, job.images, job.options, job.progress);
+            write_sink_checkpoint(job.model, cal, a->evict_sink, a->out);
             std::cerr << std::fixed << std::setprecision(2);
             for (int l = 0; l < cal.layers; ++l) {
                 std::cerr << "vitreg: layer " << l << " sink logits";
                 for (int h = 0; h < cal.heads; ++h) std::cerr << " " << cal.sink(l, h);
                 std::cerr << "\n";
             }
-            std::cerr << "vitreg: calibrated " << cal.layers * cal.heads << " sink logits on " << images.size()
+            std::cerr << "vitreg: calibrated " << cal.layers * cal.heads << " sink logits on " << job.images.size()
                       << " images" << (a->evict_sink ? ", sink keys evicted on every run," : "") << " -> " << a->out << "\n";
             return 0;
         };

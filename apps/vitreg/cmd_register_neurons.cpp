@@ -3,7 +3,6 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/inputs.hpp"
 #include "vitreg/register_neurons.hpp"
 
 namespace vitreg::cli {
@@ -15,13 +14,10 @@ void register_find_register_neurons(CLI::App& app, Command& run) {
     add_calibration_args(*cmd, *a, "neurons.json to write");
     cmd->callback([&run, a] {
         run = [a] {
-            const Model m = load_model(a->model);
-            const auto images = expand_inputs(a->images);
-            const ProgressBar bar;
-            const RegisterNeuronRanking r =
-                find_register_neurons(m, images, calibration_options(*a), [&](std::size_t d, std::size_t t) { bar(d, t); });
+            const CalibrationRun job = start_calibration(*a);
+            const RegisterNeuronRanking r = find_register_neurons(job.model, job.images, job.options, job.progress);
             write_register_neurons(a->out, r);
-            std::cerr << "vitreg: " << r.with_outliers.size() << " of " << images.size()
+            std::cerr << "vitreg: " << r.with_outliers.size() << " of " << job.images.size()
                       << " images have outlier patches; best neurons (layer:neuron score):";
             for (std::size_t i = 0; i < std::min<std::size_t>(5, r.ranked.size()); ++i)
                 std::cerr << " " << r.ranked[i].layer << ":" << r.ranked[i].neuron << " " << r.ranked[i].score;

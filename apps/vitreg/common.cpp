@@ -61,13 +61,14 @@ void add_calibration_args(CLI::App& cmd, CalibrationArgs& a, const std::string& 
     add_input_limit_args(cmd, a.limits);
 }
 
-CalibrationOptions calibration_options(const CalibrationArgs& a) {
-    CalibrationOptions o;
-    o.resize = ResizeSpec::parse(a.resize);
-    o.image_limits = a.limits.image;
-    o.max_tokens = a.limits.max_tokens;
-    o.threads = a.threads;
-    return o;
+CalibrationRun start_calibration(const CalibrationArgs& a) {
+    CalibrationRun r{load_model(a.model), expand_inputs(a.images), {}, {}};
+    r.options.resize = ResizeSpec::parse(a.resize);
+    r.options.image_limits = a.limits.image;
+    r.options.max_tokens = a.limits.max_tokens;
+    r.options.threads = a.threads;
+    r.progress = [bar = ProgressBar()](std::size_t done, std::size_t total) { bar(done, total); };
+    return r;
 }
 
 void add_batch_args(CLI::App& cmd, BatchArgs& a) {

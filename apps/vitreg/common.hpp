@@ -47,7 +47,15 @@ struct CalibrationArgs {
     InputLimits limits;
 };
 void add_calibration_args(CLI::App& cmd, CalibrationArgs& args, const std::string& out_help);
-CalibrationOptions calibration_options(const CalibrationArgs& args);
+// What such a command runs: the loaded model, the expanded images, the options, and a progress
+// bar on stderr to hand to the library call.
+struct CalibrationRun {
+    Model model;
+    std::vector<std::string> images;
+    CalibrationOptions options;
+    std::function<void(std::size_t, std::size_t)> progress;
+};
+CalibrationRun start_calibration(const CalibrationArgs& args);
 
 // What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT, how to read and run the
 // inputs, and how the job is made durable (--chunk, --resume, --overwrite) and split (--shard).

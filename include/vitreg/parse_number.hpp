@@ -1,9 +1,10 @@
 #pragma once
-// Strict whole-string integer parsing for user text (CLI specs, metadata strings).
+// Strict parsing of user text (CLI specs, metadata strings): whole-string integers and lists.
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vitreg {
 
@@ -15,6 +16,18 @@ inline std::optional<long> parse_integer(const std::string& text, long lo, long 
     const long v = std::strtol(text.c_str(), &end, 10);
     if (*end != '\0' || errno || v < lo || v > hi) return std::nullopt;
     return v;
+}
+
+// The pieces of `text` between `sep`s: "a,,b" → {"a", "", "b"}, "" → {""}.
+inline std::vector<std::string> split(const std::string& text, char sep) {
+    std::vector<std::string> parts;
+    std::size_t start = 0;
+    for (std::size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
+        parts.push_back(text.substr(start, at - start));
+        start = at + 1;
+    }
+    parts.push_back(text.substr(start));
+    return parts;
 }
 
 }  // namespace vitreg

@@ -124,46 +124,42 @@ VITREG_INT8_256_VNNI(int8_avx256vnni_vex, _mm256_dpbusd_avx_epi32)
 }  // namespace int8_avx256vnni_vex
 #undef VITREG_LOWP_TARGET
 
+// int8 without a dot-product instruction, W bits wide (see Int8Isa): uint8 A zero-extended and
+// int8 B sign-extended to 16 bits, even and odd bytes apart, then vpmaddwd.
+#define VITREG_INT8_MADDWD(NS, W, NV, MR)                                                                   \
+    namespace NS {                                                                                         \
+    using V = __m##W##i;                                                                                   \
+    using VAcc = __m##W##i;                                                                                \
+    using Acc = std::int32_t;                                                                              \
+    constexpr int kLanes = W / 32, kNv = NV, kMr = MR;                                                     \
+    struct Bytes {                                                                                         \
+        V even, odd; /* bytes 0, 2 and 1, 3 of each group, widened to 16 bits */                           \
+    };                                                                                                     \
+    VITREG_LOWP_TARGET inline VAcc zero() { return _mm##W##_setzero_si##W(); }                             \
+    VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) {                                             \
+        return _mm##W##_loadu_si##W(reinterpret_cast<const V*>(p));                                        \
+    }                                                                                                      \
+    VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm##W##_set1_epi32(static_cast<int>(x)); } \
+    VITREG_LOWP_TARGET inline Bytes prep_a(V a) {                                                          \
+        return {_mm##W##_and_si##W(a, _mm##W##_set1_epi16(0x00ff)), _mm##W##_srli_epi16(a, 8)};            \
+    }                                                                                                      \
+    VITREG_LOWP_TARGET inline Bytes prep_b(V b) {                                                          \
+        return {_mm##W##_srai_epi16(_mm##W##_slli_epi16(b, 8), 8), _mm##W##_srai_epi16(b, 8)};             \
+    }                                                                                                      \
+    VITREG_LOWP_TARGET inline VAcc step(VAcc acc, Bytes a, Bytes b) {                                      \
+        return _mm##W##_add_epi32(acc, _mm##W##_add_epi32(_mm##W##_madd_epi16(a.even, b.even),             \
+                                                          _mm##W##_madd_epi16(a.odd, b.odd)));             \
+    }                                                                                                      \
+    VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm##W##_storeu_si##W(reinterpret_cast<V*>(o), v); }
+
 #define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512bw")))
-namespace int8_avx512 {
-using V = __m512i;
-using VAcc = __m512i;
-using Acc = std::int32_t;
-constexpr int kLanes = 16, kNv = 3, kMr = 8;
-struct Bytes {
-    V even, odd;  // bytes 0, 2 and 1, 3 of each group, widened to 16 bits
-};
-VITREG_LOWP_TARGET inline VAcc zero() { return _mm512_setzero_si512(); }
-VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
-VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-VITREG_LOWP_TARGET inline Bytes prep_a(V a) { return {_mm512_and_si512(a, _mm512_set1_epi16(0x00ff)), _mm512_srli_epi16(a, 8)}; }
-VITREG_LOWP_TARGET inline Bytes prep_b(V b) { return {_mm512_srai_epi16(_mm512_slli_epi16(b, 8), 8), _mm512_srai_epi16(b, 8)}; }
-VITREG_LOWP_TARGET inline VAcc step(VAcc acc, Bytes a, Bytes b) {
-    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(a.even, b.even), _mm512_madd_epi16(a.odd, b.odd)));
-}
-VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si512(o, v); }
+VITREG_INT8_MADDWD(int8_avx512, 512, 3, 8)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx512
 #undef VITREG_LOWP_TARGET
 
 #define VITREG_LOWP_TARGET __attribute__((target("avx2")))
-namespace int8_avx2 {
-using V = __m256i;
-using VAcc = __m256i;
-using Acc = std::int32_t;
-constexpr int kLanes = 8, kNv = 2, kMr = 4;
-struct Bytes {
-    V even, odd;
-};
-VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }
-VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-VITREG_LOWP_TARGET inline Bytes prep_a(V a) { return {_mm256_and_si256(a, _mm256_set1_epi16(0x00ff)), _mm256_srli_epi16(a, 8)}; }
-VITREG_LOWP_TARGET inline Bytes prep_b(V b) { return {_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 8), _mm256_srai_epi16(b, 8)}; }
-VITREG_LOWP_TARGET inline VAcc step(VAcc acc, Bytes a, Bytes b) {
-    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a.even, b.even), _mm256_madd_epi16(a.odd, b.odd)));
-}
-VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v); }
+VITREG_INT8_MADDWD(int8_avx2, 256, 2, 4)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx2
 #undef VITREG_LOWP_TARGET

@@ -9,21 +9,6 @@
 
 namespace vitreg {
 
-namespace {
-
-std::vector<std::string> split(const std::string& text, char sep) {
-    std::vector<std::string> parts;
-    std::size_t start = 0;
-    for (std::size_t at = text.find(sep); at != std::string::npos; at = text.find(sep, start)) {
-        parts.push_back(text.substr(start, at - start));
-        start = at + 1;
-    }
-    parts.push_back(text.substr(start));
-    return parts;
-}
-
-}  // namespace
-
 Eviction Eviction::parse(const std::string& text) {
     Eviction e;
     if (text == "none") return e;

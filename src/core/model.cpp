@@ -243,48 +243,6 @@ void Model::check_tokens(int height, int width, std::int64_t max_tokens, const s
 }
 
 namespace {
-std::vector<int> prepare_trace(const Probe& probe, const Config& c, int registers, int test_time_registers, int batch,
-                               int gh, int gw, Trace& t);
-}  // namespace
-
-Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
-    Trace unused;
-    return forward(pixels, batch, height, width, Probe{}, unused, options);
-}
-
-Features Model::forward(const float* pixels, int batch, int height, int width, const Probe& probe, Trace& trace,
-                        const ForwardOptions& options) const {
-    const Config& c = impl_->config;
-    if (batch <= 0) throw UsageError("forward: batch must be positive");
-    if (height <= 0 || width <= 0 || height % c.patch || width % c.patch)
-        throw UsageError("forward: input " + std::to_string(width) + "x" + std::to_string(height) +
-                         " is not a positive multiple of the patch size " + std::to_string(c.patch));
-    check_tokens(height, width, options.max_tokens, "forward");
-    Features f;
-    const auto run = [&] {
-        std::vector<std::uint8_t> evicted;
-        if (intervention_.evict.any()) {
-            // The keys to evict come from a first forward without the eviction (DESIGN §9).
-            Intervention first_edit = intervention_;
-            first_edit.evict = {};
-            Probe first_probe;
-            first_probe.key_mass = intervention_.evict.sink;
-            first_probe.norms = intervention_.evict.artifacts;
-            Trace first;
-            if (intervention_.evict.per_image()) impl_->run(pixels, batch, height, width, first_edit, nullptr, &first_probe, &first);
-            else prepare_trace(first_probe, c, registers(), intervention_.test_time_registers, batch, height / c.patch,
-                               width / c.patch, first);
-            evicted = eviction_mask(intervention_.evict, first, c.attention);
-        }
-        f = impl_->run(pixels, batch, height, width, intervention_, evicted.empty() ? nullptr : evicted.data(), &probe,
-                       &trace);
-    };
-    if (options.in_current_arena) run();
-    else impl_->arena(options.threads > 0 ? options.threads : tbb::info::default_concurrency()).execute(run);
-    return f;
-}
-
-namespace {
 
 void check_layers(const std::vector<int>& layers, int depth, const char* what) {
     for (int l : layers)
@@ -393,6 +351,45 @@ void shift_register_neuron(float* act, int batch, int tokens, int hidden, int n,
 }
 
 }  // namespace
+
+Features Model::forward(const float* pixels, int batch, int height, int width, const ForwardOptions& options) const {
+    Trace unused;
+    return forward(pixels, batch, height, width, Probe{}, unused, options);
+}
+
+Features Model::forward(const float* pixels, int batch, int height, int width, const Probe& probe, Trace& trace,
+                        const ForwardOptions& options) const {
+    const Config& c = impl_->config;
+    if (batch <= 0) throw UsageError("forward: batch must be positive");
+    if (height <= 0 || width <= 0 || height % c.patch || width % c.patch)
+        throw UsageError("forward: input " + std::to_string(width) + "x" + std::to_string(height) +
+                         " is not a positive multiple of the patch size " + std::to_string(c.patch));
+    check_tokens(height, width, options.max_tokens, "forward");
+    Features f;
+    const auto run = [&] {
+        std::vector<std::uint8_t> evicted;
+        if (intervention_.evict.any()) {
+            // The keys to evict come from a first forward without the eviction (DESIGN §9).
+            Intervention first_edit = intervention_;
+            first_edit.evict = {};
+            Probe first_probe;
+            first_probe.key_mass = intervention_.evict.sink;
+            first_probe.norms = intervention_.evict.artifacts;
+            Trace first;  // static keys need only its shape
+            if (intervention_.evict.per_image())
+                impl_->run(pixels, batch, height, width, first_edit, nullptr, &first_probe, &first);
+            else
+                prepare_trace(first_probe, c, registers(), intervention_.test_time_registers, batch, height / c.patch,
+                              width / c.patch, first);
+            evicted = eviction_mask(intervention_.evict, first, c.attention);
+        }
+        f = impl_->run(pixels, batch, height, width, intervention_, evicted.empty() ? nullptr : evicted.data(), &probe,
+                       &trace);
+    };
+    if (options.in_current_arena) run();
+    else impl_->arena(options.threads > 0 ? options.threads : tbb::info::default_concurrency()).execute(run);
+    return f;
+}
 
 Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Intervention& edit,
                           const std::uint8_t* evicted, const Probe* probe, Trace* trace) const {

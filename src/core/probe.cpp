@@ -69,16 +69,12 @@ std::vector<int> resolve_layers(const std::string& spec, int depth) {
         return out;
     }
     if (spec == "last") return {depth - 1};
-    std::size_t start = 0;
-    while (start <= spec.size()) {
-        const std::size_t comma = std::min(spec.find(',', start), spec.size());
-        const std::string item = spec.substr(start, comma - start);
+    for (const auto& item : split(spec, ',')) {
         const auto v = parse_integer(item, -depth, depth - 1);
         if (!v)
             throw UsageError("layer '" + item + "' in '" + spec + "' is out of range or not a number (the model has " +
                              std::to_string(depth) + " layers: 0.." + std::to_string(depth - 1) + ", or -1 for the last)");
         out.push_back(*v < 0 ? static_cast<int>(*v + depth) : static_cast<int>(*v));
-        start = comma + 1;
     }
     return out;
 }
