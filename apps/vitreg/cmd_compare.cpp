@@ -1,5 +1,8 @@
 // vitreg compare MODEL[@KIND]... --images IMAGE... -o OUT_DIR: the same images through several
 // configurations, side by side: compare.png, stats.csv, stats.json and report.html.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -80,6 +83,82 @@ std::vector<std::pair<std::string, std::string>> summary_row(const std::string& 
         {"mean_abstention", f(s.mean_abstention(last))},
         {"cls_on_registers", f(s.cls_on_registers(last))},
     };
+}
+
+// The statistics of stats.csv (the columns after "grid") where a lower mean is better: the
+// artifact-related ones. The others (norm_median, norm_max, robust_threshold, mean_abstention,
+// cls_on_registers) describe the model and are not ranked.
+bool lower_is_better(const std::string& column) {
+    static const char* const kLower[] = {"norm_max_over_median", "artifacts_abs", "artifact_fraction_abs", "artifacts_robust",
+                                         "artifact_fraction_robust", "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"};
+    return std::find(std::begin(kLower), std::end(kLower), column) != std::end(kLower);
+}
+
+// Per configuration, the mean and sample standard deviation (n - 1; 0 for one image) over images
+// of each numeric column of stats.csv, read back from the rows as written; the best configuration
+// of a ranked column has the lowest mean (the first on a tie; none with a single configuration).
+// rows: image-major, configs rows per image. The one source of the summary in report.html,
+// on the terminal and in stats.json.
+std::vector<render::ColumnSummary> summarize(const std::vector<std::vector<std::pair<std::string, std::string>>>& rows,
+                                             std::size_t configs) {
+    std::vector<render::ColumnSummary> out;
+    const auto& first = rows.front();
+    std::size_t c0 = 0;
+    while (c0 < first.size() && first[c0].first != "grid") ++c0;
+    for (std::size_t c = c0 + 1; c < first.size(); ++c) {
+        render::ColumnSummary col{first[c].first, std::vector<double>(configs, 0.0), std::vector<double>(configs, 0.0),
+                                  lower_is_better(first[c].first), -1};
+        std::vector<std::vector<double>> values(configs);
+        for (std::size_t r = 0; r < rows.size(); ++r) values[r % configs].push_back(std::stod(rows[r][c].second));
+        for (std::size_t k = 0; k < configs; ++k) {
+            const auto& v = values[k];
+            double sum = 0, squares = 0;
+            for (double x : v) sum += x;
+            col.mean[k] = sum / v.size();
+            for (double x : v) squares += (x - col.mean[k]) * (x - col.mean[k]);
+            col.sd[k] = v.size() > 1 ? std::sqrt(squares / (v.size() - 1)) : 0.0;
+            if (col.lower_is_better && configs > 1 && (col.best < 0 || col.mean[k] < col.mean[col.best])) col.best = static_cast<int>(k);
+        }
+        out.push_back(std::move(col));
+    }
+    return out;
+}
+
+// The summary as an aligned plain-text table: one line per statistic, one column per
+// configuration (numbered, the labels listed above), "*" on the best.
+std::string summary_text(const std::vector<render::ColumnSummary>& summary, const std::vector<std::string>& labels, std::size_t images) {
+    auto width = [](const std::string& s) {  // display columns: UTF-8 code points
+        return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; }));
+    };
+    auto pad = [&](const std::string& s, std::size_t n, bool right) {
+        const std::string fill(n > width(s) ? n - width(s) : 0, ' ');
+        return right ? fill + s : s + fill;
+    };
+    std::vector<std::vector<std::string>> cells;  // [statistic][configuration]
+    std::size_t name_w = 9, cell_w = 4;
+    for (const auto& col : summary) {
+        name_w = std::max(name_w, col.column.size());
+        cells.emplace_back();
+        for (std::size_t k = 0; k < labels.size(); ++k) {
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.4g \u00b1 %.3g%s", col.mean[k], col.sd[k], col.best == static_cast<int>(k) ? " *" : "  ");
+            cells.back().push_back(buf);
+            cell_w = std::max(cell_w, width(buf));
+        }
+    }
+    std::ostringstream o;
+    o << "summary over " << images << " image" << (images == 1 ? "" : "s")
+      << " (mean \u00b1 sample sd; * = lowest mean, on the artifact-related statistics):\n";
+    for (std::size_t k = 0; k < labels.size(); ++k) o << "  [" << k + 1 << "] " << labels[k] << "\n";
+    o << pad("statistic", name_w, false);
+    for (std::size_t k = 0; k < labels.size(); ++k) o << "  " << pad("[" + std::to_string(k + 1) + "]  ", cell_w, true);
+    o << "\n";
+    for (std::size_t c = 0; c < summary.size(); ++c) {
+        o << pad(summary[c].column, name_w, false);
+        for (const auto& cell : cells[c]) o << "  " << pad(cell, cell_w, true);
+        o << "\n";
+    }
+    return o.str();
 }
 
 std::string csv_field(const std::string& v) {
@@ -202,10 +281,28 @@ void register_compare(CLI::App& app, Command& run) {
                 for (std::size_t c = 0; c < r.size(); ++c) csv += (c ? "," : "") + csv_field(r[c].second);
                 csv += "\n";
             }
+            std::vector<std::string> labels;
+            for (const auto& cfg : configs) labels.push_back(cfg.label);
+            const std::vector<render::ColumnSummary> summary = summarize(rows, configs.size());
+            nlohmann::json json_summary = {{"sd", "sample standard deviation over images (n - 1); 0 for one image"},
+                                           {"images", images.size()},
+                                           {"lower_is_better", nlohmann::json::array()},
+                                           {"configs", nlohmann::json::array()}};
+            for (const auto& col : summary)
+                if (col.lower_is_better) json_summary["lower_is_better"].push_back(col.column);
+            for (std::size_t k = 0; k < configs.size(); ++k) {
+                nlohmann::json columns = nlohmann::json::object(), best = nlohmann::json::array();
+                for (const auto& col : summary) {
+                    columns[col.column] = {{"mean", col.mean[k]}, {"sd", col.sd[k]}};
+                    if (col.best == static_cast<int>(k)) best.push_back(col.column);
+                }
+                json_summary["configs"].push_back({{"config", labels[k]}, {"columns", columns}, {"best", best}});
+            }
             const nlohmann::json stats = {{"norm_threshold", a->rules.norm_threshold},
                                           {"mad_k", a->rules.mad_k},
                                           {"sink_alpha", a->rules.sink_alpha},
                                           {"layer", "all summary fields describe the last layer (the output)"},
+                                          {"summary", json_summary},
                                           {"rows", json_rows}};
 
             render::Report report;
@@ -215,6 +312,15 @@ void register_compare(CLI::App& app, Command& run) {
                 "Left of each pair: where the CLS token of the last layer looks (mean over heads). Right: the L2 norm of each "
                 "patch token at the output, outlined where it exceeds median + k*MAD of that image. High-norm outliers that "
                 "also draw attention are the artifacts registers, softmax-1 and sinks are meant to remove.";
+            report.summary_configs = labels;
+            report.summary_columns = summary;
+            report.summary_note =
+                "Mean \u00b1 sample standard deviation (n \u2212 1; 0 for one image) over the images of each statistic of the "
+                "per-image table, at the last layer. Marked \u2605 (columns with \u2193): the lowest mean among the configurations "
+                "of the artifact-related statistics (norm_max_over_median, artifacts_abs, artifact_fraction_abs, artifacts_robust, "
+                "artifact_fraction_robust, max_inf_norm, kurtosis, sink_rate, top_key_mass), where fewer high-norm outliers, lighter "
+                "tails and less attention dumped on one key are what registers, softmax-1 and sinks aim for. norm_median, norm_max, "
+                "robust_threshold, mean_abstention and cls_on_registers describe the model and are not ranked.";
             report.figures.push_back({"compare.png", render::png_bytes(grid)});
             for (const auto& [key, value] : rows.front()) report.table_header.push_back(key);
             for (const auto& r : rows) {
@@ -239,6 +345,7 @@ void register_compare(CLI::App& app, Command& run) {
             write_file_atomic(dir + "stats.csv", csv);
             write_file_atomic(dir + "stats.json", stats.dump(1) + "\n");
             write_file_atomic(dir + "report.html", render::report_html(report));
+            std::cout << summary_text(summary, labels, images.size()) << std::flush;
             std::cerr << "vitreg: compared " << configs.size() << " configurations on " << images.size() << " images: "
                       << a->out << "/{compare.png,stats.csv,stats.json,report.html}\n";
             return 0;

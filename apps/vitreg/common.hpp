@@ -107,5 +107,6 @@ void register_compare(CLI::App& app, Command& run);
 void register_calibrate(CLI::App& app, Command& run);
 void register_calibrate_sink(CLI::App& app, Command& run);
 void register_find_register_neurons(CLI::App& app, Command& run);
+void register_study(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

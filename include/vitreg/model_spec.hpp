@@ -26,6 +26,9 @@ struct ModelSpec {
     static ModelSpec parse(const std::string& text);
     // The text that parses back to this spec.
     std::string to_string() const;
+    // How reports label it: the checkpoint's file stem (no folders, no .safetensors), then the
+    // suffixes as written.
+    std::string label() const;
 };
 
 }  // namespace vitreg

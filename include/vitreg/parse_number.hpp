@@ -1,5 +1,5 @@
 #pragma once
-// Strict parsing of user text (CLI specs, metadata strings): whole-string integers and lists.
+// Strict parsing of user text (CLI specs, metadata strings): whole-string numbers and lists.
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
@@ -15,6 +15,16 @@ inline std::optional<long> parse_integer(const std::string& text, long lo, long 
     errno = 0;
     const long v = std::strtol(text.c_str(), &end, 10);
     if (*end != '\0' || errno || v < lo || v > hi) return std::nullopt;
+    return v;
+}
+
+// The finite real number `text` spells, if it is one (no trailing junk) within [lo, hi].
+inline std::optional<double> parse_real(const std::string& text, double lo, double hi) {
+    if (text.empty() || text[0] == ' ') return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const double v = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || errno || !(v >= lo && v <= hi)) return std::nullopt;
     return v;
 }
 

@@ -75,4 +75,11 @@ std::string ModelSpec::to_string() const {
     return s;
 }
 
+std::string ModelSpec::label() const {
+    std::string stem = model.substr(model.find_last_of('/') + 1);
+    const std::string ext = ".safetensors";
+    if (stem.size() > ext.size() && stem.compare(stem.size() - ext.size(), ext.size(), ext) == 0) stem.resize(stem.size() - ext.size());
+    return stem + suffix;
+}
+
 }  // namespace vitreg

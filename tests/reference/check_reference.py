@@ -21,13 +21,18 @@
      1 - abstention, abstention rises); test-time registers' token layout and the
      register-neuron edit recomputed layer by layer; sink calibration's mass function is
      increasing and its bisection brackets the target; the intervention fixtures on disk are
-     what the reference computes now.
+     what the reference computes now;
+  h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
+     and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
+     weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
+     study/expected.json is what the reference computes now (every margin asserted again).
 
     /usr/bin/python3 tests/reference/check_reference.py      # exit status 1 on any failure
 """
 import json
 import math
 import os
+import re
 import sys
 import tempfile
 from dataclasses import replace
@@ -43,6 +48,7 @@ sys.path.insert(0, FIXTURES)
 sys.path.insert(0, os.path.join(HERE, ".."))
 import vit_reference as ref  # noqa: E402
 import make_fixtures as fx  # noqa: E402  (random well-scaled weights, model constants)
+import study_reference as study  # noqa: E402
 from png_util import decode_png  # noqa: E402
 
 failures = []
@@ -649,6 +655,91 @@ def check_intervention_fixtures():
     check(f"{len(index)} intervention fixtures match the reference (relative)", worst, 1e-6)
 
 
+# --- h. vitreg study ---------------------------------------------------------------------------
+
+def doc_summary_keys():
+    """The `"summary"` keys docs/study.md lists (its last section), or None without the doc."""
+    path = os.path.join(HERE, "..", "..", "docs", "study.md")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        section = f.read().split("## `study.csv` and `\"summary\"`", 1)[1]
+    keys = []
+    for span in re.findall(r"`([^`]*)`", section):
+        keys += [k.strip() for k in span.split(",")
+                 if re.fullmatch(r"[a-z0-9_]+", k.strip()) and k.strip() != "null"]
+    return keys
+
+
+def json_diff(a, b, where="", worst=0.0, wrong=None):
+    """(largest relative difference of the numbers, paths where the structure, a string, an
+    int or a null differs) between two JSON values."""
+    wrong = [] if wrong is None else wrong
+    if isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b):
+        for k in a:
+            worst, _ = json_diff(a[k], b[k], f"{where}.{k}", worst, wrong)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            worst, _ = json_diff(x, y, f"{where}[{i}]", worst, wrong)
+    elif isinstance(a, float) and isinstance(b, float):
+        worst = max(worst, abs(a - b) / max(1.0, abs(b)))
+    elif a != b or type(a) is not type(b):
+        wrong.append(where)
+    return worst, wrong
+
+
+def check_study():
+    keys = doc_summary_keys()
+    if keys is None:
+        print("skip study: docs/study.md not found")
+    else:
+        check("study: the summary keys are docs/study.md's list, in order",
+              0 if tuple(keys) == study.SUMMARY_KEYS else 1, 0)
+    expected_path = os.path.join(FIXTURES, "study", "expected.json")
+    if not os.path.exists(expected_path):
+        print("skip study: tests/fixtures/study/expected.json not generated")
+        return
+    stored, _ = ref.read_safetensors(os.path.join(FIXTURES, "study", "inputs.safetensors"))
+    result, _ = fx.study_case(stored)  # asserts the margins again
+    with open(expected_path) as f:
+        expected = json.load(f)
+    worst, wrong = json_diff(json.loads(json.dumps(result)), expected)
+    check(f"study: expected.json has the reference's structure ({wrong[:3]})", len(wrong), 0)
+    check("study: expected.json matches the reference (relative)", worst, 1e-9)
+    worst_sum, worst_curve, bad = 0.0, 0.0, []
+    for c in result["configs"]:
+        sums = torch.tensor(c["weights_sum"], dtype=torch.float64)
+        abstention = torch.tensor([[h["mean_abstention"] for h in row] for row in c["heads"]],
+                                  dtype=torch.float64)
+        worst_sum = max(worst_sum, max_diff(sums, 1 - abstention))
+        if c["attention"] == "softmax":
+            worst_sum = max(worst_sum, max_diff(sums, torch.ones_like(sums)))
+            bad += [] if c["abstaining_query"] is None and c["retrofit"] is not None else [c["name"]]
+        main = next(m for m in c["mass_vs_tokens"] if m["size"] == c["size"])
+        worst_curve = max(worst_curve, max_diff(main["mass"], sums))
+        if main["tokens"] != c["tokens"] or c["tokens"] != 1 + c["registers"] + fx.GRID ** 2:
+            bad.append(c["name"])
+        if list(c["summary"]) != list(study.SUMMARY_KEYS):
+            bad.append(c["name"])
+        added = (c["depth"] * len(c["heads"][0]) if c["attention"] == "sink" else 0) \
+            + (c["registers"] - c["test_time_registers"]) * c["dim"]
+        if c["cost"]["parameters_added"] != added:
+            bad.append(c["name"])
+    check("study: weights_sum = 1 - mean_abstention (1 for softmax)", worst_sum, 1e-12)
+    check("study: the mass curve at the main size is weights_sum", worst_curve, 1e-12)
+    check(f"study: tokens, summary keys, parameters_added, softmax-only parts ({bad})", len(bad), 0)
+    check("study: calibration half 0, 2, evaluation half 1, 3",
+          0 if (result["calibration_images"], result["evaluation_images"]) == ([0, 2], [1, 3]) else 1, 0)
+    planted = {"name": "planted_f32", "path": os.path.join(FIXTURES, fx.PLANTED.path)}
+    one = study.study([planted], {16: stored["size16"][:1]}, 16)
+    c = one["configs"][0]
+    check("study: one image: no split, no per-tensor int8, no calibrated sink",
+          0 if (one["calibration_images"], one["evaluation_images"]) == ([], [0])
+          and c["int8"]["per_tensor"] is None and c["retrofit"]["calibrated_sink"] is None
+          and c["retrofit"]["calibrated_sink_evicted"] is None
+          and c["summary"]["int8_per_tensor_cls_cosine"] is None else 1, 0)
+
+
 def main():
     torch.set_num_threads(1)
     check_design_attention_values()
@@ -664,6 +755,7 @@ def main():
     check_interventions()
     check_sink_calibration()
     check_intervention_fixtures()
+    check_study()
     if failures:
         print(f"{len(failures)} check(s) FAILED")
         return 1

@@ -1,0 +1,112 @@
+// vitreg study CONFIG... --images IMAGE... -o OUT_DIR: the seed's property table measured on
+// every configuration (docs/study.md): study.html, study.json and study.csv.
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "common.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/inputs.hpp"
+#include "vitreg/parse_number.hpp"
+#include "vitreg/study.hpp"
+#include "vitreg/study_report.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg::cli {
+
+namespace {
+
+std::vector<int> parse_sizes(const std::string& text) {
+    std::vector<int> sizes;
+    if (text.empty()) return sizes;
+    for (const auto& part : split(text, ',')) {
+        const auto v = parse_integer(part, 1, 4096);
+        if (!v) throw UsageError("--sizes: '" + part + "' is not a side length in pixels (1..4096)");
+        sizes.push_back(static_cast<int>(*v));
+    }
+    return sizes;
+}
+
+// The property table on the terminal: one line per configuration.
+void print_table(const nlohmann::json& study) {
+    const auto num = [](const nlohmann::json& v, int precision = 3) {
+        if (v.is_null()) return std::string("-");
+        std::ostringstream os;
+        os << std::setprecision(precision) << v.get<double>();
+        return os.str();
+    };
+    std::cout << std::left << std::setw(34) << "configuration" << std::right << std::setw(7) << "dump" << std::setw(9)
+              << "abstain" << std::setw(8) << "sum p" << std::setw(9) << "+params" << std::setw(8) << "ms" << std::setw(10)
+              << "massive" << std::setw(10) << "int8 cos" << std::setw(10) << "evict snk" << std::setw(10) << "s1 retro"
+              << std::setw(9) << "drift" << "\n";
+    for (const auto& c : study["configs"]) {
+        const auto& s = c["summary"];
+        std::cout << std::left << std::setw(34) << s["name"].get<std::string>().substr(0, 33) << std::right << std::setw(7)
+                  << num(s["heads_dump"], 2) << std::setw(9) << num(s["heads_abstain"], 2) << std::setw(8)
+                  << num(s["weights_sum_mean"]) << std::setw(9) << s["parameters_added"].dump() << std::setw(8)
+                  << num(s["ms_per_image"]) << std::setw(10) << num(s["massive_ratio"]) << std::setw(10)
+                  << num(s["int8_per_token_cls_cosine"], 5) << std::setw(10) << num(s["evict_sink_cls_cosine"], 4)
+                  << std::setw(10) << num(s["retrofit_softmax1_cls_cosine"], 4) << std::setw(9) << num(s["mass_drift"], 2)
+                  << "\n";
+    }
+}
+
+}  // namespace
+
+void register_study(CLI::App& app, Command& run) {
+    auto* cmd = app.add_subcommand("study", "the seed's property table (how heads do nothing, sum of weights, cost, massive "
+                                            "activations, int8, eviction, retrofit, mass vs keys) measured per configuration");
+    struct Args {
+        std::vector<std::string> models, images;
+        std::string out, resize = "eval", sizes, labels;
+        StudyOptions options;
+        SafetensorsLimits limits;
+        InputLimits input;
+    };
+    auto a = std::make_shared<Args>();
+    cmd->add_option("CONFIG", a->models, "configurations as in compare: MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8]"
+                                         "[@evict=LIST][@ttr=K:NEURONS]")
+        ->required();
+    cmd->add_option("--images", a->images, "image files, folders or @list.txt (even-numbered calibrate, odd-numbered evaluate)")
+        ->required();
+    cmd->add_option("-o,--out", a->out, "output folder")->required();
+    cmd->add_option("--resize", a->resize, "the main size: eval | none | WxH | short:N | long:N")->capture_default_str();
+    cmd->add_option("--sizes", a->sizes, "square sides for mass against the number of keys, e.g. 112,224,448");
+    cmd->add_option("--labels", a->labels, "JSON from image file name to label, to score the checkpoint's own head");
+    cmd->add_option("--mad-k", a->options.rules.mad_k, "artifact tokens: norm > median + k*MAD")->capture_default_str();
+    cmd->add_option("--sink-alpha", a->options.rules.sink_alpha, "a head dumps when a key receives mean attention above this")
+        ->capture_default_str();
+    cmd->add_option("--timing-images", a->options.timing_images, "images timed for ms/image (0: not timed)")
+        ->check(CLI::Range(0, 1 << 20))
+        ->capture_default_str();
+    cmd->add_option("--threads", a->options.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_input_limit_args(*cmd, a->input);
+    cmd->callback([&run, a] {
+        run = [a] {
+            a->options.resize = ResizeSpec::parse(a->resize);
+            a->options.sizes = parse_sizes(a->sizes);
+            a->options.labels = a->labels;
+            a->options.max_tokens = a->input.max_tokens;
+            const auto images = expand_inputs(a->images);
+            if (images.empty()) throw UsageError("no images given");
+            std::vector<StudyConfig> configs;
+            for (const auto& text : a->models) configs.push_back(StudyConfig::parse(text, a->limits));
+
+            // Everything is measured before anything is written: a bad image leaves no output.
+            const nlohmann::json study = run_study(configs, StudyImages::files(images, a->input.image), a->options,
+                                                   [](const std::string& line) { std::cerr << "vitreg: study: " << line << "\n"; });
+            const std::string html = render::study_html(study);
+            make_dirs(a->out);
+            const std::string dir = a->out + "/";
+            write_file_atomic(dir + "study.json", study.dump(1) + "\n");
+            write_file_atomic(dir + "study.csv", study_csv(study));
+            write_file_atomic(dir + "study.html", html);
+            print_table(study);
+            std::cerr << "vitreg: studied " << configs.size() << " configurations on " << images.size()
+                      << " images: " << a->out << "/{study.html,study.json,study.csv}\n";
+            return 0;
+        };
+    });
+}
+
+}  // namespace vitreg::cli
