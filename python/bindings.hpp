@@ -25,7 +25,7 @@ struct PyModel {
 void bind_errors(py::module_& m);
 // vitreg.Model.
 void bind_model(py::module_& m);
-// vitreg.extract, vitreg.dense, vitreg.merge.
+// vitreg.extract, vitreg.dense, vitreg.merge, vitreg.study.
 void bind_jobs(py::module_& m);
 // vitreg.read_image.
 void bind_images(py::module_& m);

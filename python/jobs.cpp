@@ -1,4 +1,5 @@
-// vitreg.extract, vitreg.dense and vitreg.merge: the CLI's batch jobs, writing the same files.
+// vitreg.extract, vitreg.dense, vitreg.merge and vitreg.study: the CLI's jobs over folders of
+// images, writing (or returning) what the commands do.
 #include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/merge.hpp"
+#include "vitreg/study.hpp"
 
 namespace vitreg::python {
 
@@ -150,6 +152,33 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
     return summary_dict(s, shard_dir(d.out_dir, d.shard_index, d.shard_count));
 }
 
+// The study of `vitreg study`, as the parsed study.json (docs/study.md).
+py::object study(const py::object& configs, const py::object& images, const py::kwargs& kwargs) {
+    Options o("study", kwargs);
+    StudyOptions so;
+    so.resize = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    so.sizes = o.take<std::vector<int>>("sizes", {});
+    const auto labels = o.take<py::object>("labels", py::none());
+    if (!labels.is_none()) so.labels = path_of(labels);
+    so.rules.mad_k = o.take<float>("mad_k", so.rules.mad_k);
+    so.rules.sink_alpha = o.take<float>("sink_alpha", so.rules.sink_alpha);
+    so.timing_images = o.take<int>("timing_images", so.timing_images);
+    so.threads = o.take<int>("threads", 0);
+    o.finish();
+    std::vector<std::string> specs;
+    if (py::isinstance<py::str>(configs)) specs.push_back(configs.cast<std::string>());
+    else specs = configs.cast<std::vector<std::string>>();
+    std::vector<StudyConfig> parsed;
+    for (const auto& spec : specs) parsed.push_back(StudyConfig::parse(spec));
+    const auto paths = input_list(images);
+    std::string text;
+    {
+        py::gil_scoped_release release;
+        text = run_study(parsed, StudyImages::files(paths), so).dump();
+    }
+    return py::module_::import("json").attr("loads")(text);
+}
+
 }  // namespace
 
 void bind_jobs(py::module_& m) {
@@ -181,6 +210,17 @@ Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with conc
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
 upsample: 'none' | 'image' | 'xN'; dtype: 'f32' | 'f16'. Durable and shardable as extract.
 Returns a dict: inputs, ok, failed, out.)");
+    m.def("study", &study, "configs"_a, "images"_a,
+          R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.
+
+study(configs, images, *, resize='eval', sizes=[], labels=None, mad_k=10.0, sink_alpha=0.3,
+      timing_images=8, threads=0)
+
+configs  'MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8][@evict=LIST][@ttr=K:NEURONS]', or a list.
+images   files, folders or '@list.txt' (even-numbered images calibrate, odd-numbered evaluate).
+sizes    square sides for the mass against the number of keys, e.g. [112, 224, 448].
+labels   a JSON file from image file name to label, to score the checkpoint's own head.
+Returns study.json as a dict: "configs" holds one dict per configuration, in order.)");
     m.def(
         "merge",
         [](const py::object& out_path) {

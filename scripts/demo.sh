@@ -2,7 +2,8 @@
 # The main job on the embedded default: vitreg's trained family (weights/vitreg-fmnist-*: the
 # same small ViT trained with softmax, softmax + 4 registers, softmax-1, softmax-1 + 4 registers
 # and a learned sink) side by side on the in-distribution samples in assets/indist
-# (out/demo/compare/), plus the features of assets/images (out/demo/features/).
+# (out/demo/compare/), the seed's property table measured on the family's 100 held-out images
+# (out/demo/study/), plus the features of assets/images (out/demo/features/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,11 +15,18 @@ for c in "${family[@]}"; do models+=("weights/vitreg-fmnist-$c.safetensors"); do
 $vitreg info "${models[1]}"
 echo
 $vitreg compare "${models[@]}" --images assets/indist --resize none -o out/demo/compare
+echo
+$vitreg study "${models[@]}" --images tests/fixtures/heldout --labels tests/fixtures/heldout/labels.json \
+  --resize none --sizes 112,224,448 -o out/demo/study
 $vitreg extract "${models[1]}" assets/images -o out/demo/features --resize 224x224 --patch-tokens --resume --overwrite
 echo
 echo "Open out/demo/compare/report.html in a browser (one self-contained file), or look at"
 echo "out/demo/compare/compare.png; the numbers (last layer) are in out/demo/compare/stats.csv:"
 awk -F, '{ sub(".*/", "", $1); printf "  %-34s %-28s %9s %9s %9s %10s %10s %16s\n", $1, $2, $8, $9, $13, $17, $19, $20 }' \
   out/demo/compare/stats.csv
+echo
+echo "The study (how heads do nothing, sum of weights, cost, massive activations, int8, eviction,"
+echo "retrofit, mass against the number of keys): open out/demo/study/study.html; numbers in"
+echo "out/demo/study/study.json (docs/study.md) and study.csv."
 echo
 echo "Features: out/demo/features/{cls,pooled,registers}.npy, patch/<row>.npy, manifest.jsonl"

@@ -265,6 +265,35 @@ class CliTest(unittest.TestCase):
         for c, j in zip(rows, stats["rows"]):
             for key, value in c.items():
                 self.assertEqual(str(j[key]), value, key)
+        # The summary, in stats.json and on the terminal: per configuration the mean and sample sd
+        # over the images of each statistic after "grid" in stats.csv, the lowest mean starred.
+        columns = list(rows[0])[list(rows[0]).index("grid") + 1:]
+        self.assertEqual(len(columns), 14)
+        summary = stats["summary"]
+        self.assertEqual(set(summary["lower_is_better"]), {
+            "norm_max_over_median", "artifacts_abs", "artifact_fraction_abs", "artifacts_robust", "artifact_fraction_robust",
+            "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"})
+        self.assertEqual([c["config"] for c in summary["configs"]], [row["config"] for row in rows[:3]])
+        printed = dict(re.findall(r"(?m)^(\w+)((?:\s+\S+ \u00b1 \S+(?: \*)?){3})\s*$", r.stdout))
+        self.assertEqual(sorted(printed), sorted(columns), r.stdout)
+        for k, entry in enumerate(summary["configs"]):
+            self.assertIn(f"[{k + 1}] {entry['config']}", r.stdout)
+            self.assertEqual(sorted(entry["columns"]), sorted(columns))
+            for column in columns:
+                values = [float(row[column]) for row in rows if row["config"] == entry["config"]]
+                self.assertEqual(len(values), 2)
+                mean = sum(values) / 2
+                sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+                self.assertAlmostEqual(entry["columns"][column]["mean"], mean, delta=1e-12 * max(1, abs(mean)))
+                self.assertAlmostEqual(entry["columns"][column]["sd"], sd, delta=1e-9 * max(1, abs(sd)))
+                shown = float(re.findall(r"(\S+) \u00b1", printed[column])[k])
+                self.assertAlmostEqual(shown, mean, delta=1e-3 * abs(mean) + 1e-12, msg=column)
+        for column in summary["lower_is_better"]:
+            means = [e["columns"][column]["mean"] for e in summary["configs"]]
+            starred = [k for k, e in enumerate(summary["configs"]) if column in e["best"]]
+            lowest = [k for k, m in enumerate(means) if m == min(means)]
+            self.assertEqual(starred, [] if len(lowest) == len(means) else lowest, column)
+            self.assertEqual([k for k, cell in enumerate(re.findall(r"\u00b1 \S+( \*)?", printed[column])) if cell], starred)
         self.assertEqual(rows[1]["config"], MODEL + "@softmax1 (retrofit)")
         self.assertEqual(rows[1]["retrofit"], "true")
         self.assertEqual(rows[2]["attention"], "sink")

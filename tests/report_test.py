@@ -1,37 +1,24 @@
 #!/usr/bin/env python3
 """The compare report in a real browser: headless Chromium (Debian's `chromium`) opens
 report.html from a file, with no server; the page must log no console error, every embedded
-image must decode, and a screenshot must show the comparison grid.
+image must decode, the per-configuration summary must open it, and a screenshot must show the
+comparison grid.
 
 usage: report_test.py VITREG_BINARY REPO_ROOT
 """
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
 import unittest
 
+from chromium_util import CHROMIUM, chromium, console_errors
 from png_util import decode_png
 
 VITREG, ROOT = sys.argv[1], sys.argv[2]
-CHROMIUM = shutil.which("chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--enable-logging=stderr", "--v=0"]
-
-
-def chromium(tmp, *args):
-    profile = tempfile.mkdtemp(dir=tmp)
-    return subprocess.run([CHROMIUM, *FLAGS, "--user-data-dir=" + profile, *args], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=120)
-
-
-def console_errors(stderr):
-    """Lines where the page itself logged to the console or threw (Chromium's own dbus noise excluded)."""
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+CONFIGS = ["vitreg-untrained-s14-d192-reg4", "vitreg-untrained-s14-d192-reg4@softmax1"]
 
 
 class ReportInBrowser(unittest.TestCase):
@@ -42,8 +29,7 @@ class ReportInBrowser(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="vitreg-report-")
         cls.out = os.path.join(cls.tmp, "cmp")
         assets = os.path.join(ROOT, "assets", "images")
-        r = subprocess.run([VITREG, "compare", "vitreg-untrained-s14-d192-reg4", "vitreg-untrained-s14-d192-reg4@softmax1",
-                            "--images", os.path.join(assets, "chelsea.png"), os.path.join(assets, "coffee.jpg"),
+        r = subprocess.run([VITREG, "compare", *CONFIGS, "--images", os.path.join(assets, "chelsea.png"), os.path.join(assets, "coffee.jpg"),
                             "-o", cls.out], capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
         assert r.returncode == 0, r.stderr
         cls.url = "file://" + os.path.join(cls.out, "report.html")
@@ -70,6 +56,26 @@ class ReportInBrowser(unittest.TestCase):
         self.assertIn("<svg", r.stdout)
         self.assertIn("norm_max", r.stdout)
 
+    def test_the_summary_opens_the_report(self):
+        r = chromium(self.tmp, "--dump-dom", self.url)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        dom = r.stdout
+        start = dom.find('<table class="summary">')
+        self.assertGreater(start, 0, "no summary table")
+        self.assertLess(start, dom.index("<img"), "the summary comes before the grid")
+        self.assertLess(start, dom.index('<table class="stats">'), "the summary comes before the per-image table")
+        summary = dom[start:dom.index("</table>", start)]
+        head, body = summary.split("<tbody>")
+        rows = re.findall(r"<tr>(.*?)</tr>", body, re.S)
+        self.assertEqual(len(rows), len(CONFIGS))  # one row per configuration
+        for row, config in zip(rows, CONFIGS):
+            self.assertTrue(re.match(r"<td>" + re.escape(config), row), row[:200])
+            self.assertEqual(row.count("<td"), 1 + 14)  # the label, then the 14 statistics after "grid"
+        self.assertEqual(head.count("\u2193"), 9)  # the ranked, artifact-related columns
+        for cell in re.findall(r'<td class="best">(.*?)</td>', body, re.S):
+            self.assertIn("\u2605", cell)
+        self.assertIn("lowest mean", dom[start:])  # the page says what the star marks
+
     def test_screenshot_shows_the_grid(self):
         shot = os.path.join(self.tmp, "shot.png")
         r = chromium(self.tmp, "--window-size=1400,1000", "--screenshot=" + shot, self.url)
@@ -77,11 +83,14 @@ class ReportInBrowser(unittest.TestCase):
         self.assertEqual(console_errors(r.stderr), [])
         width, height, rows = decode_png(shot)
         self.assertEqual((width, height), (1400, 1000))
-        # The grid sits near the top: its colour-mapped tiles (viridis: purple to green/yellow,
-        # photos underneath) make the region colourful where an empty page would be white.
-        region = [px for row in rows[150:600] for px in row[100:1000]]
-        colourful = sum(1 for (r_, g, b) in region if max(r_, g, b) - min(r_, g, b) > 40)
-        self.assertGreater(colourful / len(region), 0.5)
+        # The grid follows the summary table on the first screen: its colour-mapped tiles
+        # (viridis: purple to green/yellow, photos underneath) make rows colourful where the
+        # page around them is white.
+        def colourful(px):
+            return max(px) - min(px) > 40
+        lines = [y for y in range(150, height) if sum(map(colourful, rows[y][100:1000])) > 450]
+        self.assertGreater(len(lines), 300, "no grid on the first screen")
+        region = [px for row in rows[lines[0]:lines[0] + 400] for px in row[100:1000]]
         greenish = sum(1 for (r_, g, b) in region if g > r_ + 20 and g > b)
         self.assertGreater(greenish / len(region), 0.05)  # viridis norm maps
 

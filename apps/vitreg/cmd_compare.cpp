@@ -39,9 +39,7 @@ Configuration load_configuration(const std::string& text) {
     }
     Configuration c{"", load_model(args)};
     if (spec.intervention) c.model = c.model.with(*spec.intervention);
-    std::string stem = args.model.substr(args.model.find_last_of('/') + 1);
-    if (stem.size() > 12 && stem.compare(stem.size() - 12, 12, ".safetensors") == 0) stem.resize(stem.size() - 12);
-    c.label = stem + spec.suffix;
+    c.label = spec.label();
     if (c.model.config().retrofit()) c.label += " (retrofit)";
     return c;
 }
@@ -95,8 +93,8 @@ bool lower_is_better(const std::string& column) {
 }
 
 // Per configuration, the mean and sample standard deviation (n - 1; 0 for one image) over images
-// of each numeric column of stats.csv, read back from the rows as written; the best configuration
-// of a ranked column has the lowest mean (the first on a tie; none with a single configuration).
+// of each numeric column of stats.csv, read back from the rows as written; the best configurations
+// of a ranked column hold its lowest mean (none when every configuration ties, as one alone does).
 // rows: image-major, configs rows per image. The one source of the summary in report.html,
 // on the terminal and in stats.json.
 std::vector<render::ColumnSummary> summarize(const std::vector<std::vector<std::pair<std::string, std::string>>>& rows,
@@ -107,7 +105,7 @@ std::vector<render::ColumnSummary> summarize(const std::vector<std::vector<std::
     while (c0 < first.size() && first[c0].first != "grid") ++c0;
     for (std::size_t c = c0 + 1; c < first.size(); ++c) {
         render::ColumnSummary col{first[c].first, std::vector<double>(configs, 0.0), std::vector<double>(configs, 0.0),
-                                  lower_is_better(first[c].first), -1};
+                                  lower_is_better(first[c].first), std::vector<bool>(configs, false)};
         std::vector<std::vector<double>> values(configs);
         for (std::size_t r = 0; r < rows.size(); ++r) values[r % configs].push_back(std::stod(rows[r][c].second));
         for (std::size_t k = 0; k < configs; ++k) {
@@ -117,7 +115,11 @@ std::vector<render::ColumnSummary> summarize(const std::vector<std::vector<std::
             col.mean[k] = sum / v.size();
             for (double x : v) squares += (x - col.mean[k]) * (x - col.mean[k]);
             col.sd[k] = v.size() > 1 ? std::sqrt(squares / (v.size() - 1)) : 0.0;
-            if (col.lower_is_better && configs > 1 && (col.best < 0 || col.mean[k] < col.mean[col.best])) col.best = static_cast<int>(k);
+        }
+        if (col.lower_is_better) {
+            const double lowest = *std::min_element(col.mean.begin(), col.mean.end());
+            const auto ties = std::count(col.mean.begin(), col.mean.end(), lowest);
+            for (std::size_t k = 0; k < configs; ++k) col.best[k] = col.mean[k] == lowest && static_cast<std::size_t>(ties) < configs;
         }
         out.push_back(std::move(col));
     }
@@ -141,7 +143,7 @@ std::string summary_text(const std::vector<render::ColumnSummary>& summary, cons
         cells.emplace_back();
         for (std::size_t k = 0; k < labels.size(); ++k) {
             char buf[64];
-            std::snprintf(buf, sizeof buf, "%.4g \u00b1 %.3g%s", col.mean[k], col.sd[k], col.best == static_cast<int>(k) ? " *" : "  ");
+            std::snprintf(buf, sizeof buf, "%.4g \u00b1 %.3g%s", col.mean[k], col.sd[k], col.best[k] ? " *" : "  ");
             cells.back().push_back(buf);
             cell_w = std::max(cell_w, width(buf));
         }
@@ -294,7 +296,7 @@ void register_compare(CLI::App& app, Command& run) {
                 nlohmann::json columns = nlohmann::json::object(), best = nlohmann::json::array();
                 for (const auto& col : summary) {
                     columns[col.column] = {{"mean", col.mean[k]}, {"sd", col.sd[k]}};
-                    if (col.best == static_cast<int>(k)) best.push_back(col.column);
+                    if (col.best[k]) best.push_back(col.column);
                 }
                 json_summary["configs"].push_back({{"config", labels[k]}, {"columns", columns}, {"best", best}});
             }
@@ -317,10 +319,11 @@ void register_compare(CLI::App& app, Command& run) {
             report.summary_note =
                 "Mean \u00b1 sample standard deviation (n \u2212 1; 0 for one image) over the images of each statistic of the "
                 "per-image table, at the last layer. Marked \u2605 (columns with \u2193): the lowest mean among the configurations "
-                "of the artifact-related statistics (norm_max_over_median, artifacts_abs, artifact_fraction_abs, artifacts_robust, "
-                "artifact_fraction_robust, max_inf_norm, kurtosis, sink_rate, top_key_mass), where fewer high-norm outliers, lighter "
-                "tails and less attention dumped on one key are what registers, softmax-1 and sinks aim for. norm_median, norm_max, "
-                "robust_threshold, mean_abstention and cls_on_registers describe the model and are not ranked.";
+                "of the artifact-related statistics, every one on a tie and none when all tie (norm_max_over_median, "
+                "artifacts_abs, artifact_fraction_abs, artifacts_robust, artifact_fraction_robust, max_inf_norm, kurtosis, "
+                "sink_rate, top_key_mass), where fewer high-norm outliers, lighter tails and less attention dumped on one key "
+                "are what registers, softmax-1 and sinks aim for. norm_median, norm_max, robust_threshold, mean_abstention and "
+                "cls_on_registers describe the model and are not ranked.";
             report.figures.push_back({"compare.png", render::png_bytes(grid)});
             for (const auto& [key, value] : rows.front()) report.table_header.push_back(key);
             for (const auto& r : rows) {

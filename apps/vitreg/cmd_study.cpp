@@ -1,5 +1,7 @@
 // vitreg study CONFIG... --images IMAGE... -o OUT_DIR: the seed's property table measured on
 // every configuration (docs/study.md): study.html, study.json and study.csv.
+#include <unistd.h>
+
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -93,8 +95,13 @@ void register_study(CLI::App& app, Command& run) {
             for (const auto& text : a->models) configs.push_back(StudyConfig::parse(text, a->limits));
 
             // Everything is measured before anything is written: a bad image leaves no output.
-            const nlohmann::json study = run_study(configs, StudyImages::files(images, a->input.image), a->options,
-                                                   [](const std::string& line) { std::cerr << "vitreg: study: " << line << "\n"; });
+            // Which configuration and stage is running, on one line of a terminal.
+            const bool tty = isatty(STDERR_FILENO);
+            const auto stage = [tty](const std::string& line) {
+                if (tty) std::cerr << "\rvitreg: study: " << line << "\x1b[K" << std::flush;
+            };
+            const nlohmann::json study = run_study(configs, StudyImages::files(images, a->input.image), a->options, stage);
+            if (tty) std::cerr << "\r\x1b[K";
             const std::string html = render::study_html(study);
             make_dirs(a->out);
             const std::string dir = a->out + "/";

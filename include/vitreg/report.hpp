@@ -40,13 +40,13 @@ struct ReportFigure {
     std::string png;  // PNG bytes
 };
 
-// One column's mean and standard deviation over rows; `best` marks the lowest mean among the
-// configurations of a column where lower is better (see column_summary).
+// One statistic over images, per configuration: its mean and standard deviation, and where a
+// lower value is better, which configurations hold the lowest mean (shown bold with a star).
 struct ColumnSummary {
     std::string column;
     std::vector<double> mean, sd;  // one per configuration
     bool lower_is_better = false;
-    int best = -1;                 // the configuration with the lowest mean, -1 when not ranked
+    std::vector<bool> best{};      // per configuration; none when the column is not ranked or all tie
 };
 
 struct Report {

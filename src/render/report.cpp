@@ -75,6 +75,20 @@ std::vector<double> linear_ticks(double lo, double hi) {
     return ticks;
 }
 
+// Labels for evenly spaced ticks, with the decimals their spacing needs (0.9985, 0.999, 0.9995
+// rather than 0.999 three times).
+std::vector<std::string> tick_labels(const std::vector<double>& ticks) {
+    const double step = ticks.size() > 1 ? ticks[1] - ticks[0] : 0;
+    int decimals = 0;
+    if (step > 0) {
+        const double e = std::floor(std::log10(step) + 1e-9), m = step / std::pow(10.0, e);
+        decimals = std::clamp(static_cast<int>(-e) + (std::fabs(m - std::round(m)) > 1e-6 ? 1 : 0), 0, 8);
+    }
+    std::vector<std::string> out;
+    for (double t : ticks) out.push_back(printf_number("%.*f", decimals, t));
+    return out;
+}
+
 // Tick positions for a logarithmic axis over [lo, hi] (lo > 0): 1-2-5 steps, or decades when
 // those are too many, or four geometric steps when the range holds fewer than two.
 std::vector<double> log_ticks(double lo, double hi) {
@@ -155,7 +169,7 @@ std::string svg_line_plot(const ReportPlot& p, const std::string& css_class, con
     for (const auto& s : p.series)
         if (!s.label.empty()) legend_labels.push_back(s.label);
     const int legend_w = legend_labels.empty() ? 0 : 30 + label_width(legend_labels);
-    const int W = p.width + legend_w, H = p.height, left = 58, right = 12, top = 28, bottom = 36;
+    const int W = p.width + legend_w, H = p.height, left = 64, right = 12, top = 28, bottom = 36;
     const double pw = p.width - left - right, ph = H - top - bottom;
     auto x_of = [](const ReportSeries& s, std::size_t i) { return s.x.empty() ? static_cast<double>(i) : s.x[i]; };
     Axis ax{0, 0, p.log_x}, ay{0, 0, p.log_y};
@@ -186,7 +200,12 @@ std::string svg_line_plot(const ReportPlot& p, const std::string& css_class, con
     std::ostringstream o;
     o << svg_open(css_class, id, W, H) << "<text x=\"" << left << "\" y=\"16\" class=\"t\">" << html_escape(p.title) << "</text>"
       << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph << "\" class=\"frame\"/>";
-    for (double v : ay.ticks()) o << "<text x=\"" << left - 4 << "\" y=\"" << Y(v) + 4 << "\" class=\"ty\">" << format_number(v) << "</text>";
+    const std::vector<double> yt = ay.ticks();
+    std::vector<std::string> yl;
+    for (double v : yt) yl.push_back(format_number(v));
+    if (!ay.log) yl = tick_labels(yt);
+    for (std::size_t i = 0; i < yt.size(); ++i)
+        o << "<text x=\"" << left - 4 << "\" y=\"" << Y(yt[i]) + 4 << "\" class=\"ty\">" << yl[i] << "</text>";
     std::vector<double> xt;
     if (layer_axis) {
         const std::size_t step = std::max<std::size_t>(1, (layers + 15) / 16);
@@ -194,8 +213,11 @@ std::string svg_line_plot(const ReportPlot& p, const std::string& css_class, con
     } else {
         xt = ax.ticks();
     }
-    for (double v : xt)
-        o << "<text x=\"" << X(v) << "\" y=\"" << top + ph + 14 << "\" class=\"tx\">" << format_number(v) << "</text>";
+    std::vector<std::string> xl;
+    for (double v : xt) xl.push_back(format_number(v));  // layers: whole; a log axis: 1-2-5 steps
+    if (!ax.log && !layer_axis) xl = tick_labels(xt);
+    for (std::size_t i = 0; i < xt.size(); ++i)
+        o << "<text x=\"" << X(xt[i]) << "\" y=\"" << top + ph + 14 << "\" class=\"tx\">" << xl[i] << "</text>";
     o << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 4 << "\" class=\"tx\">" << html_escape(p.x_label) << "</text>";
     if (!p.y_label.empty())
         o << "<text transform=\"translate(12," << top + ph / 2 << ") rotate(-90)\" class=\"tx\">" << html_escape(p.y_label) << "</text>";
@@ -279,9 +301,11 @@ std::string svg_bar_chart(const ReportBars& b, const std::string& css_class, con
         }
     }
     const int plot_h = H - top - bottom;
-    for (double v : linear_ticks(lo, hi))
-        o << "<line x1=\"" << X(v) << "\" x2=\"" << X(v) << "\" y1=\"" << top << "\" y2=\"" << top + plot_h << "\" stroke=\"#e4e4e4\"/><text x=\""
-          << X(v) << "\" y=\"" << top + plot_h + 14 << "\" class=\"tx\">" << format_number(v) << "</text>";
+    const std::vector<double> ticks = linear_ticks(lo, hi);
+    const std::vector<std::string> tick_text = tick_labels(ticks);
+    for (std::size_t i = 0; i < ticks.size(); ++i)
+        o << "<line x1=\"" << X(ticks[i]) << "\" x2=\"" << X(ticks[i]) << "\" y1=\"" << top << "\" y2=\"" << top + plot_h
+          << "\" stroke=\"#e4e4e4\"/><text x=\"" << X(ticks[i]) << "\" y=\"" << top + plot_h + 14 << "\" class=\"tx\">" << tick_text[i] << "</text>";
     o << "<line x1=\"" << X(base) << "\" x2=\"" << X(base) << "\" y1=\"" << top << "\" y2=\"" << top + plot_h << "\" stroke=\"#888\"/>"
       << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 4 << "\" class=\"tx\">" << html_escape(b.value_label) << "</text>";
     double y = top + group_gap / 2.0;
@@ -371,9 +395,9 @@ std::string report_html(const Report& r) {
         for (std::size_t k = 0; k < r.summary_configs.size(); ++k) {
             o << "<tr><td>" << html_escape(r.summary_configs[k]) << "</td>";
             for (const auto& c : r.summary_columns) {
-                const std::string text = format_number(c.mean[k]) + " \u00b1 " + format_number(c.sd[k]);
-                if (c.best == static_cast<int>(k)) o << "<td class=\"best\"><b>\u2605 " << text << "</b></td>";
-                else o << "<td>" << text << "</td>";
+                const std::string sd = "<br><small>\u00b1\u00a0" + format_number(c.sd[k]) + "</small>";
+                if (k < c.best.size() && c.best[k]) o << "<td class=\"best\"><b>\u2605\u00a0" << format_number(c.mean[k]) << "</b>" << sd << "</td>";
+                else o << "<td>" << format_number(c.mean[k]) << sd << "</td>";
             }
             o << "</tr>\n";
         }

@@ -291,8 +291,8 @@ std::string study_html(const json& study) {
     {
         ReportBars cls{"int8: CLS cosine to fp32", "CLS cosine", names, {"per-token", "per-tensor"}, {}, {{}, {}}, true};
         ReportBars patch{"int8: patch cosine to fp32", "patch cosine", names, {"per-token", "per-tensor"}, {}, {{}, {}}, true};
-        ReportBars acc{"accuracy", "accuracy", names, {"fp32", "int8 per-token", "int8 per-tensor"}, {"#7f7f7f", palette_colour(0), palette_colour(1)},
-                 {{}, {}, {}}};
+        ReportBars acc{"accuracy", "accuracy", names, {"fp32", "int8 per-token", "int8 per-tensor"},
+                       {"#7f7f7f", palette_colour(0), palette_colour(1)}, {{}, {}, {}}};
         bool any_accuracy = false;
         for (std::size_t k = 0; k < nk; ++k) {
             const json& q = at(nth(configs, k), "int8");
@@ -313,8 +313,9 @@ std::string study_html(const json& study) {
     }
     // 6. Eviction.
     {
-        ReportBars cls{"eviction: CLS cosine to the configuration as given", "CLS cosine", names, {"sink", "artifacts", "registers"}, {}, {{}, {}, {}}, true};
-        ReportBars patch{"eviction: patch cosine", "patch cosine", names, {"sink", "artifacts", "registers"}, {}, {{}, {}, {}}, true};
+        const std::vector<std::string> series = {"sink", "artifacts", "registers"};
+        ReportBars cls{"eviction: CLS cosine to the configuration as given", "CLS cosine", names, series, {}, {{}, {}, {}}, true};
+        ReportBars patch{"eviction: patch cosine", "patch cosine", names, series, {}, {{}, {}, {}}, true};
         for (std::size_t k = 0; k < nk; ++k) {
             const json& e = at(nth(configs, k), "eviction");
             int s = 0;
@@ -397,7 +398,6 @@ std::string study_html(const json& study) {
                     p.x_label = "tokens L (log)";
                     p.y_label = "mass m";
                     p.log_x = true;
-                    p.y_min = 0, p.y_max = 1;
                     p.width = 210, p.height = 150;
                     ReportSeries measured;
                     measured.markers = true;
@@ -419,13 +419,24 @@ std::string study_html(const json& study) {
                         }
                         p.series.push_back(curve);
                     }
+                    // The y axis spans this head's points and curve (masses near 1 would be flat on [0, 1]).
+                    double lo = INFINITY, hi = -INFINITY;
+                    for (const auto& s : p.series)
+                        for (double m : s.values)
+                            if (std::isfinite(m)) lo = std::min(lo, m), hi = std::max(hi, m);
+                    if (lo <= hi) {
+                        const double pad = std::max(0.1 * (hi - lo), 5e-4);
+                        p.y_min = std::max(0.0, lo - pad), p.y_max = std::min(1.0, hi + pad);
+                        if (p.y_max <= p.y_min) p.y_min = p.y_max - 1e-3;
+                    }
                     b << svg_line_plot(p, kFigureClass);
                 }
             b << "</div>\n";
         }
         section(figs, "fig-mass-tokens", 8, "Mass vs number of keys (the seed's Figure 2, measured)",
                 "The seed predicts the gate's midpoint drifts as \u2212log L: with a fixed logit z the mass follows "
-                "m(L) = \u03c3(z + log L) (dashed, through the smallest size's point); dots joined: the measured mean mass per size.",
+                "m(L) = \u03c3(z + log L) (dashed, through the smallest size's point); dots joined: the measured mean mass per size. "
+                "Each panel's y axis spans its own values.",
                 b.str());
     }
     // 9. The seed's Figure 1 from a real head.
@@ -494,7 +505,8 @@ std::string study_html(const json& study) {
                 return out;
             }
             case 1:
-                return format_near_one(v("weights_sum_mean")) + " [" + format_number(v("weights_sum_min")) + ", " + format_number(v("weights_sum_max")) + "]";
+                return format_near_one(v("weights_sum_mean")) + " [" + format_number(v("weights_sum_min")) + ", " +
+                       format_number(v("weights_sum_max")) + "]";
             case 2: {
                 const double p = v("parameters_added");
                 return (std::isfinite(p) && p >= 0 ? "+" : "") + integer(p) + " params \u00b7 " + format_number(v("ms_per_image")) + " ms";
@@ -504,11 +516,11 @@ std::string study_html(const json& study) {
                 return "top/median " + format_number(v("massive_ratio")) + "\u00d7 (layer " + integer(v("massive_layer")) + ", " +
                        html_escape(text(at(s, "massive_kind"))) + ")";
             case 4: {
-                std::string out = "CLS " + format_near_one(v("int8_per_token_cls_cosine")) + " / " + format_near_one(v("int8_per_tensor_cls_cosine")) +
-                                  " <small>(per-token / per-tensor)</small>";
+                std::string out = "CLS " + format_near_one(v("int8_per_token_cls_cosine")) + " / " +
+                                  format_near_one(v("int8_per_tensor_cls_cosine")) + " <small>(per-token / per-tensor)</small>";
                 if (std::isfinite(v("fp32_accuracy")))
-                    out += "<br><small>accuracy " + format_number(v("fp32_accuracy")) + " \u2192 " + format_number(v("int8_per_token_accuracy")) + " / " +
-                           format_number(v("int8_per_tensor_accuracy")) + "</small>";
+                    out += "<br><small>accuracy " + format_number(v("fp32_accuracy")) + " \u2192 " + format_number(v("int8_per_token_accuracy")) +
+                           " / " + format_number(v("int8_per_tensor_accuracy")) + "</small>";
                 return out;
             }
             case 5: {
@@ -541,8 +553,8 @@ std::string study_html(const json& study) {
                 const double a = v("abstaining_query_abstention");
                 const json& q = at(c, "abstaining_query");
                 if (!std::isfinite(a)) return kDash;
-                return "null " + format_near_one(a) + (q.is_object() ? " (layer " + integer(num(at(q, "layer"))) + ", head " + integer(num(at(q, "head"))) + ")"
-                                                              : std::string());
+                if (!q.is_object()) return "null " + format_near_one(a);
+                return "null " + format_near_one(a) + " (layer " + integer(num(at(q, "layer"))) + ", head " + integer(num(at(q, "head"))) + ")";
             }
         }
     };
@@ -552,12 +564,13 @@ std::string study_html(const json& study) {
     std::string size_list;
     for (std::size_t i = 0; i < count(sizes); ++i) size_list += (i ? ", " : "") + text(nth(sizes, i));
     const json& rules = at(study, "rules");
-    body << "<h1>vitreg study: " << nk << " configuration" << (nk == 1 ? "" : "s") << ", " << count(at(study, "images")) << " image"
-         << (count(at(study, "images")) == 1 ? "" : "s") << "</h1>\n<p class=\"meta\">sizes " << html_escape(size_list.empty() ? kDash : size_list)
-         << " \u00b7 resize " << html_escape(text(at(study, "resize"))) << " \u00b7 "
-         << (count(at(study, "images")) > 1 ? "calibration half " + std::to_string(count(at(study, "calibration_images"))) + " images, evaluation half " +
-                                                  std::to_string(count(at(study, "evaluation_images")))
-                                            : std::string("one image: no calibration split"))
+    const std::size_t images = count(at(study, "images"));
+    const std::string split = images > 1 ? "calibration half " + std::to_string(count(at(study, "calibration_images"))) +
+                                               " images, evaluation half " + std::to_string(count(at(study, "evaluation_images")))
+                                         : std::string("one image: no calibration split");
+    body << "<h1>vitreg study: " << nk << " configuration" << (nk == 1 ? "" : "s") << ", " << images << " image" << (images == 1 ? "" : "s")
+         << "</h1>\n<p class=\"meta\">sizes " << html_escape(size_list.empty() ? kDash : size_list) << " \u00b7 resize "
+         << html_escape(text(at(study, "resize"))) << " \u00b7 " << split
          << " \u00b7 rules: mad_k " << format_number(num(at(rules, "mad_k")))
          << ", sink_alpha " << format_number(num(at(rules, "sink_alpha"))) << ", abstain " << format_number(num(at(rules, "abstain")))
          << " \u00b7 every cell links to its figure</p>\n";

@@ -168,6 +168,27 @@ def test_extract_writes_what_the_command_writes(model, tmp_path):
     np.testing.assert_array_equal(cls, model.forward(x)["cls"])
 
 
+def test_study_returns_what_the_command_writes(tmp_path):
+    heldout = os.path.join(FIXTURES, "heldout")
+    images = [os.path.join(heldout, f"heldout_{i:03d}.png") for i in range(4)]
+    configs = ["vitreg-fmnist-softmax", "vitreg-fmnist-sink@int8"]
+    options = dict(resize="none", sizes=[112, 224], labels=os.path.join(heldout, "labels.json"))
+    r = subprocess.run([BINARY, "study", *configs, "--images", *images, "--resize", "none", "--sizes", "112,224",
+                        "--labels", options["labels"], "-o", str(tmp_path)], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    cli = json.load(open(tmp_path / "study.json"))
+    py = vitreg.study(configs, images, **options)
+    for study in (cli, py):  # timings differ from run to run
+        for c in study["configs"]:
+            c["cost"].pop("ms_per_image")
+            c["summary"].pop("ms_per_image")
+    assert py == cli
+    assert [c["name"] for c in py["configs"]] == configs
+    with pytest.raises(vitreg.UsageError, match="unknown option"):
+        vitreg.study(configs, images, size=[112])
+
+
 def test_dense_shards_merge_to_what_the_command_writes(model, tmp_path):
     options = ["--layers", "-2,-1", "--norm", "--dtype", "f16", "--pca"]
     r = subprocess.run([BINARY, "dense", SHIPPED, ASSETS, "-o", str(tmp_path / "cli"), *options],
