@@ -21,9 +21,7 @@ $vitreg study "${models[@]}" --images tests/fixtures/heldout --labels tests/fixt
 $vitreg extract "${models[1]}" assets/images -o out/demo/features --resize 224x224 --patch-tokens --resume --overwrite
 echo
 echo "Open out/demo/compare/report.html in a browser (one self-contained file), or look at"
-echo "out/demo/compare/compare.png; the numbers (last layer) are in out/demo/compare/stats.csv:"
-awk -F, '{ sub(".*/", "", $1); printf "  %-34s %-28s %9s %9s %9s %10s %10s %16s\n", $1, $2, $8, $9, $13, $17, $19, $20 }' \
-  out/demo/compare/stats.csv
+echo "out/demo/compare/compare.png; the numbers (last layer, per image) are in out/demo/compare/stats.csv."
 echo
 echo "The study (how heads do nothing, sum of weights, cost, massive activations, int8, eviction,"
 echo "retrofit, mass against the number of keys): open out/demo/study/study.html; numbers in"
