@@ -14,6 +14,8 @@
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/safetensors.hpp"
+#include "vitreg/torch_file.hpp"
+#include "../src/io/zip_reader.hpp"  // crc32, for the archives wrapped around bare pickles
 
 namespace vitreg::fuzz {
 
@@ -50,7 +52,61 @@ void run_once(const Model& m) {
     m.forward(pixels.data(), 1, c.patch, c.patch, ForwardOptions{1});
 }
 
+// A stored zip of `entries` (name, bytes), as torch.save lays one out (without its alignment padding).
+std::string zip_archive(const std::vector<std::pair<std::string, std::string>>& entries) {
+    std::string out, central;
+    const auto le = [](std::string& s, std::uint64_t v, int n) {
+        for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
+    };
+    for (const auto& [name, data] : entries) {
+        const auto crc = vitreg::crc32(reinterpret_cast<const unsigned char*>(data.data()), data.size());
+        const std::size_t offset = out.size();
+        le(out, 0x04034b50, 4), le(out, 20, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 4);
+        le(out, crc, 4), le(out, data.size(), 4), le(out, data.size(), 4), le(out, name.size(), 2), le(out, 0, 2);
+        out += name + data;
+        le(central, 0x02014b50, 4), le(central, 20, 2), le(central, 20, 2), le(central, 0, 2), le(central, 0, 2);
+        le(central, 0, 4), le(central, crc, 4), le(central, data.size(), 4), le(central, data.size(), 4);
+        le(central, name.size(), 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2);
+        le(central, 0, 4), le(central, offset, 4);
+        central += name;
+    }
+    const std::size_t cd_offset = out.size();
+    out += central;
+    le(out, 0x06054b50, 4), le(out, 0, 2), le(out, 0, 2), le(out, entries.size(), 2), le(out, entries.size(), 2);
+    le(out, central.size(), 4), le(out, cd_offset, 4), le(out, 0, 2);
+    return out;
+}
+
 }  // namespace
+
+void torch_file(const std::uint8_t* data, std::size_t size) {
+    const std::string path = scratch() + "/model.pth";
+    if (size >= 2 && data[0] == 'P' && data[1] == 'K') {
+        put(path, data, size);
+    } else {
+        std::vector<std::pair<std::string, std::string>> entries{
+            {"archive/data.pkl", std::string(reinterpret_cast<const char*>(data), size)}};
+        for (int k = 0; k < 24; ++k) {
+            std::string storage(2048, '\0');
+            for (std::size_t i = 0; i < storage.size(); ++i) storage[i] = static_cast<char>((i * 37 + k * 11) & 0x3f);
+            entries.emplace_back("archive/data/" + std::to_string(k), storage);
+        }
+        entries.emplace_back("archive/version", "3\n");
+        const std::string archive = zip_archive(entries);
+        put(path, reinterpret_cast<const std::uint8_t*>(archive.data()), archive.size());
+    }
+    try {
+        {
+            TorchFile f(path);
+            for (const auto& name : f.names()) {
+                const auto& t = f.get(name);
+                if (t.nbytes <= (1u << 20)) (void)t.to_float();
+            }
+        }
+        run_once(Model::load(path));
+    } catch (const Error&) {
+    }
+}
 
 void safetensors_file(const std::uint8_t* data, std::size_t size) {
     static const std::string dir = [] {
@@ -115,6 +171,7 @@ void input_list(const std::uint8_t* data, std::size_t size) {
 
 bool run_target(const std::string& name, const std::uint8_t* data, std::size_t size) {
     if (name == "safetensors") safetensors_file(data, size);
+    else if (name == "torch") torch_file(data, size);
     else if (name == "config") config_json(data, size);
     else if (name == "image") image_file(data, size);
     else if (name == "list") input_list(data, size);

@@ -14,12 +14,17 @@ namespace vitreg::fuzz {
 void safetensors_file(const std::uint8_t* data, std::size_t size);
 // An HF config.json beside a fixed, valid HF checkpoint: parsing and config resolution.
 void config_json(const std::uint8_t* data, std::size_t size);
+// A PyTorch checkpoint: the zip reader, the restricted unpickler and the tensor rebuild; a file
+// that passes is loaded, packed and run once. An input that does not start with "PK" is taken
+// for a data.pkl and wrapped into a torch.save-style archive whose storages "0".."23" hold 2048
+// bytes each, so that mutated pickles reach the tensors.
+void torch_file(const std::uint8_t* data, std::size_t size);
 // An image file: decode, then preprocess with the eval transform and with `none`.
 void image_file(const std::uint8_t* data, std::size_t size);
 // The text of an @list file.
 void input_list(const std::uint8_t* data, std::size_t size);
 
-// Runs target `name` (safetensors, config, image, list) on one input; false for an unknown name.
+// Runs target `name` (safetensors, torch, config, image, list) on one input; false for an unknown name.
 bool run_target(const std::string& name, const std::uint8_t* data, std::size_t size);
 
 }  // namespace vitreg::fuzz

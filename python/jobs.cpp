@@ -116,6 +116,7 @@ py::dict extract(const PyModel& model, const py::object& inputs, const py::objec
     ExtractOptions e;
     take_batch_options(model, o, e, path_of(out));
     e.patch_tokens = o.take<bool>("patch_tokens", false);
+    e.project = o.take<bool>("project", false);
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
     const auto paths = input_list(inputs);
@@ -185,13 +186,14 @@ void bind_jobs(py::module_& m) {
     m.def("extract", &extract, "model"_a, "inputs"_a, "out"_a,
           R"(The batch job of `vitreg extract`: the same files, the same durability.
 
-extract(model, inputs, out, *, patch_tokens=False, resize='eval', format='npy', batch=8,
+extract(model, inputs, out, *, patch_tokens=False, project=False, resize='eval', format='npy', batch=8,
         threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None, shard_count=0,
         progress=None)
 
 inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
 out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
-        patch/<row>.npy with patch_tokens, run.json (or features.safetensors with
+        patch/<row>.npy with patch_tokens, embedding.npy [N, E] with project (cls @ proj, models
+        with a projection: CLIP), run.json (or features.safetensors with
         format='safetensors'); job.json and chunks/ hold the durable progress.
 chunk   inputs per durable chunk; resume continues a killed run, overwrite replaces another.
 shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins);

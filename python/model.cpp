@@ -38,7 +38,7 @@ std::vector<float> vec3(const std::array<float, 3>& a) { return {a[0], a[1], a[2
 
 py::dict config_dict(const PyModel& self) {
     const Config& c = self.model.config();
-    return py::dict("family"_a = "dinov2", "layout"_a = to_string(c.layout), "path"_a = self.model.path(),
+    return py::dict("family"_a = to_string(c.family), "layout"_a = to_string(c.layout), "path"_a = self.model.path(),
                     "dim"_a = c.dim, "depth"_a = c.depth, "heads"_a = c.heads, "head_dim"_a = c.head_dim,
                     "patch"_a = c.patch, "registers"_a = c.registers, "grid"_a = c.grid,
                     "native_size"_a = c.native_size(), "mlp"_a = to_string(c.mlp), "mlp_hidden"_a = c.mlp_hidden,
@@ -49,7 +49,10 @@ py::dict config_dict(const PyModel& self) {
                     "retrofit"_a = c.retrofit(), "sinks"_a = c.has_sinks, "layer_scale"_a = c.layer_scale,
                     "pos_interp"_a = to_string(c.pos_interp), "eps"_a = c.eps, "mean"_a = vec3(c.mean),
                     "std"_a = vec3(c.std), "dtype"_a = to_string(c.dtype), "parameters"_a = c.parameters,
-                    "notes"_a = c.notes);
+                    "class_token"_a = c.class_token, "pos_embed_class"_a = c.pos_embed_class, "pre_norm"_a = c.pre_norm,
+                    "patch_bias"_a = c.patch_bias, "qkv_bias"_a = c.qkv_bias, "final_norm"_a = c.final_norm,
+                    "pool"_a = to_string(c.pool), "fc_norm"_a = c.fc_norm, "proj_dim"_a = c.proj_dim,
+                    "input_size"_a = c.input_size, "crop_pct"_a = c.crop_pct, "notes"_a = c.notes);
 }
 
 // The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous.
@@ -69,7 +72,7 @@ Batch checked_batch(const py::array& x) {
 }
 
 // Features as arrays that own the library's buffers: cls [B, D], pooled [B, D],
-// registers [B, R, D], patch [B, h, w, D].
+// registers [B, R, D], patch [B, h, w, D], and embedding [B, E] for models with a projection.
 py::dict features_dict(Features&& f) {
     const py::ssize_t B = f.batch, D = f.dim;
     std::vector<float> pooled;
@@ -83,6 +86,7 @@ py::dict features_dict(Features&& f) {
     out["pooled"] = owning_array(std::move(pooled), {B, D});
     out["registers"] = owning_array(std::move(f.reg_tokens), {B, f.registers, D});
     out["patch"] = owning_array(std::move(f.patches), {B, f.grid_h, f.grid_w, D});
+    if (f.embedding_dim > 0) out["embedding"] = owning_array(std::move(f.embedding), {B, f.embedding_dim});
     return out;
 }
 
@@ -121,10 +125,10 @@ py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_
     probe.qkv_layers = layers_of(qkv_layers, c.depth);
     if (const auto* all = std::get_if<std::string>(&queries)) {
         if (*all == "all") probe.all_queries = true;
-        else probe.queries.push_back(TokenRef::parse(*all).token_index(self.model.registers(), gh, gw));
+        else probe.queries.push_back(TokenRef::parse(*all).token_index(self.model.registers(), gh, gw, c.class_token));
     } else {
         for (const auto& q : std::get<std::vector<std::string>>(queries))
-            probe.queries.push_back(TokenRef::parse(q).token_index(self.model.registers(), gh, gw));
+            probe.queries.push_back(TokenRef::parse(q).token_index(self.model.registers(), gh, gw, c.class_token));
     }
     if (!probe.attention_layers.empty() && !probe.all_queries && probe.queries.empty())
         throw UsageError("trace: attention_layers asked for, but no queries (give queries=['cls', 'patch:R,C'] or 'all')");
@@ -191,11 +195,11 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
             for (std::size_t i = 0; i < n; ++i) img.rgb[3 * i] = img.rgb[3 * i + 1] = img.rgb[3 * i + 2] = p[i];
         }
         py::gil_scoped_release release;
-        px = preprocess(img, spec, c.patch, c.mean, c.std, "image");
+        px = preprocess(img, spec, c, "image");
     } else {
         const std::string path = py::str(py::module_::import("os").attr("fspath")(image));
         py::gil_scoped_release release;
-        px = preprocess(decode_image(path, self.image_limits), spec, c.patch, c.mean, c.std, path);
+        px = preprocess(decode_image(path, self.image_limits), spec, c, path);
     }
     const py::ssize_t h = px.height, w = px.width;
     return owning_array(std::move(px.chw), {3, h, w});
@@ -207,12 +211,14 @@ void bind_model(py::module_& m) {
     py::class_<PyModel>(m, "Model", R"(A loaded ViT checkpoint, ready to run.
 
 Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970,
-      precision='fp32', act_quant='per-token', scales=None, evict=None, ttr=0, register_neurons=None)
+      precision='fp32', act_quant='per-token', scales=None, evict=None, ttr=0, register_neurons=None,
+      key=None)
 
-model       a .safetensors file, a folder with model.safetensors (+ config.json for the HF layout),
-            the name of a shipped checkpoint (vitreg.shipped_models()), or a hub id such as
-            "facebook/dinov2-small" already in the local Hugging Face cache (nothing is downloaded),
-            as on the command line.
+model       a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or
+            pytorch_model.bin (+ config.json for the HF layout), the name of a shipped checkpoint
+            (vitreg.shipped_models()), a hub id such as "facebook/dinov2-small" already in the local
+            Hugging Face cache, or a torch hub name such as "dinov2_vits14_reg4" already in
+            $TORCH_HOME/hub/checkpoints (nothing is downloaded), as on the command line.
 attention   None (as trained) or 'softmax' | 'softmax1' | 'sink': run another normalizer (a retrofit;
             config['retrofit'] says so).
 pos_interp  None (per checkpoint origin) or 'offset' | 'antialias' | 'size'.
@@ -228,6 +234,8 @@ evict       keys removed from every head's attention, as --evict: 'sink', 'artif
 ttr         test-time registers: K zero tokens after the trained registers (outputs' 'registers'
             holds the trained ones, then these); needs register_neurons.
 register_neurons  'neurons.json[:TOP]' (vitreg find-register-neurons) or 'LAYER:NEURON,...'.
+key         PyTorch files: the state dict's key path, dotted ('model', 'model.state_dict'), as --key;
+            None: the top level, or the first of model / state_dict / teacher / module with tensors.
 
 The weights are packed once; a Model is immutable and may be used from several threads at
 once (each forward releases the GIL).)")
@@ -235,13 +243,14 @@ once (each forward releases the GIL).)")
                          std::optional<std::string> pos_interp, int threads, std::int64_t max_tokens,
                          std::int64_t max_image_pixels, const std::string& precision, const std::string& act_quant,
                          std::optional<std::string> scales, std::optional<std::string> evict, int ttr,
-                         std::optional<std::string> register_neurons) {
+                         std::optional<std::string> register_neurons, std::optional<std::string> key) {
                  if (threads < 0) throw UsageError("threads must be 0 (all cores) or more");
                  if (max_tokens < 0) throw UsageError("max_tokens must be 0 (no limit) or more");
                  if (max_image_pixels < 1) throw UsageError("max_image_pixels must be positive");
                  ConfigOverrides o;
                  if (attention) o.attention = parse_attention_kind(*attention);
                  if (pos_interp) o.pos_interp = parse_pos_interp(*pos_interp);
+                 o.state_dict_key = key.value_or("");
                  PrecisionOptions p;
                  p.precision = parse_precision(precision);
                  p.act_quant = parse_act_quant(act_quant);
@@ -264,7 +273,7 @@ once (each forward releases the GIL).)")
              "model"_a, "attention"_a = py::none(), "pos_interp"_a = py::none(), "threads"_a = 0,
              "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels, "precision"_a = "fp32",
              "act_quant"_a = "per-token", "scales"_a = py::none(), "evict"_a = py::none(), "ttr"_a = 0,
-             "register_neurons"_a = py::none())
+             "register_neurons"_a = py::none(), "key"_a = py::none())
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "
                                "head_dim, patch, registers (trained), test_time_registers, grid, native_size, mlp, "
@@ -283,16 +292,19 @@ once (each forward releases the GIL).)")
 
 image   a path (str or os.PathLike) to an image file (PNG, JPEG, BMP, PNM, TGA, GIF), or a
         uint8 array [height, width, 3] (RGB) or [height, width] (grey).
-resize  'eval' (shortest edge to 256, bicubic antialiased, centre crop 224: DINOv2's eval
-        transform) | 'none' (crop right/bottom to whole patches) | 'WxH' | 'short:N' | 'long:N'.
+resize  'eval' (the checkpoint's eval transform, bicubic antialiased: DINOv2's shortest edge to
+        256 and centre crop 224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest
+        edge to its input size and crop) | 'none' (crop right/bottom to whole patches) | 'WxH' |
+        'short:N' | 'long:N'.
 Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError for a bad array.)")
         .def("forward", &forward, "x"_a, "threads"_a = py::none(),
              R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:
 
-  cls        [B, D]        x_norm_clstoken
-  pooled     [B, D]        mean of the patch tokens
+  cls        [B, D]        x_norm_clstoken (CLIP: ln_post(CLS); no class token: = pooled)
+  pooled     [B, D]        mean of the patch tokens (then fc_norm where the model has one)
   registers  [B, R, D]     x_norm_regtokens (R may be 0)
   patch      [B, h, w, D]  x_norm_patchtokens on the patch grid, row-major
+  embedding  [B, E]        cls @ proj, unnormalized (only models with a projection: CLIP)
 
 x is float32 [B, 3, H, W] or one image [3, H, W] (C-contiguous), H and W multiples of the patch;
 images of one call share their size (stack the outputs of preprocess). The GIL is released

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and runs each one.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET=15] [TARGET...]      targets: safetensors config image list
+#   scripts/fuzz.sh [SECONDS_PER_TARGET=15] [TARGET...]      targets: safetensors torch config image list
 # Corpora grow in build-fuzz/corpus/<target>/ (seeded from fuzz/seeds and fuzz/regressions);
 # an input that crashes lands in build-fuzz/findings/<target>/ and the script exits 1. Copy it
 # to fuzz/regressions/<target>/ when fixed: the test suite replays that folder.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-15}"
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors config image list)
+((${#targets[@]})) || targets=(safetensors torch config image list)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DVITREG_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j2 --target "${targets[@]/#/fuzz_}" >/dev/null

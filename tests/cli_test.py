@@ -89,6 +89,104 @@ class CliTest(unittest.TestCase):
         self.assertIn("retrofit; trained with softmax", r.stdout)
         self.assertIn("vitreg: note: attention retrofitted", r.stderr)
 
+    def test_pytorch_files_and_torch_hub_names(self):
+        torch_dir = os.path.join(FIXTURES, "torch")
+        image = os.path.join(ASSETS, "camera.png")
+        outs = {}
+        for name, model, extra in [("st", os.path.join(FIXTURES, "models", "nometa_f32.safetensors"), []),
+                                   ("teacher", os.path.join(torch_dir, "teacher_module.pth"), []),
+                                   ("key", os.path.join(torch_dir, "nested_model.pth"), ["--key", "model"])]:
+            outs[name] = os.path.join(self.tmp, name)
+            r = vitreg("extract", model, image, "-o", outs[name], "--resize", "40x24", *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("teacher", "key"):
+            self.assertEqual(read_bytes(os.path.join(outs[name], "cls.npy")), read_bytes(os.path.join(outs["st"], "cls.npy")))
+        r = vitreg("info", os.path.join(torch_dir, "small_key.pth"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no state dict", r.stderr)
+        self.assertIn("--key", r.stderr)
+        marker = os.path.join(self.tmp, "payload-ran")
+        r = subprocess.run([VITREG, "info", os.path.join(torch_dir, "evil_system.pth")], capture_output=True, text=True,
+                           env=dict(os.environ, VITREG_PICKLE_MARKER=marker), timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("refusing to unpickle posix.system", r.stderr)
+        self.assertFalse(os.path.exists(marker))
+        # A torch hub name, in $TORCH_HOME only.
+        hub = os.path.join(self.tmp, "torch", "hub", "checkpoints")
+        os.makedirs(hub)
+        shutil.copy(os.path.join(torch_dir, "dinov2_f32.pth"), os.path.join(hub, "dinov2_vits14_pretrain.pth"))
+        env = dict(os.environ, TORCH_HOME=os.path.join(self.tmp, "torch"))
+        r = subprocess.run([VITREG, "info", "dinov2_vits14"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dinov2_vits14_pretrain.pth", r.stdout)
+        r = subprocess.run([VITREG, "info", "dinov2_vitl14_reg4"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("torch.hub.load('facebookresearch/dinov2', 'dinov2_vitl14_reg4')", r.stderr)
+
+    def test_other_families_through_info_extract_maps_compare_and_dense(self):
+        """DESIGN.md §7: a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool
+        without a class token) through info, extract --project, maps, compare and dense."""
+        clip = os.path.join(FIXTURES, "models", "open_clip_quickgelu")
+        deit = os.path.join(FIXTURES, "models", "timm_deit3")
+        avg = os.path.join(FIXTURES, "models", "timm_avg_fcnorm")
+        image = os.path.join(ASSETS, "chelsea.png")
+        r = vitreg("info", clip)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in ["family        clip", "layout        open-clip", "mlp           quick_gelu (hidden 64)",
+                     "pre_norm      yes", "biases        patch no, qkv yes", "projection    32 -> 16 (extract --project)",
+                     "resize eval   short side 32, center crop 32 (crop_pct 1)"]:
+            self.assertIn(line, r.stdout)
+        r = vitreg("info", deit)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in ["family        timm", "class token   yes, without a position (no_embed_class)",
+                     "resize eval   short side 53, center crop 48 (crop_pct 0.9)", "projection    none"]:
+            self.assertIn(line, r.stdout)
+        r = vitreg("info", avg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("class token   no (cls.npy holds the pooled feature)", r.stdout)
+        self.assertIn("pool          avg + fc_norm", r.stdout)
+
+        out = os.path.join(self.tmp, "clip")
+        r = vitreg("extract", clip, ASSETS, "-o", out, "--project")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        n = len(manifest(out))
+        self.assertEqual(np.load(os.path.join(out, "embedding.npy")).shape, (n, 16))
+        self.assertEqual(np.load(os.path.join(out, "cls.npy")).shape, (n, 32))
+        self.assertEqual(read_json(os.path.join(out, "run.json"))["embedding_dim"], 16)
+        r = vitreg("extract", deit, ASSETS, "-o", os.path.join(self.tmp, "deit"), "--project")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("has no projection", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "deit", "run.json")))
+        out = os.path.join(self.tmp, "avg")
+        r = vitreg("extract", avg, image, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        np.testing.assert_array_equal(np.load(os.path.join(out, "cls.npy")), np.load(os.path.join(out, "pooled.npy")))
+
+        for model, extra in ((clip, ["--rollout"]), (deit, ["--rollout"]), (avg, ["--query", "patch:0,1"])):
+            out = os.path.join(self.tmp, "maps-" + os.path.basename(model))
+            r = vitreg("maps", model, image, "-o", out, "--resize", "64x96", *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for name in ("attention.png", "norms.png", "histogram.png", "stats.json"):
+                self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        r = vitreg("maps", avg, image, "-o", os.path.join(self.tmp, "never"), "--resize", "64x96")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no class token", r.stderr)
+
+        out = os.path.join(self.tmp, "cmp")
+        r = vitreg("compare", clip, clip + "@softmax1", deit, deit + "@evict=sink", "--images", image,
+                   os.path.join(ASSETS, "retina.jpg"), "-o", out, "--resize", "64x64")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for name in ("compare.png", "stats.json", "stats.csv", "report.html"):
+            self.assertTrue(os.path.exists(os.path.join(out, name)), name)
+        self.assertEqual(len(read_json(os.path.join(out, "stats.json"))["rows"]), 8)
+
+        for model in (clip, deit):
+            out = os.path.join(self.tmp, "dense-" + os.path.basename(model))
+            r = vitreg("dense", model, image, "-o", out, "--resize", "64x96", "--layers", "-1", "--norm")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            patch = 8 if model == clip else 16
+            self.assertEqual(np.load(os.path.join(out, "0.npy")).shape, (96 // patch, 64 // patch, 32 if model == clip else 48))
+
     def test_extract_npy_loads_with_numpy(self):
         out = os.path.join(self.tmp, "out")
         r = vitreg("extract", MODEL, ASSETS, "-o", out, "--patch-tokens", "--batch", "3", "--threads", "2")

@@ -116,9 +116,9 @@ TEST_CASE("broken safetensors files fail with the file and the fault") {
         h["weight"] = h["patch_embed.proj.weight"];
         h.erase("patch_embed.proj.weight");
     }, "not a ViT checkpoint");
-    edited("pos.safetensors", [](json& h) {  // 15 patch positions: no square grid
-        h["pos_embed"]["shape"] = {1, 16, 64};
-        h["pos_embed"]["data_offsets"][1] = h["pos_embed"]["data_offsets"][1].get<std::uint64_t>() - 64 * 4;
+    edited("pos.safetensors", [](json& h) {  // 15 rows: neither 1+M*M nor M*M (no_embed_class) positions
+        h["pos_embed"]["shape"] = {1, 15, 64};
+        h["pos_embed"]["data_offsets"][1] = h["pos_embed"]["data_offsets"][1].get<std::uint64_t>() - 2 * 64 * 4;
     }, "not a square grid");
     edited("meta-string.safetensors", [](json& h) { h["__metadata__"]["heads"] = 4; }, "not a string");
 }
@@ -196,12 +196,21 @@ TEST_CASE("hub ids resolve to snapshots already in the Hugging Face cache and to
                       Catch::Contains("acme/missing: not in the Hugging Face cache") &&
                           Catch::Contains("downloads nothing") && Catch::Contains("huggingface-cli download acme/missing"));
     CHECK_THROWS_WITH(resolve_model_path("acme/tiny-dinov2@v2"), Catch::Contains("revision 'v2' is not cached"));
-    // A snapshot with PyTorch weights only says so.
+    // A snapshot with PyTorch weights only (a torch.save file linked from blobs/) loads them; the
+    // explicit hf: prefix names the same snapshot.
     const std::string bin_only = cache / "models--acme--bin-only";
-    REQUIRE(std::system(("mkdir -p '" + bin_only + "/refs' '" + bin_only + "/snapshots/abc'").c_str()) == 0);
+    REQUIRE(std::system(("mkdir -p '" + bin_only + "/refs' '" + bin_only + "/blobs' '" + bin_only + "/snapshots/abc'").c_str()) == 0);
     write_bytes(bin_only + "/refs/main", "abc");
-    write_bytes(bin_only + "/snapshots/abc/pytorch_model.bin", "PK");
-    CHECK_THROWS_WITH(Model::load(resolve_model_path("acme/bin-only")), Catch::Contains("pytorch_model.bin but no model.safetensors"));
+    REQUIRE(std::system(("cp '" + fixture("torch/dinov2_f32.pth") + "' '" + bin_only + "/blobs/0badc0de'").c_str()) == 0);
+    REQUIRE(std::system(("ln -s ../../blobs/0badc0de '" + bin_only + "/snapshots/abc/pytorch_model.bin'").c_str()) == 0);
+    CHECK(resolve_model_path("hf:acme/bin-only") == bin_only + "/snapshots/abc");
+    const Model pth = Model::load(resolve_model_path("acme/bin-only"));
+    const Model original = Model::load(fixture("models/nometa_f32.safetensors"));
+    const int pth_side = 4 * original.config().patch;
+    std::vector<float> y(static_cast<std::size_t>(3) * pth_side * pth_side, 0.5f);
+    CHECK(pth.forward(y.data(), 1, pth_side, pth_side).cls == original.forward(y.data(), 1, pth_side, pth_side).cls);
+    CHECK_THROWS_WITH(resolve_model_path("hf:acme/missing@v1"), Catch::Contains("huggingface-cli download acme/missing"));
+    CHECK_THROWS_WITH(resolve_model_path("hf:acme"), Catch::Contains("not a Hugging Face hub id"));
     ::unsetenv("HF_HUB_CACHE");
     // Paths are never taken for hub ids.
     for (const char* path : {"./acme/tiny-dinov2", "/acme/tiny-dinov2", "acme/tiny/dinov2", "../acme"}) {

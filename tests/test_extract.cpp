@@ -22,14 +22,6 @@ std::vector<nlohmann::json> manifest(const std::string& dir) {
     return rows;
 }
 
-// Reads back a float32 .npy written by write_npy (header length from bytes 8-9).
-std::vector<float> npy_data(const std::string& path) {
-    const std::string b = read_bytes(path);
-    const std::size_t start = 10 + (static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8));
-    std::vector<float> v((b.size() - start) / 4);
-    std::memcpy(v.data(), b.data() + start, v.size() * 4);
-    return v;
-}
 
 }  // namespace
 

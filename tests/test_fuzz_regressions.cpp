@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 TEST_CASE("fuzz seeds and past findings are handled", "[fuzz]") {
     const fs::path root = VITREG_FUZZ_DIR;
     std::size_t replayed = 0;
-    for (const char* target : {"safetensors", "config", "image", "list"}) {
+    for (const char* target : {"safetensors", "torch", "config", "image", "list"}) {
         for (const char* set : {"seeds", "regressions"}) {
             const fs::path dir = root / set / target;
             if (!fs::is_directory(dir)) continue;

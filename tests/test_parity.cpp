@@ -1,9 +1,11 @@
 // The forward against the independent PyTorch reference (tests/reference/vit_reference.py):
 // every layout, dtype, attention kind and position-interpolation mode, native and non-native
-// grids. Fixtures come from tests/fixtures/make_fixtures.py.
+// grids, and the other families (timm ViTs, CLIP in three layouts: DESIGN.md §7). Fixtures
+// come from tests/fixtures/make_fixtures.py.
 #include <catch2/catch.hpp>
 #include <tbb/task_arena.h>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <thread>
 
 #include "test_support.hpp"
@@ -47,6 +49,24 @@ TEST_CASE("forward matches the PyTorch reference on every fixture case") {
         CHECK(to_string(m.config().pos_interp) == want["pos_interp"].get<std::string>());
         CHECK(to_string(m.config().mlp) == want["mlp"].get<std::string>());
         CHECK(m.config().eps == Approx(want["eps"].get<double>()));
+        // The family facts a record holds where they differ from DINOv2's defaults.
+        const Config& got = m.config();
+        CHECK(to_string(got.family) == want.value("family", "dinov2"));
+        CHECK(got.class_token == want.value("class_token", true));
+        // (timm_reg: the reference keeps a zero class row where vitreg gives the class token none)
+        if (c["layout"] != "timm_reg") CHECK(got.pos_embed_class == want.value("pos_embed_class", true));
+        CHECK(got.pre_norm == want.value("pre_norm", false));
+        CHECK(got.final_norm == want.value("final_norm", true));
+        CHECK(got.fc_norm == want.value("fc_norm", false));
+        CHECK(got.proj_dim == want.value("proj_dim", 0));
+        CHECK(got.input_size == want.value("input_size", 224));
+        CHECK(got.crop_pct == Approx(want.value("crop_pct", 0.875)));
+        const auto mean = want.value("mean", std::vector<double>{0.485, 0.456, 0.406});
+        const auto stdev = want.value("std", std::vector<double>{0.229, 0.224, 0.225});
+        for (int k = 0; k < 3; ++k) {
+            CHECK(got.mean[k] == Approx(mean[k]));
+            CHECK(got.std[k] == Approx(stdev[k]));
+        }
 
         const SafetensorsFile f(fixture(name));
         const auto input = tensor(f, "input");
@@ -58,6 +78,44 @@ TEST_CASE("forward matches the PyTorch reference on every fixture case") {
         CHECK(relative_error(out.cls, tensor(f, "cls")) < kTolerance);
         CHECK(relative_error(out.patches, tensor(f, "patches")) < kTolerance);
         if (m.config().registers > 0) CHECK(relative_error(out.reg_tokens, tensor(f, "registers")) < kTolerance);
+        if (f.has("pooled")) {
+            std::vector<float> pooled;
+            for (int b = 0; b < batch; ++b) {
+                const auto p = out.pooled_of(b);
+                pooled.insert(pooled.end(), p.begin(), p.end());
+            }
+            CHECK(relative_error(pooled, tensor(f, "pooled")) < kTolerance);
+        }
+        CHECK(out.embedding_dim == m.config().proj_dim);
+        if (f.has("embedding")) CHECK(relative_error(out.embedding, tensor(f, "embedding")) < kTolerance);
+    }
+}
+
+TEST_CASE("each family's parity, as the closing note reports it") {
+    // max |got - want| / max |want| over cls, pooled, patches (and embedding), worst case per model.
+    std::map<std::string, double> worst;
+    for (const auto& c : cases()) {
+        if (c["config"].value("family", "dinov2") == "dinov2") continue;
+        const Model m = Model::load(fixture(c["model"].get<std::string>()));
+        const SafetensorsFile f(fixture(c["case"].get<std::string>()));
+        const auto input = tensor(f, "input");
+        const int batch = static_cast<int>(f.get("input").shape[0]);
+        const Features out = m.forward(input.data(), batch, c["height"].get<int>(), c["width"].get<int>());
+        std::vector<float> pooled;
+        for (int b = 0; b < batch; ++b) {
+            const auto p = out.pooled_of(b);
+            pooled.insert(pooled.end(), p.begin(), p.end());
+        }
+        double e = std::max({relative_error(out.cls, tensor(f, "cls")), relative_error(out.patches, tensor(f, "patches")),
+                             relative_error(pooled, tensor(f, "pooled"))});
+        if (f.has("embedding")) e = std::max(e, relative_error(out.embedding, tensor(f, "embedding")));
+        double& w = worst[c["model"].get<std::string>()];
+        w = std::max(w, e);
+    }
+    REQUIRE(worst.size() >= 7);
+    for (const auto& [model, e] : worst) {
+        INFO(model << ": max relative error " << e);
+        CHECK(e < kTolerance);
     }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -56,6 +57,15 @@ private:
 inline std::string read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Reads back a float32 .npy written by write_npy (header length from bytes 8-9).
+inline std::vector<float> npy_data(const std::string& path) {
+    const std::string b = read_bytes(path);
+    const std::size_t start = 10 + (static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8));
+    std::vector<float> v((b.size() - start) / 4);
+    std::memcpy(v.data(), b.data() + start, v.size() * 4);
+    return v;
 }
 inline void write_bytes(const std::string& path, const std::string& bytes) {
     std::ofstream(path, std::ios::binary) << bytes;

@@ -91,7 +91,7 @@ bool handle_key(App& app, int key) {
         default:
             if (key >= '0' && key <= '9') {
                 const int reg = key == '0' ? 9 : key - '1';
-                if (reg < t.registers) s.query = 1 + reg;
+                if (reg < t.registers) s.query = t.register_offset() + reg;
                 break;
             }
             return true;
@@ -176,7 +176,7 @@ int run(int argc, char** argv) {
         c.model = std::make_unique<Model>(std::move(loaded));
         const Config& cfg = c.model->config();
         for (const auto& note : cfg.notes) std::cerr << "vitreg-viewer: note: " << note << "\n";
-        const Pixels px = preprocess(image, spec, cfg.patch, cfg.mean, cfg.std, image_path);
+        const Pixels px = preprocess(image, spec, cfg, image_path);
         c.exploration = std::make_unique<render::Exploration>(*c.model, label, px, threads);
         app.configs.push_back(std::move(c));
     }
@@ -185,7 +185,7 @@ int run(int argc, char** argv) {
     app.state.head = head_from(head);
     if (app.state.head >= t.heads || app.state.head < ViewState::kMaxHead)
         throw UsageError("--head " + head + ": the model has " + std::to_string(t.heads) + " heads");
-    app.state.query = TokenRef::parse(query).token_index(t.registers, t.grid_h, t.grid_w);
+    app.state.query = TokenRef::parse(query).token_index(t.registers, t.grid_h, t.grid_w, t.class_token);
     app.state.mode = render::parse_view_mode(mode);
     app.state.opacity = opacity;
 

@@ -57,7 +57,7 @@ void register_bench(CLI::App& app, Command& run) {
                 resize.width = w;
                 resize.height = h;
                 for (const auto& f : files) {
-                    const Pixels px = preprocess(decode_image(f), resize, c.patch, c.mean, c.std, f);
+                    const Pixels px = preprocess(decode_image(f), resize, c, f);
                     pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());
                 }
                 a->batch = static_cast<int>(files.size());

@@ -7,16 +7,19 @@ namespace vitreg::cli {
 void register_extract(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("extract", "write CLS / pooled / register (/ patch) features of images");
     struct Args : BatchArgs {
-        bool patch_tokens = false;
+        bool patch_tokens = false, project = false;
     };
     auto a = std::make_shared<Args>();
     add_batch_args(*cmd, *a);
     cmd->add_flag("--patch-tokens", a->patch_tokens, "also write patch/<row> [h, w, D] per image");
+    cmd->add_flag("--project", a->project,
+                  "also write embedding [E] = cls · proj, unnormalized (models with a projection: CLIP)");
     cmd->callback([&run, a] {
         run = [a] {
             ExtractOptions o;
             fill_batch_options(*a, o);
             o.patch_tokens = a->patch_tokens;
+            o.project = a->project;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
             const auto s = extract_features(m, inputs, o, ProgressBar());

@@ -17,6 +17,7 @@ void register_info(CLI::App& app, Command& run) {
             const Config& c = m.config();
             auto row = [](const char* k, const std::string& v) { std::cout << std::left << std::setw(14) << k << v << "\n"; };
             row("file", m.path());
+            row("family", to_string(c.family));
             row("layout", to_string(c.layout));
             row("dim", std::to_string(c.dim));
             row("depth", std::to_string(c.depth));
@@ -24,6 +25,17 @@ void register_info(CLI::App& app, Command& run) {
             row("patch", std::to_string(c.patch));
             row("registers", std::to_string(c.registers));
             row("mlp", to_string(c.mlp) + " (hidden " + std::to_string(c.mlp_hidden) + ")");
+            row("class token", !c.class_token ? "no (cls.npy holds the pooled feature)"
+                               : c.pos_embed_class ? "yes, with a position"
+                                                   : "yes, without a position (no_embed_class)");
+            row("pre_norm", c.pre_norm ? "yes" : "no");
+            row("biases", std::string("patch ") + (c.patch_bias ? "yes" : "no") + ", qkv " + (c.qkv_bias ? "yes" : "no"));
+            row("final norm", c.final_norm ? "yes" : "no (identity)");
+            row("pool", to_string(c.pool) + (c.fc_norm ? " + fc_norm" : "") +
+                            (c.pool == Pool::Avg ? " (pooled = mean of the patch tokens" + std::string(c.fc_norm ? ", fc_norm'd)" : ")")
+                                                 : " (pooled.npy: the mean of the patch tokens)"));
+            row("projection", c.proj_dim > 0 ? std::to_string(c.dim) + " -> " + std::to_string(c.proj_dim) + " (extract --project)"
+                                             : std::string("none"));
             row("attention", to_string(c.attention) + (c.retrofit() ? " (retrofit; trained with " + to_string(c.trained_attention) + ")" : ""));
             row("pos_interp", to_string(c.pos_interp));
             row("layer_scale", c.layer_scale ? "yes" : "no");
@@ -36,7 +48,11 @@ void register_info(CLI::App& app, Command& run) {
             std::ostringstream ms;
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
             row("mean / std", ms.str());
+            std::ostringstream ev;
+            ev << "short side " << c.eval_resize() << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
+            row("resize eval", ev.str());
             // Everything else the file states about itself (provenance, training, metrics).
+            if (is_torch_file(m.path())) return 0;  // a state dict states nothing about itself
             const SafetensorsFile file(m.path());
             if (!file.metadata().empty()) std::cout << "metadata\n";
             for (const auto& [key, value] : file.metadata())

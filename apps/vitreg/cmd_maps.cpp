@@ -53,10 +53,10 @@ void register_maps(CLI::App& app, Command& run) {
             const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
 
             // Everything that can fail on the input fails here, before any file is written.
-            const Pixels px = preprocess(decode_image(a->image, a->limits.image), resize, c.patch, c.mean, c.std, a->image);
+            const Pixels px = preprocess(decode_image(a->image, a->limits.image), resize, c, a->image);
             m.check_tokens(px.height, px.width, a->limits.max_tokens, a->image);
             const int gh = px.height / c.patch, gw = px.width / c.patch;
-            const int q = query.token_index(m.registers(), gh, gw);
+            const int q = query.token_index(m.registers(), gh, gw, c.class_token);
 
             Probe probe = Probe::statistics(c.depth);
             if (q != 0) probe.queries.push_back(q);

@@ -12,8 +12,14 @@
 namespace vitreg::cli {
 
 void add_model_args(CLI::App& cmd, ModelArgs& args) {
-    cmd.add_option("MODEL", args.model, "a .safetensors file, a folder with model.safetensors (+ config.json), or a shipped name")
+    cmd.add_option("MODEL", args.model,
+                   "a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or pytorch_model.bin "
+                   "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]) or a torch "
+                   "hub name (dinov2_vits14_reg4)")
         ->required();
+    cmd.add_option("--key", args.key,
+                   "PyTorch files: the key path of the state dict, dotted (model, model.state_dict); default: the top "
+                   "level, or the first of model, state_dict, teacher, module that holds tensors");
     cmd.add_option("--attention", args.attention, "run with another normalizer than trained (a retrofit)")
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cmd.add_option("--pos-interp", args.pos_interp, "position-embedding resampling (default: per checkpoint origin)")
@@ -157,6 +163,7 @@ Intervention intervention_of(const ModelArgs& args) {
 Model load_model(const ModelArgs& args) {
     ConfigOverrides o;
     o.limits = args.limits;
+    o.state_dict_key = args.key;
     if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
     if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
     Model m = Model::load(resolve_model_path(args.model), o, precision_of(args));

@@ -25,6 +25,7 @@ struct ModelArgs {
     std::string evict, register_neurons;  // "" = none
     int ttr = 0;
     SafetensorsLimits limits;
+    std::string key;  // PyTorch files: the state dict's key path ("" = found by itself)
 };
 
 // MODEL positional plus --attention / --pos-interp / --precision / --act-quant / --scales and

@@ -1,5 +1,5 @@
 #pragma once
-// A checkpoint on disk: a safetensors file (plus a sibling config.json for HF), its layout,
+// A checkpoint on disk: a safetensors or PyTorch file (plus a sibling config.json for HF), its layout,
 // and the Config resolved from it. Hands out tensors by their canonical (dinov2) names; the
 // layout adapters only translate names.
 #include <memory>
@@ -8,39 +8,48 @@
 
 #include "vitreg/config.hpp"
 #include "vitreg/safetensors.hpp"
+#include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
 
 class Checkpoint {
 public:
-    // `path`: a .safetensors file or a folder holding model.safetensors (+ config.json).
+    // `path`: a .safetensors or torch.save (.pth/.pt/.bin) file, or a folder holding
+    // model.safetensors or pytorch_model.bin (+ config.json).
     explicit Checkpoint(const std::string& path, const ConfigOverrides& overrides = {});
 
     const Config& config() const { return config_; }
     const std::string& path() const { return file_->path(); }
-    const SafetensorsFile& file() const { return *file_; }
+    const TensorFile& file() const { return *file_; }
 
     bool has(const std::string& canonical) const;
     // The tensor(s) stored under a canonical name: one view, or several to be concatenated
     // along dim 0 (HF keeps query/key/value apart). Throws CheckpointError when missing.
     std::vector<const TensorView*> parts(const std::string& canonical) const;
-    // The tensor as float32 after checking its shape (concatenating parts). Throws a
-    // CheckpointError naming the tensor, the expected and the stored shape.
+    // The tensor as float32 after checking its shape (concatenating parts; leading 1s may be
+    // missing on disk, and a projection stored [E, D] is transposed to the canonical [D, E]).
+    // Throws a CheckpointError naming the tensor, the expected and the stored shape.
     std::vector<float> load(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
 
 private:
     std::vector<std::string> source_names(const std::string& canonical) const;
+    bool proj_transposed() const;
     Config resolve(const std::string& dir, const ConfigOverrides& overrides);
 
-    std::unique_ptr<SafetensorsFile> file_;
+    std::unique_ptr<TensorFile> file_;
     std::string prefix_;  // e.g. "dinov2." for HF task models
+    // Where the canonical `proj` [D, E] comes from in the dinov2 / timm layouts (timm CLIP's
+    // `head.weight` [E, D]); empty: `proj` itself.
+    std::string proj_source_;
     Config config_;
 };
 
 // Finds a model given as a file, a folder, the name of a shipped checkpoint (searched in
-// $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights), or a
-// Hugging Face hub id "ORG/NAME[@REVISION]" already in the local cache ($HF_HUB_CACHE,
-// $HF_HOME/hub or ~/.cache/huggingface/hub; nothing is downloaded).
+// $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights), a
+// Hugging Face hub id "ORG/NAME[@REVISION]" (or "hf:ORG/NAME[@REVISION]") already in the local
+// cache ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub), or a torch hub name
+// ("dinov2_vits14_reg4": $TORCH_HOME/hub/checkpoints/NAME_pretrain.pth or NAME.pth). Nothing is
+// downloaded: a name not in its cache is an error that says how to fetch it.
 std::string resolve_model_path(const std::string& spec);
 // Names of the shipped checkpoints found on the search path.
 std::vector<std::string> shipped_models();

@@ -25,19 +25,38 @@ enum class PosInterp {
     Size,       // HF Dinov2Model: size, bicubic A=-0.75
 };
 
-enum class MlpKind { Gelu, SwiGlu };
+// The MLP's activation: fc1 -> act -> fc2, or SwiGLU's gated pair (w12 -> silu(x1)*x2 -> w3).
+enum class MlpKind {
+    Gelu,       // exact (erf) GELU
+    QuickGelu,  // x * sigmoid(1.702 x): OpenAI-trained CLIP
+    SwiGlu,
+};
+
+// Where the architecture comes from: names what `vitreg info` and reports print. The forward
+// never branches on it; it reads the flags below (DESIGN.md §7).
+enum class Family { Dinov2, Timm, Clip };
+
+// What the model's own head reads (timm's global_pool).
+enum class Pool {
+    Token,  // the class token
+    Avg,    // the mean of the patch tokens (then fc_norm when the checkpoint has one)
+};
 
 // Which naming scheme the checkpoint uses.
 enum class Layout {
     Dinov2,   // dinov2 hub / timm names
     TimmReg,  // timm's converted register models (reg_token, cls_token holds its position)
     HF,       // HF transformers Dinov2Model / Dinov2WithRegistersModel
+    OpenClip, // OpenAI / OpenCLIP `visual.*` (+ open_clip_config.json)
+    HFClip,   // HF transformers CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`
 };
 
 std::string to_string(AttentionKind k);
 std::string to_string(PosInterp p);
 std::string to_string(MlpKind m);
 std::string to_string(Layout l);
+std::string to_string(Family f);
+std::string to_string(Pool p);
 // Parse user-facing names; throw UsageError listing the accepted ones.
 AttentionKind parse_attention_kind(const std::string& s);
 PosInterp parse_pos_interp(const std::string& s);
@@ -52,13 +71,30 @@ struct Config {
     int registers = 0;
     int grid = 0;  // native position-embedding grid side M (pos_embed covers M×M patches)
     int mlp_hidden = 0;
-    MlpKind mlp = MlpKind::Gelu;
+    MlpKind mlp = MlpKind::Gelu;  // the activation: gelu | quick_gelu | swiglu
     AttentionKind attention = AttentionKind::Softmax;          // what the forward runs
     AttentionKind trained_attention = AttentionKind::Softmax;  // what the checkpoint was trained with
     bool has_sinks = false;
     bool layer_scale = true;
     PosInterp pos_interp = PosInterp::Offset;
     float eps = 1e-6f;
+    // The family-neutral facts of DESIGN.md §7 (timm's VisionTransformer flags). The defaults are
+    // DINOv2's, so a dinov2 checkpoint sets none of them.
+    Family family = Family::Dinov2;
+    bool class_token = true;      // token 0 is a learned class token (false: [registers, patches])
+    bool pos_embed_class = true;  // pos_embed has a row for the class token (false: timm no_embed_class,
+                                  // the class token and registers get no position)
+    bool pre_norm = false;        // norm_pre / CLIP ln_pre: a LayerNorm after adding positions, before the blocks
+    bool patch_bias = true;       // the patch convolution has a bias (CLIP's conv1 has none)
+    bool qkv_bias = true;         // attn.qkv has a bias
+    bool final_norm = true;       // `norm` over every token (false: identity, timm avg pool with fc_norm)
+    Pool pool = Pool::Token;      // the model's own pooled feature: CLS, or the mean of the patches
+    bool fc_norm = false;         // pooled = fc_norm(mean of the patch tokens) (timm global_pool='avg')
+    int proj_dim = 0;             // E > 0: a projection proj [D, E], embedding = norm(CLS)·proj (CLIP)
+    // The eval transform (--resize eval): shortest side to floor(input_size / crop_pct), bicubic,
+    // then a center crop of input_size. DINOv2's 256 -> 224 is crop_pct 0.875; CLIP's is 1.
+    int input_size = 224;
+    double crop_pct = 0.875;
     std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
     std::array<float, 3> std{0.229f, 0.224f, 0.225f};
     DType dtype = DType::F32;
@@ -71,6 +107,10 @@ struct Config {
 
     bool retrofit() const { return attention != trained_attention; }
     int native_size() const { return grid * patch; }
+    // Tokens before the registers: 1 with a class token, else 0.
+    int prefix_tokens() const { return class_token ? 1 : 0; }
+    // Shortest side of the eval transform before its center crop: floor(input_size / crop_pct).
+    int eval_resize() const;
 };
 
 // What the caller may change at load time.
@@ -78,6 +118,9 @@ struct ConfigOverrides {
     std::optional<AttentionKind> attention;
     std::optional<PosInterp> pos_interp;
     SafetensorsLimits limits;  // bounds on the checkpoint's header and config.json
+    // PyTorch files: the dotted key path of the state dict ("model", "model.state_dict");
+    // empty: found by itself (the top level, or under model / state_dict / teacher / module).
+    std::string state_dict_key;
 };
 
 }  // namespace vitreg

@@ -10,16 +10,20 @@ namespace vitreg {
 
 struct ExtractOptions : BatchOptions {
     bool patch_tokens = false;  // also write patch/<row>.{npy,safetensors} [h, w, D]
+    bool project = false;       // also write embedding [E] = cls · proj (models with a projection: CLIP)
 };
 
 // Writes into options.out_dir (or its shard folder; created if needed), every file atomically:
 //   manifest.jsonl  one line per input, in input order: path, status ok|error, error, row,
 //                   height, width, grid [h, w]
 //   cls.npy [rows, D], pooled.npy [rows, D], registers.npy [rows, R, D] (R > 0),
+//   embedding.npy [rows, E] with `project` (the unnormalized image embedding, CLIP's encode_image),
 //   patch/<row>.npy [h, w, D] with patch_tokens; or features.safetensors (+ patch/<row>.safetensors)
 //   run.json        the model, options and counts; written last, so its presence means done
 //   job.json, chunks/  the durable progress (see BatchOptions)
-// Throws UsageError when OUT_DIR holds something it must not replace.
+// Without a class token (timm avg-pool models), cls.npy holds the pooled feature.
+// Throws UsageError when OUT_DIR holds something it must not replace, or for `project` on a
+// model without a projection.
 BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                               const BatchProgress& progress = {});
 

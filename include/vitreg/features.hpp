@@ -1,5 +1,6 @@
 #pragma once
-// What one forward returns: the final-normed CLS, register and patch tokens of each image.
+// What one forward returns: the final-normed CLS, register and patch tokens of each image,
+// the pooled feature and, for models with a projection (CLIP), the image embedding.
 #include <vector>
 
 namespace vitreg {
@@ -11,9 +12,15 @@ struct Features {
     int test_time_registers = 0;  // the last of `registers` (Intervention)
     int grid_h = 0;
     int grid_w = 0;
+    // Without a class token (timm class_token=False), `cls` holds the pooled feature.
     std::vector<float> cls;        // [batch, dim]            x_norm_clstoken
     std::vector<float> reg_tokens;  // [batch, registers, dim] x_norm_regtokens
     std::vector<float> patches;    // [batch, grid_h*grid_w, dim] x_norm_patchtokens, row-major grid
+    // [batch, dim]: the mean of the patch tokens, then fc_norm where the model has one (timm
+    // global_pool='avg'). Empty: pooled_of computes the plain mean.
+    std::vector<float> pooled;
+    int embedding_dim = 0;          // E: the model's projection (CLIP), else 0
+    std::vector<float> embedding;  // [batch, E] cls · proj, unnormalized (CLIP's encode_image)
 
     int patch_count() const { return grid_h * grid_w; }
     const float* cls_of(int b) const { return cls.data() + static_cast<std::size_t>(b) * dim; }
@@ -23,8 +30,12 @@ struct Features {
     const float* patches_of(int b) const {
         return patches.data() + static_cast<std::size_t>(b) * patch_count() * dim;
     }
-    // Mean of the normed patch tokens of image b (the "pooled" feature), [dim].
+    // The "pooled" feature of image b, [dim]: `pooled` when the forward filled it, else the
+    // mean of the patch tokens.
     std::vector<float> pooled_of(int b) const;
+    // Mean of the output patch tokens of image b, [dim] (summed in double).
+    std::vector<float> mean_patch_of(int b) const;
+    const float* embedding_of(int b) const { return embedding.data() + static_cast<std::size_t>(b) * embedding_dim; }
 };
 
 // How close one forward's features are to another's of the same inputs (reduced precision

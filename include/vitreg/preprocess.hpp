@@ -5,13 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/config.hpp"
 #include "vitreg/image.hpp"
 
 namespace vitreg {
 
 struct ResizeSpec {
     enum class Mode {
-        Eval,   // shortest edge to 256 (bicubic), center crop 224: the DINOv2 / HF eval transform
+        Eval,   // shortest edge to eval_resize (bicubic), center crop eval_crop: the model's eval
+                // transform (DINOv2 / HF: 256 -> 224; timm: input / crop_pct -> input; CLIP: 224 -> 224)
         None,   // keep the pixels, crop right/bottom to a multiple of the patch
         Exact,  // resize to width × height (both multiples of the patch)
         Short,  // shortest edge to `size`, then both sides down to multiples of the patch
@@ -20,10 +22,13 @@ struct ResizeSpec {
     Mode mode = Mode::Eval;
     int size = 0;
     int width = 0, height = 0;
+    int eval_resize = 256, eval_crop = 224;  // Eval's two sides (see Config::eval_resize)
 
     // "eval" | "none" | "WxH" | "short:N" | "long:N"; throws UsageError.
     static ResizeSpec parse(const std::string& text);
     std::string to_string() const;
+    // This spec with Eval following the model's transform (Config input_size and crop_pct).
+    ResizeSpec for_model(const Config& config) const;
 };
 
 // A preprocessed image: float32 [3, height, width], normalized.
@@ -51,5 +56,8 @@ Geometry plan_geometry(int source_width, int source_height, const ResizeSpec& sp
 
 Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const std::array<float, 3>& mean,
                   const std::array<float, 3>& std, const std::string& name = "image", Geometry* geometry = nullptr);
+// For a model: its patch, mean and std, and its eval transform (spec.for_model(config)).
+Pixels preprocess(const Image& image, const ResizeSpec& spec, const Config& config, const std::string& name = "image",
+                  Geometry* geometry = nullptr);
 
 }  // namespace vitreg

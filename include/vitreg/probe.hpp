@@ -18,8 +18,9 @@ struct TokenRef {
     // "cls" | "reg:K" | "patch:R,C"; throws UsageError.
     static TokenRef parse(const std::string& text);
     std::string to_string() const;
-    // Index in token order [CLS, registers, patches]; throws UsageError when out of range.
-    int token_index(int registers, int grid_h, int grid_w) const;
+    // Index in token order [CLS, registers, patches] ([registers, patches] without a class
+    // token); throws UsageError when out of range or naming a class token the model lacks.
+    int token_index(int registers, int grid_h, int grid_w, bool class_token = true) const;
 };
 
 // "all" | "last" | "i,j,..." (negative counts from the end, -1 = last) → layer indices of a
@@ -48,6 +49,7 @@ struct Probe {
 struct Trace {
     int batch = 0, layers = 0, heads = 0, tokens = 0, registers = 0, grid_h = 0, grid_w = 0, mlp_hidden = 0;
     int test_time_registers = 0;  // the last of `registers` (Intervention)
+    bool class_token = true;      // token 0 is the class token (false: tokens start with the registers)
 
     std::vector<float> norms;       // [layers, batch, tokens]  L2 over channels, residual stream after block l
     std::vector<float> max_abs;     // [layers, batch, tokens]  ∞-norm of the same
@@ -66,7 +68,8 @@ struct Trace {
     std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
     std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
 
-    int patch_offset() const { return 1 + registers; }
+    int register_offset() const { return class_token ? 1 : 0; }
+    int patch_offset() const { return register_offset() + registers; }
     int patch_count() const { return grid_h * grid_w; }
     const float* norms_of(int layer, int b) const { return norms.data() + at(layer, b) * tokens; }
     const float* max_abs_of(int layer, int b) const { return max_abs.data() + at(layer, b) * tokens; }

@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/tensor_file.hpp"
+
 namespace vitreg {
-
-enum class DType { F32, F16, BF16 };
-
-std::string to_string(DType d);
-std::size_t dtype_size(DType d);
 
 // Bounds that a hostile file cannot push the reader past.
 struct SafetensorsLimits {
@@ -23,21 +20,7 @@ struct SafetensorsLimits {
     int max_json_depth = 64;  // of the header, and of an HF config.json beside it
 };
 
-// One tensor inside a mapped file. `data` may be unaligned; use to_float().
-struct TensorView {
-    std::string name;
-    DType dtype = DType::F32;
-    std::vector<std::int64_t> shape;
-    const unsigned char* data = nullptr;
-    std::size_t nbytes = 0;
-
-    std::int64_t numel() const;
-    std::string shape_string() const;  // "[1, 257, 384]"
-    // Converts (F16/BF16 widen exactly) into float32, row-major.
-    std::vector<float> to_float() const;
-};
-
-class SafetensorsFile {
+class SafetensorsFile final : public TensorFile {
 public:
     // Maps and validates `path`. Throws CheckpointError naming the file and the fault.
     explicit SafetensorsFile(const std::string& path, const SafetensorsLimits& limits = {});
@@ -45,18 +28,13 @@ public:
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
-    const std::string& path() const { return path_; }
-    bool has(const std::string& name) const;
+    const std::string& path() const override { return path_; }
+    bool has(const std::string& name) const override;
     // Throws CheckpointError if absent.
-    const TensorView& get(const std::string& name) const;
-    std::vector<std::string> names() const;  // sorted
-    const std::map<std::string, std::string>& metadata() const { return metadata_; }
-    // The dtype most tensors are stored in (for `vitreg info`).
-    DType dominant_dtype() const;
-    // Drops the mapped pages wholly inside a tensor from this process's memory (they stay in
-    // the page cache and fault back in if read again). Loading calls it after converting each
-    // tensor, so that the file's pages and the packed weights are never resident together.
-    void release(const TensorView& tensor) const;
+    const TensorView& get(const std::string& name) const override;
+    std::vector<std::string> names() const override;  // sorted
+    const std::map<std::string, std::string>& metadata() const override { return metadata_; }
+    void release(const TensorView& tensor) const override;
 
 private:
     std::string path_;

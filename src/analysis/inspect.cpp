@@ -11,7 +11,7 @@ Inspection inspect(const Model& model, const std::string& image_path, const Resi
     const Config& c = model.config();
     Inspection in;
     in.image_path = image_path;
-    in.pixels = preprocess(decode_image(image_path), resize, c.patch, c.mean, c.std, image_path, &in.geometry);
+    in.pixels = preprocess(decode_image(image_path), resize, c, image_path, &in.geometry);
     in.features = model.forward(in.pixels.chw.data(), 1, in.pixels.height, in.pixels.width, probe, in.trace,
                                 ForwardOptions{threads});
     return in;
@@ -22,12 +22,13 @@ namespace {
 // A token index as users read it: {"index": 5, "kind": "patch", "row": 0, "col": 0}.
 nlohmann::json token_json(int token, const Trace& t) {
     nlohmann::json j = {{"index", token}};
-    if (token == 0) {
+    if (t.class_token && token == 0) {
         j["kind"] = "cls";
-    } else if (token <= t.registers) {
+    } else if (token < t.patch_offset()) {
+        const int r = token - t.register_offset();
         j["kind"] = "register";
-        j["register"] = token - 1;
-        j["test_time"] = token > t.registers - t.test_time_registers;
+        j["register"] = r;
+        j["test_time"] = r >= t.registers - t.test_time_registers;
     } else {
         const int p = token - t.patch_offset();
         j["kind"] = "patch";

@@ -122,20 +122,29 @@ void write_sink_checkpoint(const Model& model, const SinkCalibration& cal, bool 
         data[name] = std::move(values);
     };
     const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) { put(name, shape, ck.load(name, shape)); };
+    // The canonical (dinov2 / timm) names of every layout; what the names cannot say goes to
+    // the metadata (family, act).
+    const auto norm = [&](const std::string& name) {
+        copy(name + ".weight", {D});
+        copy(name + ".bias", {D});
+    };
     copy("patch_embed.proj.weight", {D, 3, p, p});
-    copy("patch_embed.proj.bias", {D});
-    copy("cls_token", {1, 1, D});
+    if (c.patch_bias) copy("patch_embed.proj.bias", {D});
+    if (c.class_token) copy("cls_token", {1, 1, D});
     if (c.registers) copy("register_tokens", {1, c.registers, D});
-    if (c.layout == Layout::TimmReg) {  // its cls_token holds its position: the dinov2 row 0 is zero
+    if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
         auto grid = ck.load("pos_embed", {1, M * M, D});
         grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
         put("pos_embed", {1, 1 + M * M, D}, std::move(grid));
     } else {
-        copy("pos_embed", {1, 1 + M * M, D});
+        copy("pos_embed", {1, c.prefix_tokens() + M * M, D});
     }
-    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim) {
+    if (c.pre_norm) norm("norm_pre");
+    if (c.fc_norm) norm("fc_norm");
+    if (c.proj_dim > 0) copy("proj", {D, c.proj_dim});
+    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true) {
         copy(name + ".weight", {out_dim, in_dim});
-        copy(name + ".bias", {out_dim});
+        if (bias) copy(name + ".bias", {out_dim});
     };
     for (int i = 0; i < c.depth; ++i) {
         const std::string b = "blocks." + std::to_string(i) + ".";
@@ -143,7 +152,7 @@ void write_sink_checkpoint(const Model& model, const SinkCalibration& cal, bool 
             copy(b + n + ".weight", {D});
             copy(b + n + ".bias", {D});
         }
-        linear(b + "attn.qkv", 3 * D, D);
+        linear(b + "attn.qkv", 3 * D, D, c.qkv_bias);
         linear(b + "attn.proj", D, D);
         if (c.mlp == MlpKind::SwiGlu) {
             linear(b + "mlp.w12", 2 * H, D);
@@ -160,8 +169,7 @@ void write_sink_checkpoint(const Model& model, const SinkCalibration& cal, bool 
             std::vector<float>(cal.sinks.begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
                                cal.sinks.begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads));
     }
-    copy("norm.weight", {D});
-    copy("norm.bias", {D});
+    if (c.final_norm) norm("norm");
     for (auto& [name, t] : tensors) t.data = data[name].data();
 
     const auto number = [](float v) {
@@ -187,6 +195,15 @@ void write_sink_checkpoint(const Model& model, const SinkCalibration& cal, bool 
         {"calibration_images", nlohmann::json(cal.images).dump()},
     };
     if (evict_sink) meta["evict"] = "sink";
+    // What the canonical names do not say about the other families (DESIGN.md §7).
+    if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
+    if (c.mlp == MlpKind::QuickGelu) meta["act"] = to_string(c.mlp);
+    if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.17g", c.crop_pct);
+        meta["input_size"] = std::to_string(c.input_size);
+        meta["crop_pct"] = buf;
+    }
     write_safetensors(out, tensors, meta);
 }
 

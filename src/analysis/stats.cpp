@@ -36,8 +36,9 @@ LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& ru
     s.norm_mad = median_of(dev);
     s.max_inf_norm = *std::max_element(inf, inf + t.tokens);
     s.kurtosis = t.kurtosis[static_cast<std::size_t>(layer) * t.batch + b];
-    s.cls_norm = norms[0];
-    for (int r = 0; r < t.registers; ++r) s.register_norm_mean += norms[1 + r] / static_cast<float>(t.registers);
+    s.cls_norm = t.class_token ? norms[0] : 0.0f;
+    for (int r = 0; r < t.registers; ++r)
+        s.register_norm_mean += norms[t.register_offset() + r] / static_cast<float>(t.registers);
     s.robust_threshold = s.norm_median + rules.mad_k * s.norm_mad;
     for (int i = 0; i < np; ++i) {
         if (patch[i] > rules.norm_threshold) s.artifact_tokens_abs.push_back(p0 + i);
@@ -70,7 +71,7 @@ HeadStats head_stats(const Trace& t, int b, int layer, int h, const ArtifactRule
         s.mean_abstention = static_cast<float>(sum / t.tokens);
     }
     const int slot = t.attention_slot(layer), q = t.query_slot(0);
-    if (slot >= 0 && q >= 0 && t.registers > 0) {
+    if (slot >= 0 && q >= 0 && t.registers > 0 && t.class_token) {
         const float* row = t.attention_row(slot, b, h, q);
         double reg = 0, all = 0;
         for (int k = 0; k < t.tokens; ++k) {

@@ -41,7 +41,7 @@ StudyImages StudyImages::files(const std::vector<std::string>& paths, const Imag
     StudyImages s;
     s.names = paths;
     s.load = [paths, limits](std::size_t i, const ResizeSpec& resize, const Config& c) {
-        return preprocess(decode_image(paths.at(i), limits), resize, c.patch, c.mean, c.std, paths.at(i));
+        return preprocess(decode_image(paths.at(i), limits), resize, c, paths.at(i));
     };
     return s;
 }
@@ -76,9 +76,9 @@ private:
 
 // The kind of token t of image b of a trace, given that image's artifact tokens.
 int token_kind(int t, const Trace& trace, const std::vector<int>& artifacts) {
-    if (t == 0) return 0;
-    if (t < 1 + trace.registers - trace.test_time_registers) return 1;
-    if (t < 1 + trace.registers) return 2;
+    if (trace.class_token && t == 0) return 0;
+    if (t < trace.register_offset() + trace.registers - trace.test_time_registers) return 1;
+    if (t < trace.patch_offset()) return 2;
     return std::find(artifacts.begin(), artifacts.end(), t) != artifacts.end() ? 3 : 4;
 }
 

@@ -4,6 +4,7 @@
 
 #include "chunked_job.hpp"
 #include "feature_table.hpp"
+#include "vitreg/error.hpp"
 
 namespace vitreg {
 
@@ -13,10 +14,15 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
     const int D = c.dim, R = model.registers();
     const std::string out = shard_dir(options.out_dir, options.shard_index, options.shard_count);
     const std::string ext = file_extension(options.format);
-    const auto table = batch::extract_table(D, R);
+    if (options.project && c.proj_dim <= 0)
+        throw UsageError("--project: " + model.path() + " has no projection (only CLIP checkpoints: OpenCLIP 'proj', HF " +
+                         "'visual_projection', timm's CLIP head); its features are cls, pooled and patch tokens");
+    const int E = options.project ? c.proj_dim : 0;
+    const auto table = batch::extract_table(D, R, E);
 
     auto identity = batch::job_identity("vitreg extract", model, inputs, options);
     identity["patch_tokens"] = options.patch_tokens;
+    if (options.project) identity["project"] = true;
 
     batch::ChunkWork work;
     work.tensors = table;
@@ -33,6 +39,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         const auto pooled = f.pooled_of(b);
         append("pooled", pooled.data(), pooled.size());
         if (R > 0) append("registers", f.registers_of(b), static_cast<std::size_t>(R) * D);
+        if (E > 0) append("embedding", f.embedding_of(b), static_cast<std::size_t>(E));
         if (options.patch_tokens)
             batch::write_array(out + "/patch/" + std::to_string(r), "patch",
                                ArrayRef{{f.grid_h, f.grid_w, D}, f.patches_of(b)}, options.format);
@@ -41,6 +48,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
 
     nlohmann::json info = {
         {"model", model.path()},
+        {"family", to_string(c.family)},
         {"layout", to_string(c.layout)},
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
@@ -51,6 +59,9 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"patch_tokens", options.patch_tokens},
         {"dim", D},
         {"registers", R},
+        // without a class token, cls holds the pooled feature (fc_norm of the mean patch token)
+        {"class_token", c.class_token},
+        {"embedding_dim", E},
         // registers.npy holds the trained registers, then the test-time ones
         {"trained_registers", c.registers},
         {"test_time_registers", model.intervention().test_time_registers},

@@ -50,9 +50,10 @@ std::vector<TableRow> rows_in_order(const std::vector<Chunk>& chunks) {
     return rows;
 }
 
-std::vector<TableArray> extract_table(int dim, int registers) {
+std::vector<TableArray> extract_table(int dim, int registers, int embedding_dim) {
     std::vector<TableArray> a{{"cls", {dim}}, {"pooled", {dim}}};
     if (registers > 0) a.push_back({"registers", {registers, dim}});
+    if (embedding_dim > 0) a.push_back({"embedding", {embedding_dim}});
     return a;
 }
 

@@ -26,8 +26,9 @@ struct TableArray {
     std::vector<std::int64_t> row_shape;
 };
 
-// extract's table: cls [D], pooled [D] and, with registers, registers [R, D].
-std::vector<TableArray> extract_table(int dim, int registers);
+// extract's table: cls [D], pooled [D], with registers registers [R, D], and with a projection
+// (extract --project) embedding [E].
+std::vector<TableArray> extract_table(int dim, int registers, int embedding_dim = 0);
 
 // Writes OUT/<name>.npy for each of `arrays` or, when there are any, OUT/features.safetensors,
 // then OUT/manifest.jsonl, then OUT/run.json (`run` plus the counts): when run.json is there,

@@ -144,7 +144,8 @@ MergeSummary merge_shards(const std::string& out_dir) {
     }
     const bool dense = identity.value("job", "") == "vitreg dense";
     const auto table = dense ? std::vector<batch::TableArray>{}
-                             : batch::extract_table(run.value("dim", 0), run.value("registers", 0));
+                             : batch::extract_table(run.value("dim", 0), run.value("registers", 0),
+                                                    run.value("embedding_dim", 0));
     for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);
     MergeSummary summary;
     summary.shards = static_cast<int>(count);

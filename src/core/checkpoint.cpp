@@ -43,11 +43,20 @@ struct LayoutMatch {
     std::string prefix;
 };
 
-std::optional<LayoutMatch> detect_layout(const SafetensorsFile& f) {
+std::optional<LayoutMatch> detect_layout(const TensorFile& f) {
     const std::string hf_marker = "embeddings.patch_embeddings.projection.weight";
+    const std::string hf_clip_marker = "vision_model.embeddings.patch_embedding.weight";
+    const std::string open_clip_marker = "visual.conv1.weight";
     const std::string dino_marker = "patch_embed.proj.weight";
     for (const auto& name : f.names()) {
         if (ends_with(name, hf_marker)) return LayoutMatch{Layout::HF, name.substr(0, name.size() - hf_marker.size())};
+    }
+    // CLIP: HF names start at `vision_model.` (the projection sits beside it); OpenCLIP's at `visual.`.
+    for (const auto& name : f.names()) {
+        if (ends_with(name, hf_clip_marker))
+            return LayoutMatch{Layout::HFClip, name.substr(0, name.size() - hf_clip_marker.size())};
+        if (ends_with(name, open_clip_marker))
+            return LayoutMatch{Layout::OpenClip, name.substr(0, name.size() - std::string("conv1.weight").size())};
     }
     for (const auto& name : f.names()) {
         if (ends_with(name, dino_marker)) {
@@ -101,6 +110,86 @@ std::vector<std::string> hf_names(const std::string& canonical) {
         if (starts_with(canonical, from)) return {to + canonical.substr(std::string(from).size())};
     return {canonical};
 }
+
+// CLIP vision towers (DESIGN.md §7). Canonical names on the left; `proj` is [D, E] as OpenCLIP
+// stores it (HF's visual_projection.weight is its transpose: Checkpoint::load transposes).
+using NamePairs = std::vector<std::pair<std::string, std::string>>;
+
+const NamePairs kOpenClipTop = {
+    {"cls_token", "class_embedding"},   {"pos_embed", "positional_embedding"}, {"patch_embed.proj.", "conv1."},
+    {"norm_pre.", "ln_pre."},           {"norm.", "ln_post."},                 {"proj", "proj"},
+};
+const NamePairs kOpenClipBlock = {
+    {"norm1.", "ln_1."},
+    {"norm2.", "ln_2."},
+    {"attn.qkv.weight", "attn.in_proj_weight"},
+    {"attn.qkv.bias", "attn.in_proj_bias"},
+    {"attn.proj.", "attn.out_proj."},
+    {"mlp.fc1.", "mlp.c_fc."},
+    {"mlp.fc2.", "mlp.c_proj."},
+    {"ls1.gamma", "ls_1.gamma"},
+    {"ls2.gamma", "ls_2.gamma"},
+};
+const NamePairs kHfClipTop = {
+    {"cls_token", "vision_model.embeddings.class_embedding"},
+    {"pos_embed", "vision_model.embeddings.position_embedding.weight"},
+    {"patch_embed.proj.", "vision_model.embeddings.patch_embedding."},
+    {"norm_pre.", "vision_model.pre_layrnorm."},  // sic
+    {"norm.", "vision_model.post_layernorm."},
+    {"proj", "visual_projection.weight"},
+};
+const NamePairs kHfClipBlock = {
+    {"norm1.", "layer_norm1."},         {"norm2.", "layer_norm2."}, {"attn.proj.", "self_attn.out_proj."},
+    {"mlp.fc1.", "mlp.fc1."},           {"mlp.fc2.", "mlp.fc2."},
+};
+
+// One translation table per level: `blocks.i.` maps to `block_prefix` + i + ".". A top-level
+// entry matches its name exactly, or as a prefix when it ends in '.'. Unknown names pass
+// through unchanged (and then are missing).
+std::vector<std::string> table_names(const std::string& canonical, const NamePairs& top, const std::string& block_prefix,
+                                     const NamePairs& block, bool split_qkv) {
+    const auto swap = [](const std::string& name, const NamePairs& pairs) -> std::optional<std::string> {
+        for (const auto& [from, to] : pairs) {
+            if (from.back() == '.' ? starts_with(name, from) : name == from) return to + name.substr(from.size());
+        }
+        return std::nullopt;
+    };
+    if (starts_with(canonical, "blocks.")) {
+        const auto dot = canonical.find('.', 7);
+        const std::string layer = block_prefix + canonical.substr(7, dot - 7) + ".";
+        const std::string rest = canonical.substr(dot + 1);
+        if (split_qkv && starts_with(rest, "attn.qkv.")) {
+            const std::string leaf = rest.substr(9);
+            return {layer + "self_attn.q_proj." + leaf, layer + "self_attn.k_proj." + leaf, layer + "self_attn.v_proj." + leaf};
+        }
+        if (auto n = swap(rest, block)) return {layer + *n};
+        return {layer + rest};
+    }
+    if (auto n = swap(canonical, top)) return {*n};
+    return {canonical};
+}
+
+// Shape without its leading 1s: OpenCLIP stores class_embedding [D] where dinov2 has [1, 1, D].
+std::vector<std::int64_t> squeezed(const std::vector<std::int64_t>& shape) {
+    std::size_t k = 0;
+    while (k + 1 < shape.size() && shape[k] == 1) ++k;
+    return std::vector<std::int64_t>(shape.begin() + static_cast<std::ptrdiff_t>(k), shape.end());
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    TensorView v;
+    v.shape = shape;
+    return v.shape_string();
+}
+
+// side M when n == M*M (M > 0), else 0.
+int square_side(std::int64_t n) {
+    if (n <= 0) return 0;
+    const auto m = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(n))));
+    return m * m == n ? static_cast<int>(m) : 0;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Strings in __metadata__ / numbers in config.json, read with the file named on error.
 struct Hints {
@@ -158,7 +247,44 @@ struct Hints {
         if (!cfg[key].is_number()) throw ConfigError(cfg_file + ": '" + key + "' is not a number");
         return cfg[key].get<double>();
     }
+    std::optional<std::string> cfg_str(const std::string& key) const {
+        if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
+        if (!cfg[key].is_string()) throw ConfigError(cfg_file + ": '" + key + "' is not a string");
+        return cfg[key].get<std::string>();
+    }
 };
+
+// A value at `path` in a JSON object, or null when any step is missing.
+const nlohmann::json* dig(const nlohmann::json& j, std::initializer_list<const char*> path) {
+    const nlohmann::json* at = &j;
+    for (const char* key : path) {
+        if (!at->is_object() || !at->contains(key)) return nullptr;
+        at = &(*at)[key];
+    }
+    return at->is_null() ? nullptr : at;
+}
+
+long json_count(const nlohmann::json& v, const std::string& file, const std::string& key) {
+    if (!v.is_number_integer() || v.get<long>() <= 0 || v.get<long>() > (1 << 24))
+        throw ConfigError(file + ": '" + key + "' is not a positive integer");
+    return v.get<long>();
+}
+
+double json_number(const nlohmann::json& v, const std::string& file, const std::string& key) {
+    if (!v.is_number() || !std::isfinite(v.get<double>())) throw ConfigError(file + ": '" + key + "' is not a number");
+    return v.get<double>();
+}
+
+std::array<float, 3> json_triple(const nlohmann::json& v, const std::string& file, const std::string& key) {
+    if (!v.is_array() || v.size() != 3) throw ConfigError(file + ": '" + key + "' is not three numbers");
+    std::array<float, 3> out{};
+    for (int i = 0; i < 3; ++i) out[i] = static_cast<float>(json_number(v[i], file, key));
+    return out;
+}
+
+// OpenAI's CLIP normalization (DESIGN.md §7).
+constexpr std::array<float, 3> kClipMean{0.48145466f, 0.4578275f, 0.40821073f};
+constexpr std::array<float, 3> kClipStd{0.26862954f, 0.26130258f, 0.27577711f};
 
 nlohmann::json read_config_json(const std::string& path, int max_depth) {
     std::ifstream in(path, std::ios::binary);
@@ -189,18 +315,22 @@ void agree(const std::string& file, const std::string& what, long stated, long f
 Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides) {
     std::string file = path;
     if (is_dir(path)) {
-        file = path + "/model.safetensors";
-        if (!is_file(file)) {
-            std::string why = "folder holds no model.safetensors";
-            if (is_file(path + "/model.safetensors.index.json"))
-                why = "holds a sharded model.safetensors.index.json; vitreg reads one model.safetensors";
-            else if (is_file(path + "/pytorch_model.bin"))
-                why = "holds pytorch_model.bin but no model.safetensors; vitreg reads safetensors (convert with "
-                      "safetensors.torch.save_file)";
+        // The weights a hub folder holds, safetensors first (HF, open_clip).
+        file.clear();
+        for (const char* name : {"model.safetensors", "open_clip_model.safetensors", "pytorch_model.bin",
+                                 "open_clip_pytorch_model.bin"})
+            if (is_file(path + "/" + name)) {
+                file = path + "/" + name;
+                break;
+            }
+        if (file.empty()) {
+            std::string why = "folder holds no model.safetensors nor pytorch_model.bin";
+            if (is_file(path + "/model.safetensors.index.json") || is_file(path + "/pytorch_model.bin.index.json"))
+                why = "holds a sharded model (an .index.json); vitreg reads one model.safetensors or pytorch_model.bin";
             throw CheckpointError(path + ": " + why);
         }
     }
-    file_ = std::make_unique<SafetensorsFile>(file, overrides.limits);
+    file_ = open_tensor_file(file, overrides);
     config_ = resolve(parent_dir(file), overrides);
 }
 
@@ -210,10 +340,20 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
         case Layout::Dinov2: names = {canonical}; break;
         case Layout::TimmReg: names = {canonical == "register_tokens" ? "reg_token" : canonical}; break;
         case Layout::HF: names = hf_names(canonical); break;
+        case Layout::OpenClip:
+            names = table_names(canonical, kOpenClipTop, "transformer.resblocks.", kOpenClipBlock, false);
+            break;
+        case Layout::HFClip:
+            names = table_names(canonical, kHfClipTop, "vision_model.encoder.layers.", kHfClipBlock, true);
+            break;
     }
+    if (canonical == "proj" && !proj_source_.empty()) names = {proj_source_};
     for (auto& n : names) n = prefix_ + n;
     return names;
 }
+
+// Stored [E, D] where the canonical `proj` is [D, E]: HF's visual_projection.weight, timm's head.
+bool Checkpoint::proj_transposed() const { return config_.layout == Layout::HFClip || !proj_source_.empty(); }
 
 bool Checkpoint::has(const std::string& canonical) const {
     for (const auto& n : source_names(canonical))
@@ -229,21 +369,26 @@ std::vector<const TensorView*> Checkpoint::parts(const std::string& canonical) c
 
 std::vector<float> Checkpoint::load(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
     const auto views = parts(canonical);
+    const bool transpose = canonical == "proj" && proj_transposed() && shape.size() == 2;
     // Parts (HF query/key/value) split dim 0 evenly.
-    std::vector<std::int64_t> part_shape = shape;
+    std::vector<std::int64_t> part_shape = transpose ? std::vector<std::int64_t>{shape[1], shape[0]} : shape;
     part_shape[0] /= static_cast<std::int64_t>(views.size());
     std::vector<float> out;
     out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
     for (const auto* v : views) {
-        if (v->shape != part_shape) {
-            TensorView expected;
-            expected.shape = part_shape;
+        if (v->shape != part_shape && squeezed(v->shape) != squeezed(part_shape))
             throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
-                                  ", expected " + expected.shape_string());
-        }
+                                  ", expected " + shape_text(part_shape));
         auto f = v->to_float();
         file_->release(*v);
         out.insert(out.end(), f.begin(), f.end());
+    }
+    if (transpose) {
+        const std::size_t rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
+        std::vector<float> t(out.size());
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < cols; ++j) t[i * cols + j] = out[j * rows + i];
+        out.swap(t);
     }
     return out;
 }
@@ -252,18 +397,47 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     const std::string& fpath = file_->path();
     auto match = detect_layout(*file_);
     if (!match)
-        throw CheckpointError(fpath + ": not a ViT checkpoint vitreg knows (no 'patch_embed.proj.weight' nor "
-                                      "'embeddings.patch_embeddings.projection.weight')");
+        throw CheckpointError(fpath + ": not a ViT checkpoint vitreg knows (no 'patch_embed.proj.weight', "
+                                      "'embeddings.patch_embeddings.projection.weight', "
+                                      "'vision_model.embeddings.patch_embedding.weight' nor 'visual.conv1.weight')");
     Config c;
     c.layout = match->layout;
     prefix_ = match->prefix;
     config_.layout = c.layout;  // source_names() needs the layout from here on
+    const bool clip_layout = c.layout == Layout::OpenClip || c.layout == Layout::HFClip;
+    const bool timm_names = c.layout == Layout::Dinov2 || c.layout == Layout::TimmReg;
 
+    // Hyper-parameters beside the weights: HF's config.json (for HF CLIP its vision_config),
+    // OpenCLIP's open_clip_config.json, an HF-hub timm repo's config.json (architecture,
+    // pretrained_cfg), HF CLIP's preprocessor_config.json.
     Hints h{fpath, file_->metadata(), nullptr, dir + "/config.json"};
-    if (c.layout == Layout::HF) {
+    nlohmann::json top, open_clip, timm, preprocessor;
+    const std::string open_clip_file = dir + "/open_clip_config.json", preprocessor_file = dir + "/preprocessor_config.json";
+    const int depth_limit = overrides.limits.max_json_depth;
+    if (c.layout == Layout::HF || c.layout == Layout::HFClip) {
         if (!is_file(h.cfg_file))
             throw ConfigError(fpath + ": HF layout needs a sibling config.json (looked for " + h.cfg_file + ")");
-        h.cfg = read_config_json(h.cfg_file, overrides.limits.max_json_depth);
+        h.cfg = read_config_json(h.cfg_file, depth_limit);
+        if (c.layout == Layout::HFClip) {
+            top = h.cfg;
+            if (top.contains("vision_config")) {
+                if (!top["vision_config"].is_object()) throw ConfigError(h.cfg_file + ": 'vision_config' is not an object");
+                h.cfg = top["vision_config"];
+            }
+            if (is_file(preprocessor_file)) preprocessor = read_config_json(preprocessor_file, depth_limit);
+        }
+    } else if (c.layout == Layout::OpenClip) {
+        if (is_file(open_clip_file)) open_clip = read_config_json(open_clip_file, depth_limit);
+    } else if (is_file(h.cfg_file)) {
+        auto j = read_config_json(h.cfg_file, depth_limit);
+        if (j.contains("architecture") || j.contains("pretrained_cfg")) timm = std::move(j);
+    }
+    const nlohmann::json* vision_cfg = dig(open_clip, {"model_cfg", "vision_cfg"});
+    const nlohmann::json* pretrained = dig(timm, {"pretrained_cfg"});
+    std::string architecture;
+    if (const auto* a = dig(timm, {"architecture"})) {
+        if (!a->is_string()) throw ConfigError(h.cfg_file + ": 'architecture' is not a string");
+        architecture = a->get<std::string>();
     }
 
     // Patch embedding: [D, 3, p, p].
@@ -274,10 +448,18 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     c.dim = static_cast<int>(pe.shape[0]);
     c.patch = static_cast<int>(pe.shape[2]);
     c.dtype = file_->dominant_dtype();
+    c.patch_bias = has("patch_embed.proj.bias");
 
     while (has("blocks." + std::to_string(c.depth) + ".norm1.weight")) ++c.depth;
     if (c.depth == 0) throw CheckpointError(fpath + ": no transformer blocks found ('blocks.0.norm1.weight')");
 
+    c.class_token = has("cls_token");
+    if (c.class_token) {
+        const auto& t = *parts("cls_token").front();
+        if (squeezed(t.shape) != std::vector<std::int64_t>{c.dim})
+            throw CheckpointError(fpath + ": tensor '" + t.name + "' has shape " + t.shape_string() + ", expected [1, 1, " +
+                                  std::to_string(c.dim) + "]");
+    }
     if (has("register_tokens")) {
         const auto& r = *parts("register_tokens").front();
         if (r.shape.size() != 3 || r.shape[0] != 1 || r.shape[2] != c.dim)
@@ -286,15 +468,24 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.registers = static_cast<int>(r.shape[1]);
     }
 
+    // pos_embed covers the patches, plus a class-token row unless the checkpoint is timm's
+    // no_embed_class (its row count says which; the class token and registers then get none).
     const auto& pos = *parts("pos_embed").front();
-    if (pos.shape.size() != 3 || pos.shape[0] != 1 || pos.shape[2] != c.dim)
+    const auto pos_shape = squeezed(pos.shape);
+    if (pos.shape.size() < 2 || pos.shape.size() > 3 || pos_shape.size() != 2 || pos_shape[1] != c.dim)
         throw CheckpointError(fpath + ": tensor '" + pos.name + "' has shape " + pos.shape_string() + ", expected [1, " +
                               (c.layout == Layout::TimmReg ? "M*M" : "1+M*M") + ", " + std::to_string(c.dim) + "]");
-    const std::int64_t npos = pos.shape[1] - (c.layout == Layout::TimmReg ? 0 : 1);
-    c.grid = static_cast<int>(std::lround(std::sqrt(static_cast<double>(std::max<std::int64_t>(npos, 0)))));
-    if (npos <= 0 || std::int64_t(c.grid) * c.grid != npos)
-        throw CheckpointError(fpath + ": tensor '" + pos.name + "' holds " + std::to_string(npos) +
-                              " patch positions, not a square grid");
+    const std::int64_t rows = pos_shape[0];
+    if (c.class_token && square_side(rows - 1)) {
+        c.grid = square_side(rows - 1);
+    } else if (square_side(rows)) {
+        c.grid = square_side(rows);
+        c.pos_embed_class = false;
+    } else {
+        throw CheckpointError(fpath + ": tensor '" + pos.name + "' holds " + std::to_string(rows) +
+                              " positions, not a square grid of patches (M*M" +
+                              (c.class_token ? std::string(", or 1+M*M with the class token's") : std::string()) + ")");
+    }
 
     if (has("blocks.0.mlp.w12.weight")) {
         c.mlp = MlpKind::SwiGlu;
@@ -310,12 +501,87 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     }
     c.layer_scale = has("blocks.0.ls1.gamma");
     c.has_sinks = has("blocks.0.attn.sinks");
+    c.qkv_bias = has("blocks.0.attn.qkv.bias");
+    c.pre_norm = has("norm_pre.weight");
+    c.final_norm = has("norm.weight");
+    c.fc_norm = has("fc_norm.weight");
+    if (!c.final_norm && !c.fc_norm) parts("norm.weight");  // throws: missing tensor 'norm.weight'
+
+    // Family: stated, named by a timm hub config, or told by the tensors (DESIGN.md §7).
+    if (auto f = h.str("family")) {
+        if (*f == "dinov2") c.family = Family::Dinov2;
+        else if (*f == "timm") c.family = Family::Timm;
+        else if (*f == "clip") c.family = Family::Clip;
+        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, timm or clip)");
+    } else if (clip_layout) {
+        c.family = Family::Clip;
+    } else if (c.layout == Layout::HF) {
+        c.family = Family::Dinov2;
+    } else if (!architecture.empty()) {
+        c.family = contains(architecture, "clip") ? Family::Clip : contains(architecture, "dinov2") ? Family::Dinov2 : Family::Timm;
+    } else if (c.pre_norm && !c.patch_bias) {
+        c.family = Family::Clip;  // timm's vit_*_clip_*: norm_pre, a patch embedding without bias
+    } else if (c.layout == Layout::Dinov2 &&
+               (c.pre_norm || c.fc_norm || !c.class_token || !c.pos_embed_class || !c.qkv_bias || !c.patch_bias ||
+                !c.final_norm)) {
+        c.family = Family::Timm;
+    }
+
+    // The model's pooled feature: timm's global_pool when a hub config states it.
+    c.pool = (c.fc_norm || !c.class_token) ? Pool::Avg : Pool::Token;
+    if (const auto* g = dig(timm, {"global_pool"}); g && g->is_string()) {
+        if (g->get<std::string>() == "avg") c.pool = Pool::Avg;
+        else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
+    }
+
+    // The projection of CLIP: OpenCLIP's proj [D, E], HF's visual_projection [E, D], timm's head
+    // [E, D] when it is the converted projection (CLIP family, no bias or a zero one); a timm
+    // classifier head is ignored.
+    if (timm_names && !has("proj") && c.family == Family::Clip && file_->has(prefix_ + "head.weight")) {
+        const auto& head = file_->get(prefix_ + "head.weight");
+        bool zero_bias = true;
+        if (file_->has(prefix_ + "head.bias")) {
+            const auto& b = file_->get(prefix_ + "head.bias");
+            for (float v : b.to_float()) zero_bias = zero_bias && v == 0.0f;
+            file_->release(b);
+        }
+        if (head.shape.size() == 2 && head.shape[1] == c.dim && zero_bias) {
+            proj_source_ = "head.weight";
+            c.notes.push_back("timm head read as the CLIP projection (" + head.shape_string() + ", no bias)");
+        } else {
+            c.notes.push_back("timm head " + head.shape_string() + " ignored: a classifier, not a projection");
+        }
+    }
+    if (has("proj")) {
+        const auto& p = *parts("proj").front();
+        if (p.shape.size() != 2 || p.shape[proj_transposed() ? 1 : 0] != c.dim || p.shape[proj_transposed() ? 0 : 1] <= 0)
+            throw CheckpointError(fpath + ": tensor '" + p.name + "' has shape " + p.shape_string() + ", expected " +
+                                  (proj_transposed() ? "[E, " + std::to_string(c.dim) + "]" : "[" + std::to_string(c.dim) + ", E]"));
+        c.proj_dim = static_cast<int>(p.shape[proj_transposed() ? 0 : 1]);
+        if (!c.class_token) throw CheckpointError(fpath + ": a projection needs a class token to project");
+    }
 
     // Heads cannot be read off shapes.
+    const auto open_clip_int = [&](const char* key) -> std::optional<long> {
+        if (!vision_cfg) return std::nullopt;
+        const auto* v = dig(*vision_cfg, {key});
+        if (!v) return std::nullopt;
+        return json_count(*v, open_clip_file, std::string("model_cfg.vision_cfg.") + key);
+    };
     if (auto v = h.meta_int("heads")) {
         c.heads = static_cast<int>(*v);
     } else if (auto v2 = h.cfg_int("num_attention_heads")) {
         c.heads = static_cast<int>(*v2);
+    } else if (vision_cfg) {
+        const long head_width = open_clip_int("head_width").value_or(64);
+        c.heads = static_cast<int>(c.dim / head_width);
+        if (c.dim % head_width) throw ConfigError(open_clip_file + ": head_width " + std::to_string(head_width) +
+                                                  " does not divide the width " + std::to_string(c.dim));
+    } else if (c.layout == Layout::HFClip) {
+        c.heads = 12;  // transformers' CLIPVisionConfig default, which config.json leaves out
+        c.notes.push_back("num_attention_heads not in config.json; HF's default 12");
+    } else if (const auto* n = dig(timm, {"model_args", "num_heads"})) {
+        c.heads = static_cast<int>(json_count(*n, h.cfg_file, "model_args.num_heads"));
     } else {
         c.heads = c.dim / 64;
         c.notes.push_back("heads not stated in metadata or config.json; assumed D/64 = " + std::to_string(c.heads));
@@ -333,6 +599,50 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (auto v = h.cfg_int("num_register_tokens")) agree(h.cfg_file, "num_register_tokens", *v, c.registers);
     if (h.cfg.is_object() && h.cfg.contains("use_swiglu_ffn") && h.cfg["use_swiglu_ffn"].is_boolean())
         agree(h.cfg_file, "use_swiglu_ffn", h.cfg["use_swiglu_ffn"].get<bool>(), c.mlp == MlpKind::SwiGlu);
+    if (c.layout == Layout::HFClip) {
+        if (auto v = h.cfg_int("image_size")) agree(h.cfg_file, "image_size", *v, c.native_size());
+        const auto* e = dig(h.cfg, {"projection_dim"}) ? dig(h.cfg, {"projection_dim"}) : dig(top, {"projection_dim"});
+        if (e && c.proj_dim) agree(h.cfg_file, "projection_dim", json_count(*e, h.cfg_file, "projection_dim"), c.proj_dim);
+    }
+    if (auto v = open_clip_int("width")) agree(open_clip_file, "vision_cfg.width", *v, c.dim);
+    if (auto v = open_clip_int("layers")) agree(open_clip_file, "vision_cfg.layers", *v, c.depth);
+    if (auto v = open_clip_int("patch_size")) agree(open_clip_file, "vision_cfg.patch_size", *v, c.patch);
+    if (vision_cfg) {
+        if (const auto* v = dig(*vision_cfg, {"image_size"}); v && v->is_number_integer())
+            agree(open_clip_file, "vision_cfg.image_size", v->get<long>(), c.native_size());
+        if (const auto* e = dig(open_clip, {"model_cfg", "embed_dim"}); e && c.proj_dim)
+            agree(open_clip_file, "embed_dim", json_count(*e, open_clip_file, "model_cfg.embed_dim"), c.proj_dim);
+    }
+
+    // The activation: SwiGLU from the tensors; QuickGELU where the checkpoint says so (OpenAI's
+    // CLIP weights; HF's CLIPVisionConfig and OpenCLIP without a config default to it).
+    if (c.mlp != MlpKind::SwiGlu) {
+        bool quick = false;
+        std::string why;
+        if (auto a = h.str("act")) {
+            if (*a != "gelu" && *a != "quick_gelu")
+                throw ConfigError(fpath + ": metadata act='" + *a + "' (expected gelu or quick_gelu)");
+            quick = *a == "quick_gelu";
+        } else if (c.layout == Layout::HFClip) {
+            const std::string act = h.cfg_str("hidden_act").value_or("quick_gelu");
+            if (act != "gelu" && act != "quick_gelu")
+                throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu or quick_gelu)");
+            quick = act == "quick_gelu";
+        } else if (c.layout == Layout::OpenClip) {
+            if (const auto* q = dig(open_clip, {"model_cfg", "quick_gelu"})) {
+                if (!q->is_boolean()) throw ConfigError(open_clip_file + ": 'model_cfg.quick_gelu' is not true or false");
+                quick = q->get<bool>();
+            } else if (open_clip.is_null()) {
+                quick = true;
+                why = "no open_clip_config.json beside the weights: assumed OpenAI's QuickGELU";
+            }
+        } else if (!architecture.empty()) {
+            const auto* act = dig(timm, {"model_args", "act_layer"});
+            quick = contains(architecture, "quickgelu") || (act && act->is_string() && act->get<std::string>() == "quick_gelu");
+        }
+        if (quick) c.mlp = MlpKind::QuickGelu;
+        if (!why.empty()) c.notes.push_back(why);
+    }
 
     // Attention kind: sink logits in the file mean `sink`.
     const auto stated = h.str("attention");
@@ -356,7 +666,9 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                           to_string(c.attention) +
                           (c.attention == AttentionKind::Sink && !c.has_sinks ? " with sink logit 0 in every head" : ""));
 
-    // Position-embedding resampling follows the checkpoint's origin unless stated.
+    // Position-embedding resampling follows the checkpoint's origin unless stated: OpenCLIP's
+    // resize_pos_embed and timm's resample_abs_pos_embed antialias, HF CLIP's
+    // interpolate_pos_encoding does not.
     if (auto s = h.str("pos_interp")) {
         try {
             c.pos_interp = parse_pos_interp(*s);
@@ -365,6 +677,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         }
     } else if (c.layout == Layout::HF) {
         c.pos_interp = c.registers > 0 ? PosInterp::Antialias : PosInterp::Size;
+    } else if (c.layout == Layout::HFClip) {
+        c.pos_interp = PosInterp::Size;
+    } else if (c.layout == Layout::OpenClip || c.family != Family::Dinov2 || !architecture.empty()) {
+        c.pos_interp = PosInterp::Antialias;  // (a timm hub config: timm's own DINOv2 resamples so too)
     } else {
         c.pos_interp = (c.registers > 0 || c.layout == Layout::TimmReg) ? PosInterp::Antialias : PosInterp::Offset;
     }
@@ -375,16 +691,70 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.evict_sink = true;
         c.notes.push_back("the checkpoint evicts each head's sink key on every run (calibrated sink, evicted)");
     }
+    if (c.family == Family::Clip) c.eps = 1e-5f;  // CLIP's LayerNorm in every layout
     if (auto v = h.meta_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
     else if (auto v2 = h.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v2);
     if (!(c.eps > 0)) throw ConfigError(fpath + ": layer_norm_eps must be positive");
+
+    // Preprocessing: the family's defaults, then what the configs beside the weights say, then
+    // the metadata. CLIP's eval transform resizes the short side to the input and crops it.
+    if (c.family == Family::Clip) {
+        c.mean = kClipMean;
+        c.std = kClipStd;
+        c.input_size = c.native_size();
+        c.crop_pct = 1.0;
+    }
+    if (const auto* pc = dig(open_clip, {"preprocess_cfg"})) {
+        if (const auto* m = dig(*pc, {"mean"})) c.mean = json_triple(*m, open_clip_file, "preprocess_cfg.mean");
+        if (const auto* s = dig(*pc, {"std"})) c.std = json_triple(*s, open_clip_file, "preprocess_cfg.std");
+        if (const auto* i = dig(*pc, {"interpolation"}); i && i->is_string() && i->get<std::string>() != "bicubic")
+            c.notes.push_back("open_clip_config.json asks for " + i->get<std::string>() + " resizing; vitreg resizes bicubic");
+    }
+    if (!preprocessor.is_null()) {
+        if (const auto* m = dig(preprocessor, {"image_mean"})) c.mean = json_triple(*m, preprocessor_file, "image_mean");
+        if (const auto* s = dig(preprocessor, {"image_std"})) c.std = json_triple(*s, preprocessor_file, "image_std");
+        const auto side = [&](const char* key, const char* inner) -> std::optional<long> {
+            const auto* v = dig(preprocessor, {key});
+            if (!v) return std::nullopt;
+            if (v->is_object()) v = dig(*v, {inner});
+            if (!v) return std::nullopt;
+            return json_count(*v, preprocessor_file, key);
+        };
+        const auto crop = side("crop_size", "height");
+        const auto shortest = side("size", "shortest_edge");
+        if (crop) c.input_size = static_cast<int>(*crop);
+        if (crop && shortest) c.crop_pct = static_cast<double>(*crop) / static_cast<double>(*shortest);
+    }
+    if (pretrained) {
+        const std::string pf = h.cfg_file + " pretrained_cfg";
+        if (const auto* m = dig(*pretrained, {"mean"})) c.mean = json_triple(*m, pf, "mean");
+        if (const auto* s = dig(*pretrained, {"std"})) c.std = json_triple(*s, pf, "std");
+        if (const auto* cp = dig(*pretrained, {"crop_pct"})) c.crop_pct = json_number(*cp, pf, "crop_pct");
+        if (const auto* in = dig(*pretrained, {"input_size"})) {
+            if (!in->is_array() || in->size() != 3) throw ConfigError(pf + ": 'input_size' is not [3, H, W]");
+            const long ih = json_count((*in)[1], pf, "input_size"), iw = json_count((*in)[2], pf, "input_size");
+            if (ih != iw) c.notes.push_back("pretrained_cfg input_size is " + std::to_string(iw) + "x" + std::to_string(ih) +
+                                            "; --resize eval crops a square of the height");
+            c.input_size = static_cast<int>(ih);
+        }
+        if (const auto* i = dig(*pretrained, {"interpolation"}); i && i->is_string() && i->get<std::string>() != "bicubic")
+            c.notes.push_back("pretrained_cfg asks for " + i->get<std::string>() + " resizing; vitreg resizes bicubic");
+    }
     if (auto v = h.meta_triple("image_mean")) c.mean = *v;
     if (auto v = h.meta_triple("image_std")) c.std = *v;
+    if (auto v = h.meta_float("crop_pct")) c.crop_pct = *v;
+    if (auto v = h.meta_int("input_size")) c.input_size = static_cast<int>(*v);
     for (float s : c.std)
         if (!(s > 0)) throw ConfigError(fpath + ": image_std must be positive");
+    if (!(c.crop_pct > 0 && c.crop_pct <= 1)) throw ConfigError(fpath + ": crop_pct must lie in (0, 1]");
+    if (c.input_size <= 0) throw ConfigError(fpath + ": input_size must be positive");
 
-    for (const auto& name : file_->names())
-        if (starts_with(name, prefix_)) c.parameters += file_->get(name).numel();
+    for (const auto& name : file_->names()) {
+        const bool tower = c.layout == Layout::HFClip
+                               ? starts_with(name, prefix_ + "vision_model.") || name == prefix_ + "visual_projection.weight"
+                               : starts_with(name, prefix_);
+        if (tower) c.parameters += file_->get(name).numel();
+    }
     return c;
 }
 
@@ -406,18 +776,28 @@ std::vector<std::string> weight_dirs() {
 
 std::string resolve_model_path(const std::string& spec) {
     if (is_file(spec) || is_dir(spec)) return spec;
-    if (looks_like_hub_id(spec)) {
+    const bool hf_prefix = starts_with(spec, "hf:");
+    if (hf_prefix || looks_like_hub_id(spec)) {
+        const std::string id = hf_prefix ? spec.substr(3) : spec;
+        if (!looks_like_hub_id(id)) throw CheckpointError(spec + ": not a Hugging Face hub id (hf:ORG/NAME[@REVISION])");
         std::string looked;
-        if (auto snapshot = hf_cache_snapshot(spec, &looked)) return *snapshot;
+        if (auto snapshot = hf_cache_snapshot(id, &looked)) return *snapshot;
         throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
-                              "e.g. huggingface-cli download " + spec.substr(0, spec.find('@')));
+                              "e.g. huggingface-cli download " + id.substr(0, id.find('@')));
     }
+    std::string torch_looked;
     if (spec.find('/') == std::string::npos) {
         for (const auto& d : weight_dirs()) {
             const std::string base = d + "/" + spec;
             if (is_file(base + ".safetensors")) return base + ".safetensors";
             if (is_file(base + "/model.safetensors") || is_file(base)) return base;
         }
+        // Torch hub names, after the shipped ones.
+        if (auto file = torch_hub_checkpoint(spec, &torch_looked)) return *file;
+        if (is_dinov2_hub_name(spec))
+            throw CheckpointError(spec + ": " + torch_looked + "; vitreg reads the local cache and downloads nothing: "
+                                  "fetch it first, e.g. python3 -c \"import torch; torch.hub.load('facebookresearch/dinov2', '" +
+                                  spec + "')\"");
     }
     std::string known;
     for (const auto& n : shipped_models()) known += (known.empty() ? "" : ", ") + n;

@@ -1,5 +1,7 @@
 #include "vitreg/config.hpp"
 
+#include <cmath>
+
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -22,13 +24,37 @@ std::string to_string(PosInterp p) {
     return "?";
 }
 
-std::string to_string(MlpKind m) { return m == MlpKind::Gelu ? "gelu" : "swiglu"; }
+std::string to_string(MlpKind m) {
+    switch (m) {
+        case MlpKind::Gelu: return "gelu";
+        case MlpKind::QuickGelu: return "quick_gelu";
+        case MlpKind::SwiGlu: return "swiglu";
+    }
+    return "?";
+}
+
+std::string to_string(Family f) {
+    switch (f) {
+        case Family::Dinov2: return "dinov2";
+        case Family::Timm: return "timm";
+        case Family::Clip: return "clip";
+    }
+    return "?";
+}
+
+std::string to_string(Pool p) { return p == Pool::Token ? "token" : "avg"; }
+
+int Config::eval_resize() const {
+    return static_cast<int>(std::floor(static_cast<double>(input_size) / crop_pct));
+}
 
 std::string to_string(Layout l) {
     switch (l) {
         case Layout::Dinov2: return "dinov2";
         case Layout::TimmReg: return "timm-reg";
         case Layout::HF: return "hf";
+        case Layout::OpenClip: return "open-clip";
+        case Layout::HFClip: return "hf-clip";
     }
     return "?";
 }

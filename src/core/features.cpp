@@ -51,6 +51,12 @@ FeatureAgreement agreement(const Features& got, const Features& want) {
 }
 
 std::vector<float> Features::pooled_of(int b) const {
+    if (pooled.empty()) return mean_patch_of(b);
+    const float* p = pooled.data() + static_cast<std::size_t>(b) * dim;
+    return std::vector<float>(p, p + dim);
+}
+
+std::vector<float> Features::mean_patch_of(int b) const {
     std::vector<double> acc(static_cast<std::size_t>(dim), 0.0);
     const float* p = patches_of(b);
     const int n = patch_count();

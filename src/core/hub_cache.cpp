@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <vector>
 
 namespace vitreg {
@@ -14,6 +15,10 @@ namespace {
 bool is_dir(const std::string& p) {
     struct stat st {};
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+bool is_file(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 std::string env(const char* name) {
@@ -65,6 +70,29 @@ std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::strin
     const std::string snapshot = repo + "/snapshots/" + commit;
     if (!is_dir(snapshot)) return say("revision '" + revision + "' is not cached (no " + snapshot + ")");
     return snapshot;
+}
+
+std::string torch_hub_checkpoints_dir() {
+    std::string home = env("TORCH_HOME");
+    if (home.empty()) home = (env("XDG_CACHE_HOME").empty() ? env("HOME") + "/.cache" : env("XDG_CACHE_HOME")) + "/torch";
+    return home + "/hub/checkpoints";
+}
+
+std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::string* looked) {
+    if (!is_name_part(name) || name[0] == '.') {
+        if (looked) *looked = "'" + name + "' is not a torch hub name";
+        return std::nullopt;
+    }
+    const std::string dir = torch_hub_checkpoints_dir();
+    for (const std::string& candidate : {dir + "/" + name + "_pretrain.pth", dir + "/" + name + ".pth"})
+        if (is_file(candidate)) return candidate;
+    if (looked) *looked = "not in the torch hub cache (no " + name + "_pretrain.pth nor " + name + ".pth in " + dir + ")";
+    return std::nullopt;
+}
+
+bool is_dinov2_hub_name(const std::string& name) {
+    static const std::regex pattern("dinov2_vit[sblg]14(_reg4)?");
+    return std::regex_match(name, pattern);
 }
 
 }  // namespace vitreg

@@ -1,5 +1,6 @@
 #pragma once
-// Models already in a local hub cache, found by the names users know ("facebook/dinov2-small").
+// Models already in a local hub cache, found by the names users know ("facebook/dinov2-small",
+// "dinov2_vits14_reg4").
 // vitreg reads these caches and never downloads: a model that is not there is an error that
 // says where it looked and how to fetch it.
 #include <optional>
@@ -17,5 +18,18 @@ bool looks_like_hub_id(const std::string& spec);
 // (models--ORG--NAME/refs/main holding the commit, snapshots/<commit>/ its files).
 // nullopt when it is not cached; `looked` then says where the search went.
 std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::string* looked);
+
+// The torch hub checkpoint folder: $TORCH_HOME/hub/checkpoints, TORCH_HOME defaulting to
+// $XDG_CACHE_HOME/torch, else ~/.cache/torch (as torch.hub.get_dir()).
+std::string torch_hub_checkpoints_dir();
+
+// The file torch.hub.load keeps for entry point `name` ("dinov2_vits14_reg4"): NAME_pretrain.pth
+// (DINOv2's naming) or NAME.pth in torch_hub_checkpoints_dir(). nullopt when `name` is not a
+// plain name or neither file is there; `looked` then says where the search went.
+std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::string* looked);
+
+// True for DINOv2's torch hub entry points, dinov2_vit{s,b,l,g}14 with an optional _reg4: the
+// names whose missing file gets a fetch command in the error.
+bool is_dinov2_hub_name(const std::string& name);
 
 }  // namespace vitreg

@@ -97,8 +97,9 @@ std::vector<std::uint8_t> eviction_mask(const Eviction& e, const Trace& t, Atten
     const std::size_t N = static_cast<std::size_t>(t.tokens);
     std::vector<std::uint8_t> mask(static_cast<std::size_t>(t.layers) * t.batch * t.heads * N, 0);
     std::vector<std::uint8_t> always(N, 0);  // the same keys in every layer, image and head
-    for (const auto& token : e.tokens) always[static_cast<std::size_t>(token.token_index(t.registers, t.grid_h, t.grid_w))] = 1;
-    if (e.registers) std::fill(always.begin() + 1, always.begin() + 1 + t.registers, std::uint8_t(1));
+    for (const auto& token : e.tokens) always[static_cast<std::size_t>(token.token_index(t.registers, t.grid_h, t.grid_w, t.class_token))] = 1;
+    if (e.registers)
+        std::fill(always.begin() + t.register_offset(), always.begin() + t.patch_offset(), std::uint8_t(1));
     if (e.sink && t.key_mass.empty()) throw Error("eviction_mask: the first forward recorded no key mass");
     if (e.artifacts && t.norms.empty()) throw Error("eviction_mask: the first forward recorded no norms");
     ArtifactRules rules;

@@ -121,6 +121,9 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
         if (epilogue == Epilogue::BiasGelu) {
             auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
             a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
+        } else if (epilogue == Epilogue::BiasQuickGelu) {
+            auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
+            a = a / (1.0f + (-1.702f * a).exp());
         }
     });
 }

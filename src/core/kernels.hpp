@@ -53,6 +53,7 @@ struct Norm {
 enum class Epilogue {
     Bias,          // out = y + b
     BiasGelu,      // out = gelu(y + b), exact erf GELU
+    BiasQuickGelu, // out = z * sigmoid(1.702 z), z = y + b (OpenAI CLIP's QuickGELU)
     ScaledResidual  // out += scale ⊙ (y + b)   (LayerScale and the residual add)
 };
 

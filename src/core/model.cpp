@@ -46,7 +46,9 @@ struct LinearLoader {
     const Int8Calibration* calibration;  // null: per token
     std::string calibration_path;
 
-    Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {}) const {
+    // `bias` false: the checkpoint has none (CLIP's patch embedding, qkv_bias=False); zeros.
+    Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {},
+                      bool bias = true) const {
         if (stored.empty()) stored = {out, in};
         const auto w = ck.load(name + ".weight", stored);
         std::optional<quant::AffineU8> fixed;
@@ -56,7 +58,9 @@ struct LinearLoader {
                 throw IoError(calibration_path + ": has no range for " + name + " (calibrated for another model?)");
             fixed = quant::affine_u8(it->second.min, it->second.max);
         }
-        Linear l = kernels::make_linear(w.data(), out, in, to_vector(ck.load(name + ".bias", {out})), precision, fixed);
+        Linear l = kernels::make_linear(w.data(), out, in,
+                                        bias ? to_vector(ck.load(name + ".bias", {out})) : Eigen::VectorXf::Zero(out),
+                                        precision, fixed);
         l.name = name;
         return l;
     }
@@ -85,11 +89,14 @@ struct Model::Impl {
     std::string path;
     PrecisionOptions precision;
     Linear patch_embed;          // [3*p*p → D], input ordered (channel, ky, kx) like the conv weight
-    Eigen::VectorXf cls;         // CLS token with its position embedding added
+    Eigen::VectorXf cls;         // CLS token with its position embedding added (when it has one)
     RowMatrix registers;         // [R, D], no position embedding
     std::vector<float> pos_grid;  // [M*M, D] patch position embeddings
     std::vector<Block> blocks;
-    Norm norm;
+    Norm norm_pre;               // config.pre_norm
+    Norm norm;                   // config.final_norm
+    Norm fc_norm;                // config.fc_norm
+    RowMatrix proj;              // [D, E] when config.proj_dim
 
     mutable std::mutex pos_mutex;
     mutable std::map<std::pair<int, int>, std::shared_ptr<const std::vector<float>>> pos_cache;
@@ -156,21 +163,22 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, per_tensor ? &calibration : nullptr, precision.scales};
 
-    impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p});
-    const auto cls = ck.load("cls_token", {1, 1, D});
-    impl->cls = to_vector(cls);
+    impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
+    if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));
     if (c.registers > 0) {
         const auto r = ck.load("register_tokens", {1, c.registers, D});
         impl->registers = Eigen::Map<const RowMatrix>(r.data(), c.registers, D);
     }
-    if (c.layout == Layout::TimmReg) {
-        // timm folded pos_embed[0] into cls_token; pos_embed covers patches only.
+    if (!c.pos_embed_class) {
+        // timm no_embed_class: pos_embed covers the patches only (timm's converted DINOv2-reg
+        // folded pos_embed[0] into cls_token).
         impl->pos_grid = ck.load("pos_embed", {1, M * M, D});
     } else {
         auto pos = ck.load("pos_embed", {1, 1 + M * M, D});
         impl->cls += Eigen::Map<const Eigen::VectorXf>(pos.data(), D);
         impl->pos_grid.assign(pos.begin() + D, pos.end());
     }
+    if (c.pre_norm) impl->norm_pre = load_norm(ck, "norm_pre", D);
 
     const bool swiglu = c.mlp == MlpKind::SwiGlu;
     for (int i = 0; i < c.depth; ++i) {
@@ -178,7 +186,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         Block blk;
         blk.norm1 = load_norm(ck, b + "norm1", D);
         blk.norm2 = load_norm(ck, b + "norm2", D);
-        blk.qkv = load_linear(b + "attn.qkv", 3 * D, D);
+        blk.qkv = load_linear(b + "attn.qkv", 3 * D, D, {}, c.qkv_bias);
         blk.proj = load_linear(b + "attn.proj", D, D);
         if (swiglu) {
             blk.fc1 = load_linear(b + "mlp.w12", 2 * c.mlp_hidden, D);
@@ -192,7 +200,12 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         blk.sinks = c.has_sinks ? to_vector(ck.load(b + "attn.sinks", {c.heads})) : Eigen::VectorXf::Zero(c.heads);
         impl->blocks.push_back(std::move(blk));
     }
-    impl->norm = load_norm(ck, "norm", D);
+    if (c.final_norm) impl->norm = load_norm(ck, "norm", D);
+    if (c.fc_norm) impl->fc_norm = load_norm(ck, "fc_norm", D);
+    if (c.proj_dim > 0) {
+        const auto w = ck.load("proj", {D, c.proj_dim});
+        impl->proj = Eigen::Map<const RowMatrix>(w.data(), D, c.proj_dim);
+    }
 
     Model m;
     m.impl_ = std::move(impl);
@@ -223,7 +236,7 @@ double Model::flops_per_image(int height, int width) const {
     const Config& c = impl_->config;
     const double D = c.dim, H = c.mlp_hidden, p = c.patch;
     const double patches = double(height / c.patch) * double(width / c.patch);
-    const double N = 1 + registers() + patches;
+    const double N = c.prefix_tokens() + registers() + patches;
     const double mlp = c.mlp == MlpKind::SwiGlu ? 2 * N * D * 2 * H + 2 * N * H * D : 2 * N * D * H * 2;
     const double block = 2 * N * D * 3 * D + 2 * 2 * N * N * D + 2 * N * D * D + mlp;
     return 2 * patches * 3 * p * p * D + c.depth * block;
@@ -231,7 +244,7 @@ double Model::flops_per_image(int height, int width) const {
 
 std::int64_t Model::tokens(int height, int width) const {
     const Config& c = impl_->config;
-    return 1 + registers() + std::int64_t(height / c.patch) * (width / c.patch);
+    return c.prefix_tokens() + registers() + std::int64_t(height / c.patch) * (width / c.patch);
 }
 
 void Model::check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const {
@@ -254,8 +267,9 @@ void check_layers(const std::vector<int>& layers, int depth, const char* what) {
 // Sizes the trace's arrays for what the probe asks; returns each token's query slot.
 std::vector<int> prepare_trace(const Probe& probe, const Config& c, int registers, int test_time_registers, int batch,
                                int gh, int gw, Trace& t) {
-    const int N = 1 + registers + gh * gw;
+    const int N = c.prefix_tokens() + registers + gh * gw;
     t = Trace{};
+    t.class_token = c.class_token;
     t.batch = batch;
     t.layers = c.depth;
     t.heads = c.heads;
@@ -404,7 +418,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     const Config& c = config;
     const int D = c.dim, p = c.patch, K = edit.test_time_registers, R = c.registers + K;  // R: all registers
     const int gh = height / p, gw = width / p, np = gh * gw;
-    const int N = 1 + R + np, rows = batch * N;
+    const int P = c.prefix_tokens();  // the class token, when the model has one
+    const int N = P + R + np, rows = batch * N;
     const int pp3 = 3 * p * p;
     const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
     float* x = gemm::at_least(ws.x, static_cast<std::size_t>(rows) * D);
@@ -442,19 +457,25 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                     }
             }
 
-    // Tokens [CLS, registers, test-time registers, patches]; position embeddings on CLS and
-    // patches only; test-time registers start at zero.
+    // Tokens [CLS, registers, test-time registers, patches] (no CLS without a class token);
+    // position embeddings on CLS (unless no_embed_class) and patches only; then norm_pre over
+    // every token; test-time registers enter the blocks as zeros.
     const auto pos = pos_for(gh, gw);
     record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
     for (int b = 0; b < batch; ++b) {
         float* seq = x + static_cast<std::size_t>(b) * N * D;
-        float* patch_rows = seq + static_cast<std::size_t>(1 + R) * D;
+        float* patch_rows = seq + static_cast<std::size_t>(P + R) * D;
         kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias,
                         ws.lowp);
-        Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
-        if (c.registers) Eigen::Map<RowMatrix>(seq + D, c.registers, D) = registers;
-        if (K) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(1 + c.registers) * D, K, D).setZero();
+        if (P) Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
+        if (c.registers) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P) * D, c.registers, D) = registers;
+        if (K) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P + c.registers) * D, K, D).setZero();
         Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
+    }
+    if (c.pre_norm) {
+        kernels::layer_norm(x, rows, D, norm_pre, c.eps, x);
+        for (int b = 0; b < batch && K; ++b)
+            Eigen::Map<RowMatrix>(x + (static_cast<std::size_t>(b) * N + P + c.registers) * D, K, D).setZero();
     }
 
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
@@ -485,15 +506,17 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
             linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
             kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
         } else {
-            linear(normed, rows, blk.fc1, hidden, Epilogue::BiasGelu);
+            linear(normed, rows, blk.fc1, hidden, c.mlp == MlpKind::QuickGelu ? Epilogue::BiasQuickGelu : Epilogue::BiasGelu);
         }
         for (const auto& n : edit.register_neurons)
-            if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, 1 + c.registers, K);
+            if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, P + c.registers, K);
         linear(activation, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         record_layer(*probe, layer, x, D, activation, *trace);
     }
-    kernels::layer_norm(x, rows, D, norm, c.eps, normed);
-    if (probe->blocks_normed && !trace->blocks.empty())
+    // The final norm over every token (identity for timm's avg pool with fc_norm).
+    if (c.final_norm) kernels::layer_norm(x, rows, D, norm, c.eps, normed);
+    else std::copy(x, x + static_cast<std::size_t>(rows) * D, normed);
+    if (probe->blocks_normed && !trace->blocks.empty() && c.final_norm)
         kernels::layer_norm(trace->blocks.data(), static_cast<int>(trace->block_layers.size()) * rows, D, norm, c.eps,
                             trace->blocks.data());
 
@@ -509,10 +532,31 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     f.patches.resize(static_cast<std::size_t>(batch) * np * D);
     for (int b = 0; b < batch; ++b) {
         const float* seq = normed + static_cast<std::size_t>(b) * N * D;
-        std::copy(seq, seq + D, f.cls.begin() + static_cast<std::size_t>(b) * D);
-        std::copy(seq + D, seq + static_cast<std::size_t>(1 + R) * D, f.reg_tokens.begin() + static_cast<std::size_t>(b) * R * D);
-        std::copy(seq + static_cast<std::size_t>(1 + R) * D, seq + static_cast<std::size_t>(N) * D,
+        if (P) std::copy(seq, seq + D, f.cls.begin() + static_cast<std::size_t>(b) * D);
+        std::copy(seq + static_cast<std::size_t>(P) * D, seq + static_cast<std::size_t>(P + R) * D,
+                  f.reg_tokens.begin() + static_cast<std::size_t>(b) * R * D);
+        std::copy(seq + static_cast<std::size_t>(P + R) * D, seq + static_cast<std::size_t>(N) * D,
                   f.patches.begin() + static_cast<std::size_t>(b) * np * D);
+    }
+    // pooled: the mean of the output patch tokens, then fc_norm where the model has one. Without
+    // a class token, `cls` is the pooled feature (what the model's own head reads).
+    f.pooled.resize(static_cast<std::size_t>(batch) * D);
+    for (int b = 0; b < batch; ++b) {
+        const auto mean = f.mean_patch_of(b);
+        std::copy(mean.begin(), mean.end(), f.pooled.begin() + static_cast<std::size_t>(b) * D);
+    }
+    if (c.fc_norm) kernels::layer_norm(f.pooled.data(), batch, D, fc_norm, c.eps, f.pooled.data());
+    if (!P) f.cls = f.pooled;
+    if (c.proj_dim > 0) {
+        f.embedding_dim = c.proj_dim;
+        f.embedding.resize(static_cast<std::size_t>(batch) * c.proj_dim);
+        // Row by row in one fixed order: an image's embedding does not depend on its batch.
+        for (int b = 0; b < batch; ++b)
+            for (int e = 0; e < c.proj_dim; ++e) {
+                double acc = 0;
+                for (int d = 0; d < D; ++d) acc += static_cast<double>(f.cls[static_cast<std::size_t>(b) * D + d]) * proj(d, e);
+                f.embedding[static_cast<std::size_t>(b) * c.proj_dim + e] = static_cast<float>(acc);
+            }
     }
     return f;
 }

@@ -46,18 +46,23 @@ std::string TokenRef::to_string() const {
     return "?";
 }
 
-int TokenRef::token_index(int registers, int grid_h, int grid_w) const {
+int TokenRef::token_index(int registers, int grid_h, int grid_w, bool class_token) const {
+    const int first = class_token ? 1 : 0;
     switch (kind) {
-        case Kind::Cls: return 0;
+        case Kind::Cls:
+            if (!class_token)
+                throw UsageError("token cls: the model has no class token (its pooled feature is the mean of the "
+                                 "patches); name a patch (patch:R,C) or a register (reg:K)");
+            return 0;
         case Kind::Register:
             if (index >= registers)
                 throw UsageError("token " + to_string() + ": the model has " + std::to_string(registers) + " registers");
-            return 1 + index;
+            return first + index;
         case Kind::Patch:
             if (row >= grid_h || col >= grid_w)
                 throw UsageError("token " + to_string() + " lies outside the " + std::to_string(grid_h) + "x" +
                                  std::to_string(grid_w) + " patch grid");
-            return 1 + registers + row * grid_w + col;
+            return first + registers + row * grid_w + col;
     }
     return 0;
 }

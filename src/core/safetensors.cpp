@@ -16,17 +16,6 @@
 
 namespace vitreg {
 
-std::string to_string(DType d) {
-    switch (d) {
-        case DType::F32: return "F32";
-        case DType::F16: return "F16";
-        case DType::BF16: return "BF16";
-    }
-    return "?";
-}
-
-std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
-
 float half_to_float(std::uint16_t h) {
     const std::uint32_t sign = (h & 0x8000u) << 16;
     std::uint32_t exp = (h >> 10) & 0x1f;
@@ -80,34 +69,6 @@ float bf16_to_float(std::uint16_t b) {
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
-}
-
-std::int64_t TensorView::numel() const {
-    std::int64_t n = 1;
-    for (auto s : shape) n *= s;
-    return n;
-}
-
-std::string TensorView::shape_string() const {
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-std::vector<float> TensorView::to_float() const {
-    const auto n = static_cast<std::size_t>(numel());
-    std::vector<float> out(n);
-    if (dtype == DType::F32) {
-        std::memcpy(out.data(), data, n * 4);
-    } else {
-        const bool half = dtype == DType::F16;
-        for (std::size_t i = 0; i < n; ++i) {
-            std::uint16_t v;
-            std::memcpy(&v, data + 2 * i, 2);
-            out[i] = half ? half_to_float(v) : bf16_to_float(v);
-        }
-    }
-    return out;
 }
 
 namespace {
@@ -233,12 +194,7 @@ SafetensorsFile::~SafetensorsFile() {
     if (map_) ::munmap(map_, map_size_);
 }
 
-void SafetensorsFile::release(const TensorView& tensor) const {
-    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const auto begin = reinterpret_cast<std::uintptr_t>(tensor.data), end = begin + tensor.nbytes;
-    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
-    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-}
+void SafetensorsFile::release(const TensorView& tensor) const { drop_pages(tensor.data, tensor.nbytes); }
 
 bool SafetensorsFile::has(const std::string& name) const { return tensors_.count(name) != 0; }
 
@@ -252,12 +208,6 @@ std::vector<std::string> SafetensorsFile::names() const {
     std::vector<std::string> out;
     for (const auto& kv : tensors_) out.push_back(kv.first);
     return out;
-}
-
-DType SafetensorsFile::dominant_dtype() const {
-    std::size_t bytes[3] = {0, 0, 0};
-    for (const auto& kv : tensors_) bytes[static_cast<int>(kv.second.dtype)] += kv.second.nbytes;
-    return static_cast<DType>(std::max_element(bytes, bytes + 3) - bytes);
 }
 
 }  // namespace vitreg

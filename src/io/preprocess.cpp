@@ -42,6 +42,13 @@ ResizeSpec ResizeSpec::parse(const std::string& text) {
     return r;
 }
 
+ResizeSpec ResizeSpec::for_model(const Config& config) const {
+    ResizeSpec r = *this;
+    r.eval_crop = config.input_size;
+    r.eval_resize = std::max(config.eval_resize(), config.input_size);
+    return r;
+}
+
 std::string ResizeSpec::to_string() const {
     switch (mode) {
         case Mode::Eval: return "eval";
@@ -78,7 +85,7 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
         case ResizeSpec::Mode::Eval: {
             // torchvision Resize(256): the long side becomes int(256 * long / short);
             // CenterCrop rounds half to even (Python round), as nearbyint does.
-            constexpr int kShort = 256, kCrop = 224;
+            const int kShort = spec.eval_resize, kCrop = spec.eval_crop;
             if (sw <= sh) {
                 g.resized_width = kShort;
                 g.resized_height = resized_side(static_cast<long long>(kShort) * sh / sw, name, sw, sh, spec, kShort);
@@ -90,7 +97,8 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
             g.crop_top = static_cast<int>(std::nearbyint((g.resized_height - kCrop) / 2.0));
             g.crop_left = static_cast<int>(std::nearbyint((g.resized_width - kCrop) / 2.0));
             if (kCrop % patch)
-                throw UsageError("--resize eval crops to 224, not a multiple of the patch size " + std::to_string(patch) +
+                throw UsageError("--resize eval crops to " + std::to_string(kCrop) + ", not a multiple of the patch size " +
+                                 std::to_string(patch) +
                                  "; use WxH, short:N or long:N");
             return g;
         }
@@ -162,6 +170,15 @@ Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const s
                     hwc[(static_cast<std::size_t>(y + top) * stride_w + x + left) * 3 + c] * a + b;
     }
     return px;
+}
+
+}  // namespace vitreg
+
+namespace vitreg {
+
+Pixels preprocess(const Image& image, const ResizeSpec& spec, const Config& config, const std::string& name,
+                  Geometry* geometry) {
+    return preprocess(image, spec.for_model(config), config.patch, config.mean, config.std, name, geometry);
 }
 
 }  // namespace vitreg

@@ -98,7 +98,7 @@ std::string describe(const Exploration& e, const ViewState& s) {
     const QueryAttention& a = e.rows(s.layer, s.query);
     const auto row = shown_row(a, t.heads, t.tokens, s.head);
     double on_regs = 0;
-    for (int r = 0; r < t.registers; ++r) on_regs += row[1 + r];
+    for (int r = 0; r < t.registers; ++r) on_regs += row[t.register_offset() + r];
     double abst = 0;
     if (s.head >= 0) {
         abst = a.abstention[s.head];
@@ -106,13 +106,14 @@ std::string describe(const Exploration& e, const ViewState& s) {
         for (float v : a.abstention) abst = s.head == ViewState::kMaxHead ? std::max<double>(abst, v) : abst + v / t.heads;
     }
     std::string query;
-    if (s.query == 0) query = "cls";
-    else if (s.query <= t.registers)
-        query = "reg:" + std::to_string(s.query - 1) + (s.query > t.registers - t.test_time_registers ? " (test-time)" : "");
+    const int reg = s.query - t.register_offset();
+    if (t.class_token && s.query == 0) query = "cls";
+    else if (s.query < t.patch_offset())
+        query = "reg:" + std::to_string(reg) + (reg >= t.registers - t.test_time_registers ? " (test-time)" : "");
     else query = "patch:" + std::to_string((s.query - t.patch_offset()) / t.grid_w) + "," + std::to_string((s.query - t.patch_offset()) % t.grid_w);
     return e.label() + " | " + to_string(s.mode) + " | layer " + std::to_string(s.layer) + "/" + std::to_string(t.layers - 1) +
            " | head " + head_name(s.head) + " | query " + query + fmt(" | norm %.2f", t.norms_of(s.layer, 0)[s.query]) +
-           fmt(" | on CLS %.3f", row[0]) + fmt(" | on registers %.3f", on_regs) + fmt(" | abstention %.3f", abst);
+           (t.class_token ? fmt(" | on CLS %.3f", row[0]) : std::string()) + fmt(" | on registers %.3f", on_regs) + fmt(" | abstention %.3f", abst);
 }
 
 cv::Mat render_view(const Exploration& e, const ViewState& s) {

@@ -101,7 +101,53 @@ def test_features_match_the_reference_fixtures(case):
     B, h, w, D = out["patch"].shape
     assert (h * m.config["patch"], w * m.config["patch"]) == (case["height"], case["width"])
     assert relative_error(out["patch"].reshape(B, h * w, D), want["patches"]) < TOLERANCE
-    assert np.allclose(out["pooled"], out["patch"].mean(axis=(1, 2)), atol=1e-6)
+    config = case["config"]
+    assert m.config["family"] == config.get("family", "dinov2")
+    if "pooled" in want:  # the other families: fc_norm'd means, and cls = pooled without a class token
+        assert relative_error(out["pooled"], want["pooled"]) < TOLERANCE
+    else:
+        assert np.allclose(out["pooled"], out["patch"].mean(axis=(1, 2)), atol=1e-6)
+    if config.get("proj_dim", 0):
+        assert out["embedding"].shape == (B, config["proj_dim"])
+        assert relative_error(out["embedding"], want["embedding"]) < TOLERANCE
+    else:
+        assert "embedding" not in out
+
+
+@pytest.mark.parametrize("name", ["open_clip_quickgelu", "timm_avg_fcnorm", "timm_deit3"])
+def test_interventions_on_the_other_families_match_the_reference_run_live(name):
+    """Test-time registers (zeros after norm_pre, after the class token when there is one) and the
+    eviction of fixed keys on a CLIP tower and two timm models, against the reference in float64."""
+    path = os.path.join(FIXTURES, "models", name)
+    cfg, weights = ref.load_model(path)
+    x = np.random.default_rng(7).standard_normal((2, 3, 2 * cfg.patch, 3 * cfg.patch)).astype(np.float32)
+    m = vitreg.Model(path, ttr=1, register_neurons="1:3")
+    want = ref.forward(cfg, weights, torch.from_numpy(x), intervention=ref.Intervention(ttr=1, neurons=((1, 3),)))
+    out = m.forward(x)
+    assert out["registers"].shape == (2, 1, cfg.dim)
+    for key, got in (("cls", out["cls"]), ("registers", out["registers"]), ("pooled", out["pooled"])):
+        assert relative_error(got, want[key]) < TOLERANCE, key
+    # patch:0,1 evicted from every head's keys: token P + 1 (P = 1 with a class token, else 0)
+    P = 1 if cfg.class_token else 0
+    mask = ref.eviction_mask(2, cfg.depth, cfg.heads, P + 6, tokens=(P + 1,))
+    want = ref.forward(cfg, weights, torch.from_numpy(x), intervention=ref.Intervention(evict=mask))
+    out = vitreg.Model(path, evict="patch:0,1").forward(x)
+    assert relative_error(out["patch"].reshape(2, 6, -1), want["patches"]) < TOLERANCE
+    if cfg.proj_dim:
+        assert relative_error(out["embedding"], want["embedding"]) < TOLERANCE
+
+
+def test_extract_project_writes_the_clip_embedding(tmp_path):
+    m = vitreg.Model(os.path.join(FIXTURES, "models", "open_clip_quickgelu"))
+    image = os.path.join(ASSETS, "chelsea.png")
+    vitreg.extract(m, [image], tmp_path / "out", project=True)
+    embedding = np.load(tmp_path / "out" / "embedding.npy")
+    want = m.forward(m.preprocess(image)[None])["embedding"]
+    assert embedding.shape == (1, 16)
+    np.testing.assert_array_equal(embedding, want)
+    with pytest.raises(vitreg.UsageError, match="has no projection"):
+        vitreg.extract(vitreg.Model(os.path.join(FIXTURES, "models", "timm_deit3")), [image], tmp_path / "deit",
+                       project=True)
 
 
 def test_a_trace_matches_the_pytorch_reference_run_live():
@@ -317,6 +363,24 @@ def test_errors_arrive_as_vitreg_exceptions_with_vitreg_messages(model, tmp_path
     with pytest.raises(vitreg.UsageError, match="holds a run of another"):
         vitreg.extract(model, ASSETS, str(tmp_path / "o2"))
         vitreg.extract(model, ASSETS, str(tmp_path / "o2"), resize="none")
+
+
+def test_pytorch_files_load_with_a_key_as_their_safetensors_original(tmp_path):
+    torch_dir = os.path.join(FIXTURES, "torch")
+    want = vitreg.Model(os.path.join(FIXTURES, "models", "nometa_f32.safetensors"))
+    x = np.random.default_rng(0).standard_normal((1, 3, 20, 12)).astype(np.float32)
+    got = vitreg.Model(os.path.join(torch_dir, "nested_model.pth"), key="model")
+    assert np.array_equal(got.forward(x)["cls"], want.forward(x)["cls"])
+    with pytest.raises(vitreg.CheckpointError, match="small_key.pth: no state dict"):
+        vitreg.Model(os.path.join(torch_dir, "small_key.pth"))
+    marker = tmp_path / "payload-ran"
+    os.environ["VITREG_PICKLE_MARKER"] = str(marker)
+    try:
+        with pytest.raises(vitreg.CheckpointError, match="refusing to unpickle posix.system"):
+            vitreg.Model(os.path.join(torch_dir, "evil_system.pth"))
+    finally:
+        del os.environ["VITREG_PICKLE_MARKER"]
+    assert not marker.exists()
 
 
 def test_help_reads_well():

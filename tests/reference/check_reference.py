@@ -22,6 +22,9 @@
      register-neuron edit recomputed layer by layer; sink calibration's mass function is
      increasing and its bisection brackets the target; the intervention fixtures on disk are
      what the reference computes now;
+  i. the other families (DESIGN §7): QuickGELU by hand, the second forward on every family
+     fixture spec, one CLIP tower in the open_clip, hf_clip and timm layouts (configs and text
+     towers included) loading to the same facts and outputs, no_embed_class as a zero class row;
   h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
      and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
      weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
@@ -162,18 +165,26 @@ def check_design_resampling():
 # --- b. a second forward ------------------------------------------------------------------------
 
 def alt_forward(cfg, w, images):
+    """A second forward, written apart from the reference's; the other families' flags too
+    (no class token, no_embed_class, norm_pre, missing biases, QuickGELU, fc_norm, proj)."""
     x = images.double()
     B, _, H, W = x.shape
     p, D, R = cfg.patch, cfg.dim, cfg.registers
     h0, w0 = H // p, W // p
+    C = 1 if "cls_token" in w else 0                                       # class tokens
     cols = F.unfold(x, kernel_size=p, stride=p).transpose(1, 2)            # [B, h0*w0, 3*p*p]
-    patches = cols @ w["patch_embed.proj.weight"].reshape(D, -1).T + w["patch_embed.proj.bias"]
+    patches = cols @ w["patch_embed.proj.weight"].reshape(D, -1).T
+    if "patch_embed.proj.bias" in w:
+        patches = patches + w["patch_embed.proj.bias"]
     pos = w["pos_embed"][0]
-    tokens = torch.zeros(B, 1 + R + h0 * w0, D, dtype=torch.float64)
-    tokens[:, 0] = w["cls_token"].reshape(D) + pos[0]
+    class_row = pos.shape[0] == 1 + cfg.grid * cfg.grid                     # else no_embed_class
+    tokens = torch.zeros(B, C + R + h0 * w0, D, dtype=torch.float64)
+    if C:
+        tokens[:, 0] = w["cls_token"].reshape(D) + (pos[0] if class_row else 0)
     if R:
-        tokens[:, 1:1 + R] = w["register_tokens"][0]
-    tokens[:, 1 + R:] = patches + design_resample(pos[1:], cfg.grid, h0, w0, cfg.pos_interp)
+        tokens[:, C:C + R] = w["register_tokens"][0]
+    tokens[:, C + R:] = patches + design_resample(pos[1:] if class_row else pos, cfg.grid, h0, w0,
+                                                  cfg.pos_interp)
 
     def ln(t, name):
         mu = t.mean(-1, keepdim=True)
@@ -181,7 +192,11 @@ def alt_forward(cfg, w, images):
         return (t - mu) / torch.sqrt(var + cfg.eps) * w[name + ".weight"] + w[name + ".bias"]
 
     def lin(t, name):
-        return t @ w[name + ".weight"].T + w[name + ".bias"]
+        y = t @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    if "norm_pre.weight" in w:
+        tokens = ln(tokens, "norm_pre")
 
     hd = D // cfg.heads
     x = tokens
@@ -212,6 +227,10 @@ def alt_forward(cfg, w, images):
             x1, x2 = u[..., :u.shape[-1] // 2], u[..., u.shape[-1] // 2:]
             g = x1 * torch.sigmoid(x1) * x2
             m = lin(g, b + "mlp.w3")
+        elif cfg.mlp == "quick_gelu":
+            u = lin(hn, b + "mlp.fc1")
+            g = u / (1 + torch.exp(-1.702 * u))
+            m = lin(g, b + "mlp.fc2")
         else:
             u = lin(hn, b + "mlp.fc1")
             g = 0.5 * u * (1 + torch.erf(u / math.sqrt(2)))
@@ -222,17 +241,26 @@ def alt_forward(cfg, w, images):
         layers["logits"].append(torch.stack(zs, dim=1))
         layers["mlp_hidden"].append(g)
         layers["blocks"].append(x)
-    xn = ln(x, "norm")
+    def final(t):
+        return ln(t, "norm") if "norm.weight" in w else t
+
+    xn = final(x)
     trace = {k: torch.stack(v, dim=1) for k, v in layers.items()}  # [B, L, ...]
-    trace["blocks_normed"] = ln(trace["blocks"], "norm")
+    trace["blocks_normed"] = final(trace["blocks"])
     outputs = trace["blocks"].numpy()                                 # [B, L, N, D]
     values = outputs.reshape(*outputs.shape[:2], -1)
     centered = values - values.mean(axis=-1, keepdims=True)
     trace.update(norms=np.sqrt((outputs ** 2).sum(axis=-1)), inf_norm=np.abs(values).max(axis=-1),
                  kurtosis=(centered ** 4).mean(axis=-1) / (centered ** 2).mean(axis=-1) ** 2,
                  key_mass=trace["attn"].sum(dim=-2) / trace["attn"].shape[-1])
-    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x,
-            "trace": trace}
+    pooled = xn[:, C + R:].sum(dim=1) / (h0 * w0)
+    if "fc_norm.weight" in w:
+        pooled = ln(pooled, "fc_norm")
+    out = {"cls": xn[:, 0] if C else pooled, "registers": xn[:, C:C + R], "patches": xn[:, C + R:],
+           "pooled": pooled, "prenorm": x, "trace": trace}
+    if "proj" in w:
+        out["embedding"] = torch.einsum("bd,de->be", out["cls"], w["proj"])
+    return out
 
 
 def forward_difference(a, b):
@@ -272,11 +300,13 @@ def check_alternative_forward():
 
 # --- d. the three layouts ----------------------------------------------------------------------
 
+DINOV2_LAYOUTS = {name: ref.LAYOUTS[name] for name in ("dinov2", "timm_reg", "hf")}
+
 def check_layouts():
     for spec in (fx.ModelSpec("check_layouts", "dinov2", registers=2),
                  fx.ModelSpec("check_layouts_swiglu", "dinov2", registers=2, mlp="swiglu")):
         canonical = fx.random_weights(spec)
-        for name, layout in ref.LAYOUTS.items():
+        for name, layout in DINOV2_LAYOUTS.items():
             back = layout.to_canonical(layout.to_stored(canonical))
             expected = dict(canonical)
             if name == "timm_reg":  # cls absorbs pos_embed[0]; no mask_token
@@ -292,7 +322,7 @@ def check_layouts():
 
         with tempfile.TemporaryDirectory() as tmp:
             paths = {}
-            for name, layout in ref.LAYOUTS.items():
+            for name, layout in DINOV2_LAYOUTS.items():
                 stored = layout.to_stored(canonical)
                 if name == "hf":
                     path = os.path.join(tmp, "hf")
@@ -314,6 +344,84 @@ def check_layouts():
                 # timm's cls + pos_embed[0] is rounded once more to F32: ~1e-7
                 check(f"{name} {spec.mlp}: same outputs as dinov2",
                       max(max_diff(out[k], base[k]) for k in base), 1e-6)
+
+
+# --- i. the other families (DESIGN §7) ---------------------------------------------------------
+
+def check_families():
+    """QuickGELU's numbers; the reference against the second forward for every family fixture
+    spec; one CLIP tower written as open_clip, hf_clip and timm (each with its configs, text
+    towers and a classifier-free head) loads to the same facts and outputs; a no_embed_class
+    checkpoint is the class-row one with a zero class row; text-tower tensors change nothing."""
+    cfg = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1, mlp="quick_gelu")
+    w = {"blocks.0.mlp.fc1.weight": torch.eye(4, dtype=torch.float64),
+         "blocks.0.mlp.fc2.weight": torch.eye(4, dtype=torch.float64)}
+    z = torch.tensor([[-2.0, -0.5, 0.0, 1.0]], dtype=torch.float64)
+    _, hidden = ref.mlp(z, w, "blocks.0.mlp", cfg)
+    by_hand = torch.tensor([[-2 / (1 + math.exp(3.404)), -0.5 / (1 + math.exp(0.851)), 0.0,
+                             1 / (1 + math.exp(-1.702))]], dtype=torch.float64)
+    check("QuickGELU = x * sigmoid(1.702 x)", max_diff(hidden, by_hand), 1e-15)
+
+    for spec in fx.FAMILY_MODELS:
+        cfg, w = ref.config_from_weights(fx.family_weights(spec), ref.Dinov2Layout,
+                                         {"heads": spec.heads, "act": spec.act,
+                                          "pos_interp": "antialias"}), fx.family_weights(spec)
+        for h, wd in spec.sizes:
+            x = torch.randn(2, 3, h, wd, generator=torch.Generator().manual_seed(h + wd))
+            check(f"reference == second forward, trace too: {spec.name} {h}x{wd}",
+                  forward_difference(ref.forward(cfg, w, x, trace=True), alt_forward(cfg, w, x)), 2e-6)
+
+    clip = fx.FamilySpec("check_clip", "open_clip", dim=32, heads=2, patch=8, grid=3,
+                         other_grid=(2, 4), act="quick_gelu", pre_norm=True, patch_bias=False,
+                         proj_dim=16)
+    canonical = fx.family_weights(clip)
+    x = torch.randn(2, 3, 16, 32, generator=torch.Generator().manual_seed(3))
+    with tempfile.TemporaryDirectory() as tmp:
+        g = torch.Generator().manual_seed(1)
+        text = fx.clip_text_tower(g, embed=16)
+        paths = {}
+        for name in ("open_clip", "hf_clip", "timm"):
+            folder = os.path.join(tmp, name)
+            stored = (ref.TimmLayout.to_stored(canonical) if name == "timm"
+                      else ref.LAYOUTS[name].to_stored(canonical))
+            configs = {"open_clip": fx.open_clip_config(32, 2, 8, 3, 16, quick_gelu=True),
+                       "hf_clip": fx.hf_clip_configs(32, 2, 8, 3, 16, "quick_gelu"),
+                       "timm": fx.timm_config("vit_tiny_patch8_clip_quickgelu_24", 16, 2, 24, 1.0)}[name]
+            if name != "timm":
+                stored.update(text if name == "open_clip" else
+                              {"text_model.embeddings.token_embedding.weight": text["token_embedding.weight"]})
+            ref.write_safetensors(os.path.join(folder, "model.safetensors"), stored)
+            for file, content in configs.items():
+                fx.write_json(os.path.join(folder, file), content)
+            paths[name] = folder
+        loaded = {name: ref.load_model(path, pos_interp_override="antialias") for name, path in paths.items()}
+        base_cfg, base_w = loaded["open_clip"]
+        base = ref.forward(base_cfg, base_w, x)
+        for name in ("hf_clip", "timm"):
+            cfg, w = loaded[name]
+            facts = ("family", "class_token", "pos_embed_class", "pre_norm", "final_norm", "proj_dim",
+                     "mlp", "eps", "heads", "grid")
+            same = all(getattr(cfg, k) == getattr(base_cfg, k) for k in facts)
+            check(f"{name} CLIP: the same facts as open_clip", 0 if same else 1, 0)
+            out = ref.forward(cfg, w, x)
+            check(f"{name} CLIP: the same outputs as open_clip", max(max_diff(out[k], base[k]) for k in base), 1e-12)
+        # The text tower changes nothing: the same file without it.
+        alone = {k: v for k, v in ref.read_safetensors(os.path.join(paths["open_clip"], "model.safetensors"))[0].items()
+                 if k.startswith("visual.")}
+        ref.write_safetensors(os.path.join(paths["open_clip"], "model.safetensors"), alone)
+        cfg, w = ref.load_model(paths["open_clip"], pos_interp_override="antialias")
+        check("open_clip without its text tower: the same outputs",
+              max(max_diff(ref.forward(cfg, w, x)[k], base[k]) for k in base), 0)
+
+    deit = next(s for s in fx.FAMILY_MODELS if s.name == "timm_deit3")
+    w = fx.family_weights(deit)
+    cfg = ref.config_from_weights(w, ref.Dinov2Layout, {"heads": deit.heads})
+    with_row = dict(w, pos_embed=torch.cat([torch.zeros_like(w["pos_embed"][:, :1]), w["pos_embed"]], dim=1))
+    row_cfg = ref.config_from_weights(with_row, ref.Dinov2Layout, {"heads": deit.heads, "pos_interp": cfg.pos_interp})
+    check("no_embed_class is a zero class-token row", 0 if (not cfg.pos_embed_class and row_cfg.pos_embed_class) else 1, 0)
+    x = torch.randn(1, 3, 32, 64, generator=torch.Generator().manual_seed(4))
+    check("no_embed_class forward == zero class row forward",
+          max(max_diff(ref.forward(cfg, w, x)[k], ref.forward(row_cfg, with_row, x)[k]) for k in ("cls", "patches")), 0)
 
 
 # --- e. trace invariants and rollout ------------------------------------------------------------
@@ -404,6 +512,7 @@ def check_fixtures():
         names = {"cls": "cls", "patches": "patches", "prenorm": "prenorm_last"}
         if cfg.registers:
             names["registers"] = "registers"
+        names.update({k: k for k in ("pooled", "embedding") if k in stored})
         worst = max(worst, max(max_diff(out[k], stored[n]) for k, n in names.items()))
     check(f"{len(index)} fixture cases match the reference", worst, 1e-6)
 
@@ -746,6 +855,7 @@ def main():
     check_design_resampling()
     check_alternative_forward()
     check_layouts()
+    check_families()
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()

@@ -7,8 +7,10 @@ position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do 
 
 The module has seven parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
-  2. layouts: canonical weights <-> dinov2 / timm_reg / hf tensor names, one adapter each,
-  3. config resolution (metadata, config.json, shapes, defaults, overrides) and `load_model`,
+  2. layouts: canonical weights <-> dinov2 / timm_reg / hf / timm / open_clip / hf_clip tensor
+     names, one adapter each,
+  3. config resolution (metadata, config.json, open_clip_config.json, preprocessor_config.json,
+     shapes, defaults, overrides) and `load_model`,
   4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
      block's output, plain and final-normed, as dinov2's get_intermediate_layers gives them)
      and with inference-time interventions (DESIGN §9: key eviction, test-time registers),
@@ -23,6 +25,14 @@ Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIG
   blocks.i.{norm1,norm2,attn.qkv,attn.proj}.{weight,bias}, blocks.i.ls{1,2}.gamma [D] (optional:
   absent means 1), blocks.i.mlp.{fc1,fc2}.* or blocks.i.mlp.{w12,w3}.* (SwiGLU),
   blocks.i.attn.sinks [heads] (optional), norm.{weight,bias}.
+Other families (DESIGN §7; timm's VisionTransformer flags, OpenCLIP's and HF's CLIP vision
+towers) use the same names, some optional, plus a few more:
+  cls_token absent (timm class_token=False), pos_embed [1,M*M,D] (timm no_embed_class: the class
+  token and registers get no position), patch_embed.proj.bias / blocks.i.attn.qkv.bias absent
+  (CLIP's conv1, qkv_bias=False), norm_pre.{weight,bias} (timm norm_pre, CLIP ln_pre: a LayerNorm
+  after the positions, before the blocks), norm.* absent with fc_norm.{weight,bias} present (timm
+  global_pool='avg': pooled = fc_norm(mean of the patch tokens)), proj [D,E] (CLIP: embedding =
+  final-normed CLS @ proj). The MLP activation is cfg.mlp: gelu | quick_gelu | swiglu.
 
 Needs only python3-torch and python3-numpy.
 """
@@ -30,6 +40,7 @@ import json
 import math
 import os
 import struct
+import dataclasses
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -199,12 +210,171 @@ class HFLayout:
         return canonical
 
 
-LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout)}
+class TimmLayout:
+    """timm VisionTransformer state dicts (DeiT-III, avg-pool models, vit_*_clip_*): the
+    canonical names, plus `head.{weight,bias}`. For a CLIP image tower timm's head is the
+    projection (`head.weight` = proj^T, `head.bias` = 0); any other head is a classifier, which
+    the forward ignores (`classifier` stores one)."""
+    name = "timm"
+
+    @staticmethod
+    def to_stored(canonical, classifier=None):
+        stored = {k: v for k, v in canonical.items() if k not in ("proj", "mask_token")}
+        if "proj" in canonical:
+            stored["head.weight"] = canonical["proj"].T.contiguous()
+            stored["head.bias"] = torch.zeros(canonical["proj"].shape[1], dtype=torch.float64)
+        elif classifier is not None:
+            stored["head.weight"], stored["head.bias"] = classifier
+        return stored
+
+    @staticmethod
+    def to_canonical(stored, head_is_projection=False):
+        canonical = {k: v for k, v in stored.items() if not k.startswith("head.")}
+        if head_is_projection:
+            canonical["proj"] = stored["head.weight"].T.contiguous()
+        return canonical
+
+
+def _squeeze_leading(t, keep):
+    """t with its leading size-1 axes dropped until `keep` axes remain."""
+    while t.dim() > keep and t.shape[0] == 1:
+        t = t[0]
+    return t
+
+
+class _RenamedBlocks:
+    """A layout that renames the canonical names: top-level ones by TOP, and inside each block
+    `blocks.i.` ↔ `BLOCKS i.` with the names by BLOCK (pairs of canonical, stored prefixes)."""
+
+    @classmethod
+    def rename(cls, key, to_stored):
+        src, dst = ("blocks.", cls.BLOCKS) if to_stored else (cls.BLOCKS, "blocks.")
+        if key.startswith(src):
+            index, rest = key[len(src):].split(".", 1)
+            return f"{dst}{index}.{_swap(rest, cls.BLOCK, to_stored)}"
+        return _swap(key, cls.TOP, to_stored)
+
+
+class OpenClipLayout(_RenamedBlocks):
+    """OpenAI / OpenCLIP `visual.*` (DESIGN §7): class_embedding [D], positional_embedding
+    [1+M*M,D], conv1 (no bias), ln_pre, transformer.resblocks.i.{ln_1, attn.in_proj_*,
+    attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj, ls_1.gamma, ls_2.gamma}, ln_post, proj [D,E].
+    Everything outside `visual.` (the text tower) is ignored."""
+    name = "open_clip"
+    TOP = [("cls_token", "class_embedding"), ("pos_embed", "positional_embedding"),
+           ("patch_embed.proj.", "conv1."), ("norm_pre.", "ln_pre."), ("norm.", "ln_post."),
+           ("proj", "proj")]
+    BLOCK = [("norm1.", "ln_1."), ("norm2.", "ln_2."), ("attn.qkv.weight", "attn.in_proj_weight"),
+             ("attn.qkv.bias", "attn.in_proj_bias"), ("attn.proj.", "attn.out_proj."),
+             ("mlp.fc1.", "mlp.c_fc."), ("mlp.fc2.", "mlp.c_proj."), ("ls1.gamma", "ls_1.gamma"),
+             ("ls2.gamma", "ls_2.gamma")]
+    PREFIX, BLOCKS = "visual.", "transformer.resblocks."
+
+
+    @classmethod
+    def to_stored(cls, canonical):
+        stored = {}
+        for key, value in canonical.items():
+            if key == "cls_token":
+                value = value.reshape(-1)
+            elif key == "pos_embed":
+                value = value[0]
+            stored[cls.PREFIX + cls.rename(key, True)] = value
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored):
+        canonical = {}
+        for key, value in stored.items():
+            if not key.startswith(cls.PREFIX):
+                continue  # the text tower
+            name = cls.rename(key[len(cls.PREFIX):], False)
+            if name == "cls_token":
+                value = value.reshape(1, 1, -1)
+            elif name == "pos_embed":
+                value = value.reshape(1, *value.shape[-2:])
+            canonical[name] = value
+        return canonical
+
+
+class HFClipLayout(_RenamedBlocks):
+    """HF transformers CLIPModel / CLIPVisionModel(WithProjection): `vision_model.*` and
+    `visual_projection.weight` [E,D] (= proj^T, no bias); q/k/v apart. Text-tower tensors
+    (text_model.*, text_projection, logit_scale) are ignored."""
+    name = "hf_clip"
+    TOP = [("cls_token", "vision_model.embeddings.class_embedding"),
+           ("pos_embed", "vision_model.embeddings.position_embedding.weight"),
+           ("patch_embed.proj.", "vision_model.embeddings.patch_embedding."),
+           ("norm_pre.", "vision_model.pre_layrnorm."),
+           ("norm.", "vision_model.post_layernorm."),
+           ("proj", "visual_projection.weight")]
+    BLOCK = [("norm1.", "layer_norm1."), ("norm2.", "layer_norm2."),
+             ("attn.q.", "self_attn.q_proj."), ("attn.k.", "self_attn.k_proj."),
+             ("attn.v.", "self_attn.v_proj."), ("attn.proj.", "self_attn.out_proj."),
+             ("mlp.fc1.", "mlp.fc1."), ("mlp.fc2.", "mlp.fc2.")]
+    BLOCKS = "vision_model.encoder.layers."
+
+
+    @classmethod
+    def to_stored(cls, canonical):
+        stored = {}
+        for key, value in canonical.items():
+            if ".attn.qkv." in key:
+                for part, rows in zip("qkv", value.chunk(3, dim=0)):
+                    stored[cls.rename(key.replace(".qkv.", f".{part}."), True)] = rows
+                continue
+            if key == "cls_token":
+                value = value.reshape(-1)
+            elif key == "pos_embed":
+                value = value[0]
+            elif key == "proj":
+                value = value.T.contiguous()
+            stored[cls.rename(key, True)] = value
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored):
+        canonical = {}
+        for key, value in stored.items():
+            if not (key.startswith("vision_model.") or key == "visual_projection.weight"):
+                continue  # the text tower
+            if key == "vision_model.embeddings.position_ids":
+                continue
+            name = cls.rename(key, False)
+            if name == "cls_token":
+                value = value.reshape(1, 1, -1)
+            elif name == "pos_embed":
+                value = value.reshape(1, *value.shape[-2:])
+            elif name == "proj":
+                value = value.T.contiguous()
+            canonical[name] = value
+        for query in [key for key in canonical if ".attn.q." in key]:
+            rows = [canonical.pop(query.replace(".attn.q.", f".attn.{part}.")) for part in "qkv"]
+            canonical[query.replace(".attn.q.", ".attn.qkv.")] = torch.cat(rows, dim=0)
+        return canonical
+
+
+def _swap(key, pairs, to_stored):
+    """Translate `key` by the first pair whose side matches: a name ending in '.' as a prefix,
+    any other exactly."""
+    for canonical, stored in pairs:
+        src, dst = (canonical, stored) if to_stored else (stored, canonical)
+        if (key.startswith(src) if src.endswith(".") else key == src):
+            return dst + key[len(src):]
+    raise KeyError(f"no {'stored' if to_stored else 'canonical'} name for tensor '{key}'")
+
+
+LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout, TimmLayout,
+                                              OpenClipLayout, HFClipLayout)}
 
 
 def detect_layout(names):
     if "embeddings.cls_token" in names:
         return HFLayout
+    if "vision_model.embeddings.patch_embedding.weight" in names:
+        return HFClipLayout
+    if "visual.conv1.weight" in names:
+        return OpenClipLayout
     if "reg_token" in names:
         return TimmRegLayout
     return Dinov2Layout
@@ -218,6 +388,13 @@ ATTENTION_KINDS = ("softmax", "softmax1", "sink")
 POS_INTERP_MODES = ("offset", "antialias", "size")
 
 
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (DESIGN §7)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+FAMILIES = ("dinov2", "timm", "clip")
+ACTIVATIONS = ("gelu", "quick_gelu", "swiglu")
+
+
 @dataclass(frozen=True)
 class Config:
     dim: int
@@ -229,32 +406,92 @@ class Config:
     attention: str = "softmax"  # softmax | softmax1 | sink
     pos_interp: str = "offset"  # offset | antialias | size
     eps: float = 1e-6
-    mlp: str = "gelu"           # gelu | swiglu
+    mlp: str = "gelu"           # the activation: gelu | quick_gelu (x * sigmoid(1.702 x)) | swiglu
+    # DESIGN §7's family-neutral facts (timm VisionTransformer's flags); defaults: DINOv2's.
+    family: str = "dinov2"      # dinov2 | timm | clip: where the architecture comes from
+    class_token: bool = True    # tokens start with a class token
+    pos_embed_class: bool = True  # pos_embed has the class token's row (False: no_embed_class)
+    pre_norm: bool = False      # norm_pre / ln_pre after the positions, before the blocks
+    final_norm: bool = True     # `norm` over every token (False: identity)
+    fc_norm: bool = False       # pooled = fc_norm(mean of the patch tokens)
+    proj_dim: int = 0           # E of proj [D,E]; embedding = final-normed CLS @ proj
+    mean: tuple = IMAGENET_MEAN  # preprocessing: normalization, and the eval transform
+    std: tuple = IMAGENET_STD   # (short side floor(input_size / crop_pct), center crop input_size)
+    input_size: int = 224
+    crop_pct: float = 0.875
 
     def __post_init__(self):
         assert self.attention in ATTENTION_KINDS, self.attention
         assert self.pos_interp in POS_INTERP_MODES, self.pos_interp
-        assert self.mlp in ("gelu", "swiglu"), self.mlp
+        assert self.mlp in ACTIVATIONS, self.mlp
+        assert self.family in FAMILIES, self.family
         assert self.dim % self.heads == 0, (self.dim, self.heads)
 
 
-def default_pos_interp(layout, registers, hf_model_type=None):
-    """DESIGN §2: dinov2 without registers -> offset; dinov2 register models and timm ->
-    antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias."""
+# The fields a fixture index records only where they differ from DINOv2's defaults.
+FAMILY_FIELDS = ("family", "class_token", "pos_embed_class", "pre_norm", "final_norm", "fc_norm",
+                 "proj_dim", "mean", "std", "input_size", "crop_pct")
+
+
+def config_record(cfg):
+    """The Config as a fixture index records it: every field, except the FAMILY_FIELDS that
+    keep their defaults (so a DINOv2 model's record reads as it always has)."""
+    record = dataclasses.asdict(cfg)
+    defaults = {f.name: f.default for f in dataclasses.fields(Config) if f.name in FAMILY_FIELDS}
+    for key, value in defaults.items():
+        if record[key] == value or (isinstance(value, tuple) and tuple(record[key]) == value):
+            del record[key]
+    return record
+
+
+def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", timm_hub=False):
+    """DESIGN §2 / §7: dinov2 without registers -> offset; dinov2 register models and timm ->
+    antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias; CLIP: OpenCLIP's
+    resize_pos_embed antialiases (antialias), HF CLIP's interpolate_pos_encoding does not (size),
+    timm's CLIP towers are timm (antialias)."""
     if layout is HFLayout:
         return "antialias" if hf_model_type == "dinov2_with_registers" else "size"
+    if layout is HFClipLayout:
+        return "size"
+    if layout is OpenClipLayout or family != "dinov2" or timm_hub:
+        return "antialias"
     if layout is TimmRegLayout or registers > 0:
         return "antialias"
     return "offset"
 
 
+def infer_family(canonical, layout):
+    """The family where no config names it: CLIP layouts are CLIP; timm's vit_*_clip_* have
+    norm_pre and a patch embedding without bias; a timm-only feature (norm_pre, fc_norm, no class
+    token, no class position, no qkv / patch bias, no final norm) says timm; else DINOv2."""
+    if layout in (OpenClipLayout, HFClipLayout):
+        return "clip"
+    if layout in (HFLayout, TimmRegLayout):
+        return "dinov2"
+    pre_norm = "norm_pre.weight" in canonical
+    patch_bias = "patch_embed.proj.bias" in canonical
+    if pre_norm and not patch_bias:
+        return "clip"
+    n_pos = canonical["pos_embed"].shape[1]
+    class_pos = "cls_token" in canonical and math.isqrt(n_pos - 1) ** 2 == n_pos - 1
+    timm_only = (pre_norm, "fc_norm.weight" in canonical, "cls_token" not in canonical, not class_pos,
+                 "blocks.0.attn.qkv.bias" not in canonical, not patch_bias, "norm.weight" not in canonical)
+    return "timm" if any(timm_only) else "dinov2"
+
+
 def config_from_weights(canonical, layout, hints):
     """Resolve a Config from canonical weight shapes plus `hints` (vitreg metadata keys, or
-    the values HF's config.json gives, already translated to vitreg's key names)."""
-    dim = canonical["cls_token"].shape[-1]
+    the values a config file gives, already translated to vitreg's key names)."""
+    dim = canonical["patch_embed.proj.weight"].shape[0]
     patch = canonical["patch_embed.proj.weight"].shape[-1]
     registers = canonical["register_tokens"].shape[1] if "register_tokens" in canonical else 0
-    n_pos = canonical["pos_embed"].shape[1] - 1
+    class_token = "cls_token" in canonical
+    n_rows = canonical["pos_embed"].shape[1]
+    # pos_embed: 1 + M*M rows (the class token's first) or M*M (timm no_embed_class)
+    if class_token and n_rows > 1 and math.isqrt(n_rows - 1) ** 2 == n_rows - 1:
+        pos_embed_class, n_pos = True, n_rows - 1
+    else:
+        pos_embed_class, n_pos = False, n_rows
     grid = math.isqrt(n_pos)
     assert grid * grid == n_pos, f"pos_embed holds {n_pos} patch positions, not a square grid"
     if "patch_size" in hints:
@@ -269,6 +506,16 @@ def config_from_weights(canonical, layout, hints):
     depth = block_count(canonical)
     if "depth" in hints:
         assert int(hints["depth"]) == depth, "layer count disagrees with the blocks stored"
+    family = hints.get("family") or infer_family(canonical, layout)
+    proj_dim = canonical["proj"].shape[1] if "proj" in canonical else 0
+    if "proj_dim" in hints and proj_dim:
+        assert int(hints["proj_dim"]) == proj_dim, "projection_dim disagrees with the projection"
+    clip = family == "clip"
+    native = grid * patch
+    if "blocks.0.mlp.w12.weight" in canonical:
+        act = "swiglu"
+    else:
+        act = hints.get("act") or "gelu"
     return Config(
         dim=dim,
         depth=depth,
@@ -278,9 +525,21 @@ def config_from_weights(canonical, layout, hints):
         grid=grid,
         attention=hints.get("attention") or ("sink" if has_sinks else "softmax"),
         pos_interp=hints.get("pos_interp") or default_pos_interp(layout, registers,
-                                                                 hints.get("model_type")),
-        eps=float(hints.get("layer_norm_eps", 1e-6)),
-        mlp="swiglu" if "blocks.0.mlp.w12.weight" in canonical else "gelu",
+                                                                 hints.get("model_type"), family,
+                                                                 "timm_hub" in hints),
+        eps=float(hints.get("layer_norm_eps", 1e-5 if clip else 1e-6)),
+        mlp=act,
+        family=family,
+        class_token=class_token,
+        pos_embed_class=pos_embed_class,
+        pre_norm="norm_pre.weight" in canonical,
+        final_norm="norm.weight" in canonical,
+        fc_norm="fc_norm.weight" in canonical,
+        proj_dim=proj_dim,
+        mean=tuple(float(v) for v in hints.get("mean", CLIP_MEAN if clip else IMAGENET_MEAN)),
+        std=tuple(float(v) for v in hints.get("std", CLIP_STD if clip else IMAGENET_STD)),
+        input_size=int(hints.get("input_size", native if clip else 224)),
+        crop_pct=float(hints.get("crop_pct", 1.0 if clip else 0.875)),
     )
 
 
@@ -294,19 +553,117 @@ def hints_from_hf_config(cfg):
     return hints
 
 
+def hints_from_hf_clip_config(cfg, preprocessor=None):
+    """HF CLIPModel's config.json (its vision_config) or CLIPVisionModel's own, with the
+    defaults of transformers' CLIPVisionConfig for absent keys (hidden_size 768, 12 heads and
+    layers, patch 32, image 224, quick_gelu, eps 1e-5); preprocessor_config.json's image_mean /
+    image_std and crop_size / size.shortest_edge (the eval transform)."""
+    vision = cfg.get("vision_config", cfg)
+    patch = vision.get("patch_size", 32)
+    hints = {"family": "clip", "heads": vision.get("num_attention_heads", 12), "patch_size": patch,
+             "dim": vision.get("hidden_size", 768), "depth": vision.get("num_hidden_layers", 12),
+             "grid": vision.get("image_size", 224) // patch,
+             "layer_norm_eps": vision.get("layer_norm_eps", 1e-5),
+             "act": vision.get("hidden_act", "quick_gelu")}
+    projection = vision.get("projection_dim", cfg.get("projection_dim"))
+    if projection is not None:
+        hints["proj_dim"] = projection
+    if preprocessor:
+        hints["mean"], hints["std"] = preprocessor["image_mean"], preprocessor["image_std"]
+        crop = preprocessor["crop_size"]
+        crop = crop["height"] if isinstance(crop, dict) else crop
+        short = preprocessor["size"]
+        short = short["shortest_edge"] if isinstance(short, dict) else short
+        hints["input_size"], hints["crop_pct"] = crop, crop / short
+    return hints
+
+
+def hints_from_open_clip_config(cfg):
+    """open_clip_config.json: model_cfg.vision_cfg (width, layers, patch_size, image_size,
+    head_width 64 by default: heads = width / head_width), model_cfg.quick_gelu (False by
+    default), model_cfg.embed_dim, preprocess_cfg.mean / std."""
+    model, vision = cfg["model_cfg"], cfg["model_cfg"]["vision_cfg"]
+    hints = {"family": "clip", "heads": vision["width"] // vision.get("head_width", 64),
+             "patch_size": vision["patch_size"], "dim": vision["width"], "depth": vision["layers"],
+             "grid": vision["image_size"] // vision["patch_size"],
+             "act": "quick_gelu" if model.get("quick_gelu", False) else "gelu",
+             "proj_dim": model["embed_dim"]}
+    preprocess = cfg.get("preprocess_cfg", {})
+    for key in ("mean", "std"):
+        if key in preprocess:
+            hints[key] = preprocess[key]
+    return hints
+
+
+def hints_from_timm_config(cfg):
+    """An HF-hub timm repo's config.json: `architecture` names the family (clip / dinov2 in the
+    name, else timm) and QuickGELU (`quickgelu` in the name); model_args.num_heads where given;
+    pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used)."""
+    arch = cfg.get("architecture", "")
+    hints = {"family": "clip" if "clip" in arch else "dinov2" if "dinov2" in arch else "timm",
+             "timm_hub": True}  # timm resamples positions with antialias, whatever the family
+    if "quickgelu" in arch or cfg.get("model_args", {}).get("act_layer") == "quick_gelu":
+        hints["act"] = "quick_gelu"
+    if "num_heads" in cfg.get("model_args", {}):
+        hints["heads"] = cfg["model_args"]["num_heads"]
+    pretrained = cfg.get("pretrained_cfg", {})
+    for key in ("mean", "std", "crop_pct"):
+        if key in pretrained:
+            hints[key] = pretrained[key]
+    if "input_size" in pretrained:
+        hints["input_size"] = pretrained["input_size"][1]
+    return hints
+
+
+def head_is_projection(stored, family):
+    """timm's `head` is a CLIP tower's projection when the family is clip and it has no bias or
+    a zero one; otherwise it is a classifier, which the forward never reads."""
+    if family != "clip" or "head.weight" not in stored:
+        return False
+    return "head.bias" not in stored or bool((stored["head.bias"] == 0).all())
+
+
+def _read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def load_model(path, attention_override="", pos_interp_override=""):
-    """Load a checkpoint in any of the three layouts: a .safetensors file (dinov2 or timm_reg
-    layout, vitreg metadata optional) or an HF directory (model.safetensors + config.json).
+    """Load a checkpoint in any layout: a .safetensors file (dinov2, timm_reg, timm, open_clip;
+    vitreg metadata optional) or a directory holding model.safetensors and its configs (HF
+    config.json; HF CLIP's also preprocessor_config.json; OpenCLIP's open_clip_config.json; an
+    HF-hub timm repo's config.json with `architecture` / `pretrained_cfg`).
     Returns (Config, canonical float64 weights)."""
-    if os.path.isdir(path):
-        stored, _ = read_safetensors(os.path.join(path, "model.safetensors"))
-        with open(os.path.join(path, "config.json")) as f:
-            hints = hints_from_hf_config(json.load(f))
-    else:
-        stored, metadata = read_safetensors(path)
-        hints = dict(metadata or {})
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    stored, metadata = read_safetensors(os.path.join(path, "model.safetensors")
+                                        if os.path.isdir(path) else path)
     layout = detect_layout(stored)
-    canonical = layout.to_canonical(stored)
+    config_json = os.path.join(folder, "config.json")
+    hints = {}
+    if layout is HFLayout:
+        hints = hints_from_hf_config(_read_json(config_json))
+    elif layout is HFClipLayout:
+        preprocessor = os.path.join(folder, "preprocessor_config.json")
+        hints = hints_from_hf_clip_config(_read_json(config_json),
+                                          _read_json(preprocessor) if os.path.exists(preprocessor) else None)
+    elif layout is OpenClipLayout:
+        open_clip = os.path.join(folder, "open_clip_config.json")
+        hints = (hints_from_open_clip_config(_read_json(open_clip)) if os.path.exists(open_clip)
+                 else {"act": "quick_gelu"})  # OpenAI's own weights come without one
+    elif os.path.isdir(path) and os.path.exists(config_json):
+        timm = _read_json(config_json)
+        if "architecture" in timm or "pretrained_cfg" in timm:
+            hints = hints_from_timm_config(timm)
+    hints.update({k: v for k, v in (metadata or {}).items()
+                  if k not in ("image_mean", "image_std")})
+    for key, name in (("image_mean", "mean"), ("image_std", "std")):
+        if metadata and key in metadata:
+            hints[name] = [float(v) for v in metadata[key].split(",")]
+    if layout is Dinov2Layout:
+        family = hints.get("family") or infer_family(stored, layout)
+        canonical = TimmLayout.to_canonical(stored, head_is_projection(stored, family))
+    else:
+        canonical = layout.to_canonical(stored)
     cfg = config_from_weights(canonical, layout, hints)
     if attention_override:
         cfg = replace(cfg, attention=attention_override)
@@ -420,11 +777,12 @@ def int8_linear(x, weight, bias, name):
     qa = torch.clamp(torch.round(x32 / sa[..., None]) + za[..., None], 0, 255).to(torch.float64)
     acc = qa @ qw.T
     y = (acc - za[..., None].to(torch.float64) * qw.sum(dim=1)) * (sa[..., None].to(torch.float64) * sw.to(torch.float64))
-    return y + bias
+    return y if bias is None else y + bias
 
 
 def linear(x, w, name):
-    weight, bias = w[name + ".weight"], w[name + ".bias"]
+    """x @ weight^T + bias; a linear without a stored bias (qkv_bias=False) has none."""
+    weight, bias = w[name + ".weight"], w.get(name + ".bias")
     if _numerics.observe is not None:
         x32 = x.to(torch.float32)
         lo, hi = x32.min().item(), x32.max().item()
@@ -478,6 +836,9 @@ def mlp(x, w, prefix, cfg, edit=None):
     if cfg.mlp == "swiglu":
         x1, x2 = linear(x, w, prefix + ".w12").chunk(2, dim=-1)
         hidden = F.silu(x1) * x2
+    elif cfg.mlp == "quick_gelu":  # OpenAI CLIP's QuickGELU: x * sigmoid(1.702 x)
+        z = linear(x, w, prefix + ".fc1")
+        hidden = z * torch.sigmoid(1.702 * z)
     else:
         hidden = F.gelu(linear(x, w, prefix + ".fc1"))  # exact erf GELU
     if edit is not None:
@@ -487,30 +848,54 @@ def mlp(x, w, prefix, cfg, edit=None):
 
 
 def embed(images, w, cfg, ttr=0):
-    """Tokens [B, 1+R+K+h0*w0, D]: [CLS, registers, K test-time registers, patches]; the
-    position embedding is added to CLS and patches before the registers are inserted (registers
-    get none); the K = `ttr` test-time registers are zero vectors (DESIGN §9)."""
+    """Tokens [B, P+R+K+h0*w0, D]: [CLS, registers, K test-time registers, patches] (P = 1; no
+    CLS and P = 0 without a class token); the position embedding is added to CLS (unless
+    no_embed_class) and patches before the registers are inserted (registers get none); then
+    norm_pre (cfg.pre_norm) over every token; the K = `ttr` test-time registers are zero vectors
+    as the blocks receive them (DESIGN §9: after norm_pre)."""
     B, _, H, W = images.shape
     p = cfg.patch
     assert H % p == 0 and W % p == 0, f"image {H}x{W} is not a multiple of patch {p}"
     h0, w0 = H // p, W // p
     if _numerics.precision == "fp32" and _numerics.observe is None:
-        patches = F.conv2d(images, w["patch_embed.proj.weight"], w["patch_embed.proj.bias"], stride=p)
+        patches = F.conv2d(images, w["patch_embed.proj.weight"], w.get("patch_embed.proj.bias"),
+                           stride=p)
         patches = patches.flatten(2).transpose(1, 2)                               # [B,h0*w0,D]
     else:  # the conv as the linear it is, on patches flattened (channel, ky, kx)
-        conv = {"patch_embed.proj.weight": w["patch_embed.proj.weight"].flatten(1),
-                "patch_embed.proj.bias": w["patch_embed.proj.bias"]}
+        conv = {"patch_embed.proj.weight": w["patch_embed.proj.weight"].flatten(1)}
+        if "patch_embed.proj.bias" in w:
+            conv["patch_embed.proj.bias"] = w["patch_embed.proj.bias"]
         patches = linear(F.unfold(images, p, stride=p).transpose(1, 2), conv, "patch_embed.proj")
     pos = w["pos_embed"][0]
-    patches = patches + resample_pos_embed(pos[1:], cfg.grid, h0, w0, cfg.pos_interp)
-    cls = (w["cls_token"].reshape(1, 1, -1) + pos[0]).expand(B, 1, -1)
-    tokens = [cls]
+    first = 1 if cfg.pos_embed_class else 0   # the class token's row, if pos_embed has one
+    patches = patches + resample_pos_embed(pos[first:], cfg.grid, h0, w0, cfg.pos_interp)
+    tokens = []
+    if cfg.class_token:
+        cls = w["cls_token"].reshape(1, 1, -1)
+        tokens.append((cls + pos[0] if cfg.pos_embed_class else cls).expand(B, 1, -1))
     if cfg.registers:
         tokens.append(w["register_tokens"].expand(B, -1, -1))
     if ttr:
         tokens.append(torch.zeros(B, ttr, patches.shape[-1], dtype=patches.dtype))
     tokens.append(patches)
-    return torch.cat(tokens, dim=1)
+    x = torch.cat(tokens, dim=1)
+    if cfg.pre_norm:
+        x = layer_norm(x, w, "norm_pre", cfg.eps)
+        if ttr:
+            begin = prefix_tokens(cfg) + cfg.registers
+            x = torch.cat([x[:, :begin], torch.zeros_like(x[:, begin:begin + ttr]),
+                           x[:, begin + ttr:]], dim=1)
+    return x
+
+
+def prefix_tokens(cfg):
+    """Tokens before the registers: the class token, when the model has one."""
+    return 1 if cfg.class_token else 0
+
+
+def final_norm(x, w, cfg):
+    """The final norm over every token: `norm` (identity when cfg.final_norm is False)."""
+    return layer_norm(x, w, "norm", cfg.eps) if cfg.final_norm else x
 
 
 TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden", "key_mass",
@@ -577,9 +962,12 @@ def forward(cfg, w, images, trace=False, numerics=None, intervention=None):
 
 
 def forward_fp(cfg, w, images, trace=False, intervention=None):
-    """DINOv2 forward_features in float64. images [B,3,H,W] -> dict with cls [B,D],
-    registers [B,R+K,D] (trained, then test-time), patches [B,h0*w0,D] (row-major grid) and
-    prenorm [B,N,D].
+    """DINOv2 forward_features in float64, with the family flags of cfg (timm, CLIP).
+    images [B,3,H,W] -> dict with cls [B,D], registers [B,R+K,D] (trained, then test-time),
+    patches [B,h0*w0,D] (row-major grid), pooled [B,D] (the mean of the patches, then fc_norm
+    when cfg.fc_norm), embedding [B,E] (cls @ proj; only when cfg.proj_dim) and prenorm [B,N,D].
+    All are the final-normed tokens (`norm`, identity without one). Without a class token the
+    tokens are [registers, patches] and `cls` is the pooled feature.
 
     With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
     axis B and then one entry per block (L = depth), tokens N = 1 + R + K + h0*w0 in token order
@@ -599,7 +987,7 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
                             (get_intermediate_layers(norm=True); the last holds cls, registers
                             and patches)."""
     iv = intervention or Intervention()
-    R, K = cfg.registers, iv.ttr
+    R, K, P = cfg.registers, iv.ttr, prefix_tokens(cfg)
     assert K >= 0, K
     x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg, K)
     B, N = x.shape[:2]
@@ -620,17 +1008,23 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
         a, p, abstention, logits = attention(layer_norm(x, w, b + ".norm1", cfg.eps), w,
                                              b + ".attn", cfg, evict)
         x = x + ls1 * a
-        edit = register_neuron_edit(neurons.get(i, ()), 1 + R, K)
+        edit = register_neuron_edit(neurons.get(i, ()), P + R, K)
         m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg, edit)
         x = x + ls2 * m
         if trace:
             layers.append({"attn": p, "logits": logits, "abstention": abstention,
                            "mlp_hidden": hidden, "blocks": x,
-                           "blocks_normed": layer_norm(x, w, "norm", cfg.eps),
+                           "blocks_normed": final_norm(x, w, cfg),
                            **block_output_statistics(x)})
-    xn = layer_norm(x, w, "norm", cfg.eps)
-    out = {"cls": xn[:, 0], "registers": xn[:, 1:1 + R + K], "patches": xn[:, 1 + R + K:],
-           "prenorm": x}
+    xn = final_norm(x, w, cfg)
+    patches = xn[:, P + R + K:]
+    pooled = patches.mean(dim=1)
+    if cfg.fc_norm:
+        pooled = layer_norm(pooled, w, "fc_norm", cfg.eps)
+    out = {"cls": xn[:, 0] if cfg.class_token else pooled, "registers": xn[:, P:P + R + K],
+           "patches": patches, "pooled": pooled, "prenorm": x}
+    if cfg.proj_dim:
+        out["embedding"] = out["cls"] @ w["proj"]
     if trace:
         out["trace"] = {k: torch.stack([layer[k] for layer in layers], dim=1) for k in layers[0]}
         out["trace"]["key_mass"] = out["trace"]["attn"].mean(dim=-2)  # over the queries i

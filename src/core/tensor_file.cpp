@@ -1,0 +1,104 @@
+#include "vitreg/tensor_file.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "vitreg/config.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/safetensors.hpp"
+#include "vitreg/torch_file.hpp"
+
+namespace vitreg {
+
+std::string to_string(DType d) {
+    switch (d) {
+        case DType::F32: return "F32";
+        case DType::F16: return "F16";
+        case DType::BF16: return "BF16";
+    }
+    return "?";
+}
+
+std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
+
+std::int64_t TensorView::numel() const {
+    std::int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return n;
+}
+
+std::string TensorView::shape_string() const {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::vector<float> TensorView::to_float() const {
+    const auto n = static_cast<std::size_t>(numel());
+    std::vector<float> out(n);
+    if (n == 0) return out;
+    if (dtype == DType::F32) {
+        std::memcpy(out.data(), data, n * 4);
+    } else {
+        const bool half = dtype == DType::F16;
+        for (std::size_t i = 0; i < n; ++i) {
+            std::uint16_t v;
+            std::memcpy(&v, data + 2 * i, 2);
+            out[i] = half ? half_to_float(v) : bf16_to_float(v);
+        }
+    }
+    return out;
+}
+
+DType TensorFile::dominant_dtype() const {
+    std::size_t bytes[3] = {0, 0, 0};
+    for (const auto& name : names()) {
+        const TensorView& t = get(name);
+        bytes[static_cast<int>(t.dtype)] += t.nbytes;
+    }
+    return static_cast<DType>(std::max_element(bytes, bytes + 3) - bytes);
+}
+
+void TensorFile::drop_pages(const unsigned char* data, std::size_t nbytes) {
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<std::uintptr_t>(data), end = begin + nbytes;
+    const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+namespace {
+
+bool has_torch_extension(const std::string& path) {
+    const auto dot = path.find_last_of("./");
+    if (dot == std::string::npos || path[dot] != '.') return false;
+    const std::string ext = path.substr(dot);
+    return ext == ".pth" || ext == ".pt" || ext == ".bin" || ext == ".ckpt";
+}
+
+}  // namespace
+
+bool is_torch_file(const std::string& path) {
+    unsigned char head[9] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (got >= 4 && std::memcmp(head, "PK\x03\x04", 4) == 0) return true;  // torch.save's zip
+    if (got >= 4 && std::memcmp(head, "PK\x05\x06", 4) == 0) return true;  // an empty zip
+    if (got >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return true;  // a bare pickle
+    if (got == 9 && head[8] == '{') return false;  // a safetensors header
+    return has_torch_extension(path);
+}
+
+std::unique_ptr<TensorFile> open_tensor_file(const std::string& path, const ConfigOverrides& overrides) {
+    if (is_torch_file(path)) return std::make_unique<TorchFile>(path, overrides.state_dict_key);
+    if (!overrides.state_dict_key.empty())
+        throw UsageError(path + ": a state-dict key ('" + overrides.state_dict_key +
+                         "') picks the tensors inside a PyTorch file; this is a safetensors file");
+    return std::make_unique<SafetensorsFile>(path, overrides.limits);
+}
+
+}  // namespace vitreg

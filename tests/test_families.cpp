@@ -1,0 +1,287 @@
+// The other families (DESIGN.md §7): timm ViTs and CLIP vision towers in their three layouts.
+// Parity with the reference is in test_parity.cpp (the fixtures are cases there); here: how each
+// layout is recognized and resolved, what extract writes, preprocessing from the configs beside
+// the weights, and that interventions and retrofits run on them as on DINOv2.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/extract.hpp"
+#include "vitreg/model.hpp"
+#include "vitreg/preprocess.hpp"
+#include "vitreg/sink_calibration.hpp"
+#include "vitreg/stats.hpp"
+
+using namespace vitreg;
+using namespace vitreg::test;
+using nlohmann::json;
+
+namespace {
+
+const char* kHfClip = "models/hf_clip";
+const char* kOpenClip = "models/open_clip_quickgelu";
+const char* kOpenClipGelu = "models/open_clip_gelu_f16";
+const char* kDeit3 = "models/timm_deit3";
+const char* kAvg = "models/timm_avg_fcnorm";
+const char* kTimmClip = "models/timm_clip_f16.safetensors";
+const char* kNoQkvBias = "models/timm_noqkvbias.safetensors";
+
+// A smooth input of `side`-multiples, [1, 3, h, w].
+std::vector<float> smooth(int h, int w) {
+    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
+    return x;
+}
+
+
+}  // namespace
+
+TEST_CASE("each layout is recognized and resolves its family's facts") {
+    const Config hf = Checkpoint(fixture(kHfClip)).config();
+    CHECK(hf.layout == Layout::HFClip);
+    CHECK(hf.family == Family::Clip);
+    CHECK(hf.mlp == MlpKind::QuickGelu);
+    CHECK(hf.pre_norm);
+    CHECK_FALSE(hf.patch_bias);
+    CHECK(hf.proj_dim == 24);
+    CHECK(hf.eps == Approx(1e-5));
+    CHECK(hf.pos_interp == PosInterp::Size);  // HF's interpolate_pos_encoding: no antialias
+    // preprocessor_config.json: its mean / std, crop 32 of a 36 px short side.
+    CHECK(hf.mean[0] == Approx(0.5));
+    CHECK(hf.std[2] == Approx(0.35));
+    CHECK(hf.input_size == 32);
+    CHECK(hf.eval_resize() == 36);
+    // The text tower is not counted: only vision_model.* and visual_projection.
+    const SafetensorsFile hf_file(fixture(std::string(kHfClip) + "/model.safetensors"));
+    CHECK(hf_file.has("text_model.embeddings.token_embedding.weight"));
+    std::int64_t vision = 0;
+    for (const auto& n : hf_file.names())
+        if (n.rfind("vision_model.", 0) == 0 || n == "visual_projection.weight") vision += hf_file.get(n).numel();
+    CHECK(hf.parameters == vision);
+
+    const Config oc = Checkpoint(fixture(kOpenClip)).config();
+    CHECK(oc.layout == Layout::OpenClip);
+    CHECK(oc.family == Family::Clip);
+    CHECK(oc.mlp == MlpKind::QuickGelu);
+    CHECK(oc.heads == 2);  // width 32 / head_width 16
+    CHECK(oc.pos_interp == PosInterp::Antialias);
+    CHECK(oc.mean[0] == Approx(0.48145466));
+    CHECK(oc.input_size == 32);
+    CHECK(oc.crop_pct == 1.0);
+    const Config ocg = Checkpoint(fixture(kOpenClipGelu)).config();
+    CHECK(ocg.mlp == MlpKind::Gelu);
+    CHECK(ocg.layer_scale);
+
+    const Config deit = Checkpoint(fixture(kDeit3)).config();
+    CHECK(deit.family == Family::Timm);
+    CHECK(deit.class_token);
+    CHECK_FALSE(deit.pos_embed_class);  // no_embed_class: 9 rows for a 3x3 grid
+    CHECK(deit.grid == 3);
+    CHECK(deit.heads == 3);  // model_args.num_heads
+    CHECK(deit.layer_scale);
+    CHECK(deit.proj_dim == 0);  // the classifier head is ignored
+    CHECK(deit.eps == Approx(1e-6));
+    CHECK(deit.input_size == 48);
+    CHECK(deit.crop_pct == Approx(0.9));
+    CHECK(deit.eval_resize() == 53);  // floor(48 / 0.9)
+
+    const Config avg = Checkpoint(fixture(kAvg)).config();
+    CHECK_FALSE(avg.class_token);
+    CHECK(avg.pool == Pool::Avg);
+    CHECK(avg.fc_norm);
+    CHECK_FALSE(avg.final_norm);
+
+    const Config tc = Checkpoint(fixture(kTimmClip)).config();
+    CHECK(tc.family == Family::Clip);  // norm_pre and a patch embedding without bias
+    CHECK(tc.proj_dim == 24);          // timm's head, zero bias: the projection
+    CHECK(tc.eps == Approx(1e-5));
+    CHECK(tc.pos_interp == PosInterp::Antialias);
+    REQUIRE_FALSE(tc.notes.empty());
+    CHECK_THAT(tc.notes.front(), Catch::Contains("CLIP projection"));
+
+    const Config nb = Checkpoint(fixture(kNoQkvBias)).config();
+    CHECK_FALSE(nb.qkv_bias);
+    CHECK(nb.family == Family::Timm);
+    CHECK(nb.patch == 14);
+}
+
+TEST_CASE("pos_embed rows tell no_embed_class apart; other counts are refused") {
+    TempDir dir;
+    const std::string bytes = read_bytes(fixture("models/dinov2_f32.safetensors"));
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    const json header = json::parse(bytes.substr(8, n));
+    const auto with_rows = [&](int rows) {
+        json h = header;
+        h["pos_embed"]["shape"] = {1, rows, 64};
+        h["pos_embed"]["data_offsets"][1] = h["pos_embed"]["data_offsets"][0].get<std::uint64_t>() + rows * 64 * 4;
+        const std::string text = h.dump();
+        std::string out(8, '\0');
+        for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
+        const std::string path = dir / ("rows" + std::to_string(rows) + ".safetensors");
+        write_bytes(path, out + text + bytes.substr(8 + n));
+        return path;
+    };
+    const Config patches_only = Checkpoint(with_rows(16)).config();  // 4x4, no class row
+    CHECK_FALSE(patches_only.pos_embed_class);
+    CHECK(patches_only.grid == 4);
+    CHECK(patches_only.family == Family::Timm);
+    CHECK(Checkpoint(with_rows(10)).config().grid == 3);  // 1 + 3x3
+    for (int rows : {15, 12, 0}) {
+        INFO(rows);
+        CHECK_THROWS_WITH(Checkpoint(with_rows(rows)), Catch::Contains("not a square grid"));
+    }
+}
+
+TEST_CASE("the eval resize follows each checkpoint's transform, and stays 256 -> 224 for DINOv2") {
+    Image img;
+    img.width = 120;
+    img.height = 90;
+    img.rgb.assign(static_cast<std::size_t>(img.width) * img.height * 3, 128);
+    const ResizeSpec eval = ResizeSpec::parse("eval");
+    Geometry g;
+    preprocess(img, eval, Checkpoint(fixture("models/dinov2_f32.safetensors")).config(), "x", &g);
+    CHECK((g.resized_height == 256 && g.width == 224 && g.height == 224));
+    const Pixels deit = preprocess(img, eval, Checkpoint(fixture(kDeit3)).config(), "x", &g);
+    CHECK((g.resized_height == 53 && g.resized_width == 70 && deit.width == 48 && deit.height == 48));
+    preprocess(img, eval, Checkpoint(fixture(kOpenClip)).config(), "x", &g);
+    CHECK((g.resized_height == 32 && g.width == 32));  // CLIP: short side to the input, then crop
+    // Its mean / std: a mid-grey pixel becomes (128/255 - mean) / std in each channel.
+    const Config hf = Checkpoint(fixture(kHfClip)).config();
+    const Pixels px = preprocess(img, eval, hf, "x", &g);
+    CHECK(px.chw[0] == Approx((128.0 / 255 - 0.5) / 0.25).margin(1e-6));
+    CHECK(px.chw[2 * 32 * 32] == Approx((128.0 / 255 - 0.4) / 0.35).margin(1e-6));
+}
+
+TEST_CASE("without a class token, cls is the pooled feature: fc_norm of the mean patch") {
+    const Model m = Model::load(fixture(kAvg));
+    const auto x = smooth(64, 96);
+    const Features f = m.forward(x.data(), 1, 64, 96);
+    CHECK(f.cls == f.pooled);
+    CHECK(f.embedding.empty());
+    CHECK(m.tokens(64, 96) == 6);  // patches only
+    CHECK_THROWS_WITH(TokenRef::parse("cls").token_index(0, 2, 3, false), Catch::Contains("no class token"));
+    CHECK(TokenRef::parse("patch:1,2").token_index(0, 2, 3, false) == 5);
+}
+
+TEST_CASE("extract --project writes embedding.npy for CLIP and refuses models without a projection") {
+    TempDir dir;
+    const std::vector<std::string> inputs{fixture("images/smooth_90x120.png"), fixture("images/gray16_20x10.png")};
+    const Model m = Model::load(fixture(kOpenClip));
+    ExtractOptions o;
+    o.out_dir = dir / "clip";
+    o.project = true;
+    const auto s = extract_features(m, inputs, o);
+    CHECK(s.ok == 2);
+    const auto embedding = npy_data(o.out_dir + "/embedding.npy");
+    REQUIRE(embedding.size() == 2 * 16);
+    const Pixels px = preprocess(decode_image(inputs[0]), o.resize, m.config(), inputs[0]);
+    const Features f = m.forward(px.chw.data(), 1, px.height, px.width);
+    CHECK(relative_error(embedding.data(), f.embedding) < 1e-6);
+    const json run = json::parse(read_bytes(o.out_dir + "/run.json"));
+    CHECK(run["embedding_dim"] == 16);
+    CHECK(run["family"] == "clip");
+
+    o.out_dir = dir / "deit";
+    CHECK_THROWS_WITH(extract_features(Model::load(fixture(kDeit3)), inputs, o), Catch::Contains("has no projection"));
+    o.project = false;
+    o.out_dir = dir / "avg";
+    extract_features(Model::load(fixture(kAvg)), inputs, o);
+    CHECK(npy_data(o.out_dir + "/cls.npy") == npy_data(o.out_dir + "/pooled.npy"));
+}
+
+TEST_CASE("interventions and retrofits run on the other families") {
+    for (const char* path : {kOpenClip, kDeit3, kAvg, kTimmClip}) {
+        INFO(path);
+        const Model m = Model::load(fixture(path));
+        const int p = m.config().patch, h = 2 * p, w = 3 * p;
+        const auto x = smooth(h, w);
+        const Features plain = m.forward(x.data(), 1, h, w);
+
+        Intervention evict;
+        evict.evict = Eviction::parse("sink,patch:0,1");
+        const Features evicted = m.with(evict).forward(x.data(), 1, h, w);
+        CHECK(relative_error(evicted.patches, plain.patches) > 1e-6);
+
+        Intervention ttr;
+        ttr.test_time_registers = 1;
+        ttr.register_neurons = {{0, 3}};
+        const Model with_ttr = m.with(ttr);
+        CHECK(with_ttr.tokens(h, w) == m.tokens(h, w) + 1);
+        const Features t = with_ttr.forward(x.data(), 1, h, w);
+        CHECK(t.registers == 1);
+        CHECK(t.reg_tokens.size() == static_cast<std::size_t>(m.config().dim));
+        Trace trace;
+        Probe probe = Probe::statistics(m.config().depth);
+        with_ttr.forward(x.data(), 1, h, w, probe, trace);
+        CHECK(trace.class_token == m.config().class_token);
+        CHECK(trace.patch_offset() == m.config().prefix_tokens() + 1);
+        const ImageStats stats = image_stats(trace, 0, ArtifactRules{});
+        CHECK(std::isfinite(stats.layers.back().norm_median));
+
+        ConfigOverrides retrofit;
+        retrofit.attention = AttentionKind::Softmax1;
+        const Model s1 = Model::load(fixture(path), retrofit);
+        CHECK(s1.config().retrofit());
+        const Features r = s1.forward(x.data(), 1, h, w);
+        CHECK(relative_error(r.patches, plain.patches) > 1e-6);
+        for (float v : r.cls) CHECK(std::isfinite(v));
+    }
+}
+
+TEST_CASE("a sink checkpoint written from another family keeps its architecture") {
+    // All-zero sink logits: the written checkpoint must run exactly the source model with a
+    // sink of logit 0 (= softmax-1) — norm_pre, QuickGELU, no biases, no_embed_class, fc_norm and
+    // the projection included.
+    for (const char* path : {kOpenClip, kDeit3, kAvg, kTimmClip, kNoQkvBias}) {
+        INFO(path);
+        const Model m = Model::load(fixture(path));
+        const Config& c = m.config();
+        SinkCalibration cal;
+        cal.layers = c.depth;
+        cal.heads = c.heads;
+        cal.sinks.assign(static_cast<std::size_t>(c.depth) * c.heads, 0.0f);
+        cal.target_mass = cal.sinks;
+        cal.source = m.path();
+        TempDir dir;
+        write_sink_checkpoint(m, cal, false, dir / "sink.safetensors");
+        const Model s = Model::load(dir / "sink.safetensors");
+        CHECK(s.config().family == c.family);
+        CHECK(s.config().mlp == c.mlp);
+        CHECK(s.config().proj_dim == c.proj_dim);
+        CHECK(s.config().eps == c.eps);
+        CHECK(s.config().input_size == c.input_size);
+        ConfigOverrides sink;
+        sink.attention = AttentionKind::Sink;
+        const Model want = Model::load(fixture(path), sink);
+        const int h = 2 * c.patch, w = 3 * c.patch;
+        const auto x = smooth(h, w);
+        const Features a = s.forward(x.data(), 1, h, w), b = want.forward(x.data(), 1, h, w);
+        CHECK(relative_error(a.cls, b.cls) < 1e-5);
+        CHECK(relative_error(a.patches, b.patches) < 1e-5);
+        CHECK(a.embedding == b.embedding);
+    }
+}
+
+TEST_CASE("pooled and embedding of an image do not depend on its batch or the thread count") {
+    // What makes sharded extract --project byte-identical to one process (vitreg merge).
+    for (const char* path : {kOpenClip, kAvg, kHfClip}) {
+        INFO(path);
+        const Model m = Model::load(fixture(path));
+        const int p = m.config().patch, h = 2 * p, w = 3 * p;
+        auto x = smooth(h, w);
+        const auto one = x;
+        x.insert(x.end(), one.rbegin(), one.rend());  // a second, different image
+        const Features both = m.forward(x.data(), 2, h, w, ForwardOptions{2});
+        const Features alone = m.forward(one.data(), 1, h, w, ForwardOptions{1});
+        CHECK(both.pooled_of(0) == alone.pooled_of(0));
+        CHECK(std::vector<float>(both.cls.begin(), both.cls.begin() + m.config().dim) == alone.cls);
+        if (m.config().proj_dim)
+            CHECK(std::vector<float>(both.embedding_of(0), both.embedding_of(0) + m.config().proj_dim) == alone.embedding);
+    }
+}
