@@ -56,6 +56,12 @@ def png_size(path):
     return struct.unpack(">II", head[16:24])  # width, height
 
 
+def read_safetensors_header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))
+
+
 def read_safetensors(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -122,6 +128,30 @@ class CliTest(unittest.TestCase):
         r = subprocess.run([VITREG, "info", "dinov2_vitl14_reg4"], capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(r.returncode, 1)
         self.assertIn("torch.hub.load('facebookresearch/dinov2', 'dinov2_vitl14_reg4')", r.stderr)
+
+    def test_convert_writes_the_same_model_in_vitregs_layout(self):
+        clip = os.path.join(FIXTURES, "models", "hf_clip")
+        image = os.path.join(ASSETS, "chelsea.png")
+        out = os.path.join(self.tmp, "clip.safetensors")
+        r = vitreg("convert", clip, out, "--dtype", "f32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("(clip, F32, from hf-clip", r.stderr)
+        header = read_safetensors_header(out)
+        self.assertEqual(header["__metadata__"]["family"], "clip")
+        self.assertEqual(header["__metadata__"]["source"], "model.safetensors")
+        self.assertTrue(all(name.startswith(("blocks.", "patch_embed.", "cls_token", "pos_embed", "norm", "proj", "__"))
+                            for name in header), sorted(header))
+        r = vitreg("info", out)
+        self.assertIn("family        clip", r.stdout)
+        for name, model in (("hf", clip), ("converted", out)):
+            r = vitreg("extract", model, image, "-o", os.path.join(self.tmp, name), "--project")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for array in ("cls.npy", "pooled.npy", "embedding.npy"):
+            self.assertEqual(read_bytes(os.path.join(self.tmp, "hf", array)), read_bytes(os.path.join(self.tmp, "converted", array)))
+        r = vitreg("convert", os.path.join(FIXTURES, "torch", "evil_system.pth"), os.path.join(self.tmp, "evil.safetensors"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("refusing to unpickle posix.system", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "evil.safetensors")))
 
     def test_other_families_through_info_extract_maps_compare_and_dense(self):
         """DESIGN.md §7: a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool

@@ -68,7 +68,7 @@ TEST_CASE("float16 narrowing round-trips every half and rounds ties to even") {
     CHECK(float_to_half(1e6f) == 0x7c00);
     CHECK(float_to_half(-0.0f) == 0x8000);
     const std::vector<float> v{1.5f, -2.25f};
-    CHECK_THAT(npy_bytes(ArrayRef{{2}, v.data(), true}), Catch::Contains("'descr': '<f2'"));
+    CHECK_THAT(npy_bytes(ArrayRef{{2}, v.data(), DType::F16}), Catch::Contains("'descr': '<f2'"));
 }
 
 TEST_CASE("dense grids line up with the pixels: a vertical edge shows in exactly its patch column") {

@@ -160,13 +160,17 @@ Intervention intervention_of(const ModelArgs& args) {
     return i;
 }
 
-Model load_model(const ModelArgs& args) {
+ConfigOverrides overrides_of(const ModelArgs& args) {
     ConfigOverrides o;
     o.limits = args.limits;
     o.state_dict_key = args.key;
     if (!args.attention.empty()) o.attention = parse_attention_kind(args.attention);
     if (!args.pos_interp.empty()) o.pos_interp = parse_pos_interp(args.pos_interp);
-    Model m = Model::load(resolve_model_path(args.model), o, precision_of(args));
+    return o;
+}
+
+Model load_model(const ModelArgs& args) {
+    Model m = Model::load(resolve_model_path(args.model), overrides_of(args), precision_of(args));
     const Intervention edit = intervention_of(args);
     if (!edit.empty()) m = m.with(edit);
     for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";

@@ -92,6 +92,8 @@ private:
 
 // Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelArgs& args);
+// What the arguments change in the checkpoint's configuration (--attention, --pos-interp, --key, limits).
+ConfigOverrides overrides_of(const ModelArgs& args);
 // The precision the arguments ask for (Model::load refuses contradictions).
 PrecisionOptions precision_of(const ModelArgs& args);
 // The intervention the arguments ask for (Model::with refuses what does not fit the model).
@@ -109,5 +111,6 @@ void register_calibrate(CLI::App& app, Command& run);
 void register_calibrate_sink(CLI::App& app, Command& run);
 void register_find_register_neurons(CLI::App& app, Command& run);
 void register_study(CLI::App& app, Command& run);
+void register_convert(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

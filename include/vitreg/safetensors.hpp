@@ -48,5 +48,6 @@ private:
 float half_to_float(std::uint16_t h);
 float bf16_to_float(std::uint16_t b);
 std::uint16_t float_to_half(float f);
+std::uint16_t float_to_bf16(float f);
 
 }  // namespace vitreg

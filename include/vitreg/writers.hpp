@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/tensor_file.hpp"
+
 namespace vitreg {
 
 // A file written piece by piece under a temporary name beside `path` and renamed into place by
@@ -28,11 +30,12 @@ private:
 // Writes `bytes` to `path` atomically (temp file, fsync, rename). Throws IoError.
 void write_file_atomic(const std::string& path, const std::string& bytes);
 
-// A float32 array to be written: shape and row-major data; `half` stores it as float16.
+// A float32 array to be written: shape and row-major data, stored as `dtype` (F16 and BF16
+// round to nearest even; .npy has no BF16).
 struct ArrayRef {
     std::vector<std::int64_t> shape;
     const float* data = nullptr;
-    bool half = false;
+    DType dtype = DType::F32;
     std::size_t numel() const {
         std::size_t n = 1;
         for (auto s : shape) n *= static_cast<std::size_t>(s);

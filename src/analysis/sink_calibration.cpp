@@ -1,5 +1,7 @@
 #include "vitreg/sink_calibration.hpp"
 
+#include "vitreg/canonical_checkpoint.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -108,103 +110,22 @@ SinkCalibration calibrate_sink(const Model& model, const std::vector<std::string
 }
 
 void write_sink_checkpoint(const Model& model, const SinkCalibration& cal, bool evict_sink, const std::string& out) {
-    const Checkpoint ck(model.path());
     const Config& c = model.config();
     if (cal.layers != c.depth || cal.heads != c.heads)
         throw UsageError("calibrate-sink: the calibration has " + std::to_string(cal.layers) + "x" +
                          std::to_string(cal.heads) + " logits, the model " + std::to_string(c.depth) + "x" +
                          std::to_string(c.heads));
-    const std::int64_t D = c.dim, p = c.patch, M = c.grid, H = c.mlp_hidden;
-    std::map<std::string, std::vector<float>> data;
-    std::map<std::string, ArrayRef> tensors;
-    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values) {
-        tensors[name] = ArrayRef{shape, nullptr};
-        data[name] = std::move(values);
-    };
-    const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) { put(name, shape, ck.load(name, shape)); };
-    // The canonical (dinov2 / timm) names of every layout; what the names cannot say goes to
-    // the metadata (family, act).
-    const auto norm = [&](const std::string& name) {
-        copy(name + ".weight", {D});
-        copy(name + ".bias", {D});
-    };
-    copy("patch_embed.proj.weight", {D, 3, p, p});
-    if (c.patch_bias) copy("patch_embed.proj.bias", {D});
-    if (c.class_token) copy("cls_token", {1, 1, D});
-    if (c.registers) copy("register_tokens", {1, c.registers, D});
-    if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
-        auto grid = ck.load("pos_embed", {1, M * M, D});
-        grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
-        put("pos_embed", {1, 1 + M * M, D}, std::move(grid));
-    } else {
-        copy("pos_embed", {1, c.prefix_tokens() + M * M, D});
-    }
-    if (c.pre_norm) norm("norm_pre");
-    if (c.fc_norm) norm("fc_norm");
-    if (c.proj_dim > 0) copy("proj", {D, c.proj_dim});
-    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true) {
-        copy(name + ".weight", {out_dim, in_dim});
-        if (bias) copy(name + ".bias", {out_dim});
-    };
-    for (int i = 0; i < c.depth; ++i) {
-        const std::string b = "blocks." + std::to_string(i) + ".";
-        for (const char* n : {"norm1", "norm2"}) {
-            copy(b + n + ".weight", {D});
-            copy(b + n + ".bias", {D});
-        }
-        linear(b + "attn.qkv", 3 * D, D, c.qkv_bias);
-        linear(b + "attn.proj", D, D);
-        if (c.mlp == MlpKind::SwiGlu) {
-            linear(b + "mlp.w12", 2 * H, D);
-            linear(b + "mlp.w3", D, H);
-        } else {
-            linear(b + "mlp.fc1", H, D);
-            linear(b + "mlp.fc2", D, H);
-        }
-        if (c.layer_scale) {
-            copy(b + "ls1.gamma", {D});
-            copy(b + "ls2.gamma", {D});
-        }
-        put(b + "attn.sinks", {c.heads},
-            std::vector<float>(cal.sinks.begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
-                               cal.sinks.begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads));
-    }
-    if (c.final_norm) norm("norm");
-    for (auto& [name, t] : tensors) t.data = data[name].data();
-
-    const auto number = [](float v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
-        return std::string(buf);
-    };
-    const auto triple = [&](const std::array<float, 3>& v) { return number(v[0]) + "," + number(v[1]) + "," + number(v[2]); };
-    std::map<std::string, std::string> meta = {
-        {"format", "pt"},
-        {"heads", std::to_string(c.heads)},
-        {"patch_size", std::to_string(c.patch)},
-        {"num_registers", std::to_string(c.registers)},
-        {"attention", "sink"},
-        {"pos_interp", to_string(c.pos_interp)},
-        {"layer_norm_eps", number(c.eps)},
-        {"image_mean", triple(c.mean)},
-        {"image_std", triple(c.std)},
+    CanonicalWrite w;
+    w.sinks = cal.sinks;
+    w.metadata = {
         {"sink_calibration", "observed sink mass, bisection on [-30, 30] to 1e-6 (vitreg calibrate-sink)"},
         {"source", cal.source},
         {"source_digest", cal.source_digest},
         {"source_attention", to_string(c.attention)},
         {"calibration_images", nlohmann::json(cal.images).dump()},
     };
-    if (evict_sink) meta["evict"] = "sink";
-    // What the canonical names do not say about the other families (DESIGN.md §7).
-    if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
-    if (c.mlp == MlpKind::QuickGelu) meta["act"] = to_string(c.mlp);
-    if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%.17g", c.crop_pct);
-        meta["input_size"] = std::to_string(c.input_size);
-        meta["crop_pct"] = buf;
-    }
-    write_safetensors(out, tensors, meta);
+    if (evict_sink) w.metadata["evict"] = "sink";
+    write_canonical_checkpoint(Checkpoint(model.path()), c, w, out);
 }
 
 }  // namespace vitreg

@@ -150,7 +150,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
         const DenseArray a = assemble(t, ran.index, o, out_h, out_w);
         const std::string stem = out + "/" + std::to_string(r);
-        batch::write_array(stem, "features", ArrayRef{a.shape, a.data.data(), o.half}, o.format,
+        batch::write_array(stem, "features", ArrayRef{a.shape, a.data.data(), o.half ? DType::F16 : DType::F32}, o.format,
                            {{"source", row["path"].get<std::string>()}});
         if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[in_batch], t.grid_h, t.grid_w);
         row["file"] = std::to_string(r) + ext;

@@ -1,5 +1,7 @@
 #include "vitreg/safetensors.hpp"
 
+#include "quantize.hpp"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -63,6 +65,8 @@ std::uint16_t float_to_half(float f) {
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // may carry into the exponent: still right
     return sign | static_cast<std::uint16_t>(h);
 }
+
+std::uint16_t float_to_bf16(float f) { return quant::to_bf16(f); }
 
 float bf16_to_float(std::uint16_t b) {
     const std::uint32_t bits = std::uint32_t(b) << 16;

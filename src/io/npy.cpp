@@ -1,5 +1,6 @@
 #include <cstring>
 
+#include "vitreg/error.hpp"
 #include "vitreg/safetensors.hpp"
 #include "vitreg/writers.hpp"
 
@@ -7,13 +8,13 @@ namespace vitreg {
 
 std::string array_bytes(const ArrayRef& array) {
     const std::size_t n = array.numel();
-    std::string out(n * (array.half ? 2 : 4), '\0');
-    if (!array.half) {
+    std::string out(n * dtype_size(array.dtype), '\0');
+    if (array.dtype == DType::F32) {
         if (n) std::memcpy(&out[0], array.data, n * 4);  // x86 and ARM are little-endian
         return out;
     }
     for (std::size_t i = 0; i < n; ++i) {
-        const std::uint16_t h = float_to_half(array.data[i]);
+        const std::uint16_t h = array.dtype == DType::F16 ? float_to_half(array.data[i]) : float_to_bf16(array.data[i]);
         std::memcpy(&out[2 * i], &h, 2);
     }
     return out;
@@ -23,7 +24,8 @@ std::string npy_header(const ArrayRef& array) {
     std::string shape = "(";
     for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
     shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
-    std::string header = std::string("{'descr': '") + (array.half ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    if (array.dtype == DType::BF16) throw UsageError(".npy has no bfloat16 type: write f32 or f16");
+    std::string header = std::string("{'descr': '") + (array.dtype == DType::F16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
     const std::size_t total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');

@@ -11,8 +11,8 @@ std::string safetensors_header(const std::map<std::string, ArrayRef>& tensors,
     if (!metadata.empty()) header["__metadata__"] = metadata;
     std::size_t offset = 0;
     for (const auto& [name, a] : tensors) {
-        const std::size_t bytes = a.numel() * (a.half ? 2 : 4);
-        header[name] = {{"dtype", a.half ? "F16" : "F32"}, {"shape", a.shape}, {"data_offsets", {offset, offset + bytes}}};
+        const std::size_t bytes = a.numel() * dtype_size(a.dtype);
+        header[name] = {{"dtype", to_string(a.dtype)}, {"shape", a.shape}, {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
     }
     std::string h = header.dump();

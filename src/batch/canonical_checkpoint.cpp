@@ -1,0 +1,122 @@
+#include "vitreg/canonical_checkpoint.hpp"
+
+#include <array>
+#include <cstdio>
+
+#include "durable_job.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/version.hpp"
+#include "vitreg/writers.hpp"
+
+namespace vitreg {
+
+namespace {
+
+std::string number(double v, int digits = 9) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+}
+
+std::string triple(const std::array<float, 3>& v) { return number(v[0]) + "," + number(v[1]) + "," + number(v[2]); }
+
+}  // namespace
+
+void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const CanonicalWrite& w, const std::string& out) {
+    if (w.sinks && w.sinks->size() != static_cast<std::size_t>(c.depth) * c.heads)
+        throw UsageError(out + ": " + std::to_string(w.sinks->size()) + " sink logits for a model of " +
+                         std::to_string(c.depth) + " layers x " + std::to_string(c.heads) + " heads");
+    const std::int64_t D = c.dim, p = c.patch, M = c.grid, H = c.mlp_hidden;
+    std::map<std::string, std::vector<float>> data;
+    std::map<std::string, ArrayRef> tensors;
+    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values) {
+        tensors[name] = ArrayRef{shape, nullptr, w.dtype};
+        data[name] = std::move(values);
+    };
+    const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) { put(name, shape, ck.load(name, shape)); };
+    const auto norm = [&](const std::string& name) {
+        copy(name + ".weight", {D});
+        copy(name + ".bias", {D});
+    };
+    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true) {
+        copy(name + ".weight", {out_dim, in_dim});
+        if (bias) copy(name + ".bias", {out_dim});
+    };
+    copy("patch_embed.proj.weight", {D, 3, p, p});
+    if (c.patch_bias) copy("patch_embed.proj.bias", {D});
+    if (c.class_token) copy("cls_token", {1, 1, D});
+    if (c.registers) copy("register_tokens", {1, c.registers, D});
+    if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
+        auto grid = ck.load("pos_embed", {1, M * M, D});
+        grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
+        put("pos_embed", {1, 1 + M * M, D}, std::move(grid));
+    } else {
+        copy("pos_embed", {1, c.prefix_tokens() + M * M, D});
+    }
+    if (c.pre_norm) norm("norm_pre");
+    if (c.fc_norm) norm("fc_norm");
+    if (c.proj_dim > 0) copy("proj", {D, c.proj_dim});
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string b = "blocks." + std::to_string(i) + ".";
+        norm(b + "norm1");
+        norm(b + "norm2");
+        linear(b + "attn.qkv", 3 * D, D, c.qkv_bias);
+        linear(b + "attn.proj", D, D);
+        if (c.mlp == MlpKind::SwiGlu) {
+            linear(b + "mlp.w12", 2 * H, D);
+            linear(b + "mlp.w3", D, H);
+        } else {
+            linear(b + "mlp.fc1", H, D);
+            linear(b + "mlp.fc2", D, H);
+        }
+        if (c.layer_scale) {
+            copy(b + "ls1.gamma", {D});
+            copy(b + "ls2.gamma", {D});
+        }
+        if (w.sinks)
+            put(b + "attn.sinks", {c.heads},
+                std::vector<float>(w.sinks->begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
+                                   w.sinks->begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads));
+        else if (c.has_sinks)
+            copy(b + "attn.sinks", {c.heads});
+    }
+    if (c.final_norm) norm("norm");
+    for (auto& [name, t] : tensors) t.data = data[name].data();
+
+    std::map<std::string, std::string> meta = {
+        {"format", "pt"},
+        {"heads", std::to_string(c.heads)},
+        {"patch_size", std::to_string(c.patch)},
+        {"num_registers", std::to_string(c.registers)},
+        {"attention", to_string(w.sinks ? AttentionKind::Sink : c.attention)},
+        {"pos_interp", to_string(c.pos_interp)},
+        {"layer_norm_eps", number(c.eps)},
+        {"image_mean", triple(c.mean)},
+        {"image_std", triple(c.std)},
+    };
+    if (c.evict_sink && !w.sinks) meta["evict"] = "sink";  // new logits: the caller says whether they evict
+    // What the canonical names do not say about the other families (DESIGN.md §7).
+    if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
+    if (c.mlp == MlpKind::QuickGelu) meta["act"] = to_string(c.mlp);
+    if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
+        meta["input_size"] = std::to_string(c.input_size);
+        meta["crop_pct"] = number(c.crop_pct, 17);
+    }
+    for (const auto& [k, v] : w.metadata) meta[k] = v;
+    write_safetensors(out, tensors, meta);
+}
+
+Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out) {
+    const Checkpoint ck(path, overrides);
+    CanonicalWrite w;
+    w.dtype = dtype;
+    const std::string& file = ck.path();  // the weights file, also for a folder
+    w.metadata = {{"source", file.substr(file.find_last_of('/') + 1)},
+                  {"source_digest", batch::file_digest(file)},
+                  {"source_layout", to_string(ck.config().layout)},
+                  {"converted_by", std::string("vitreg convert ") + VITREG_VERSION}};
+    write_canonical_checkpoint(ck, ck.config(), w, out);
+    return ck.config();
+}
+
+}  // namespace vitreg
