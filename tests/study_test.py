@@ -168,6 +168,23 @@ class Study(unittest.TestCase):
         self.assertTrue(console_errors(r.stderr), "a thrown error must show in Chromium's log")
 
 
+class OtherFamilies(unittest.TestCase):
+    def test_timm_without_class_token_clip_folder_and_pytorch_file(self):
+        fixtures = os.path.join(ROOT, "tests", "fixtures")
+        with tempfile.TemporaryDirectory() as tmp:
+            r = vitreg("study", os.path.join(fixtures, "models", "timm_avg_fcnorm"), os.path.join(fixtures, "models", "hf_clip"),
+                       os.path.join(fixtures, "torch", "teacher_module.pth"), "--images", *IMAGES[:2], "--resize", "64x64",
+                       "--timing-images", "1", "-o", tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            avg, clip, pth = read_json(os.path.join(tmp, "study.json"))["configs"]
+        # no class token: no head can dump on one, and the tokens are registers + patches only
+        self.assertEqual(avg["tokens"], 4)
+        self.assertFalse(any(h["key_kind"] == "cls" for row in avg["heads"] for h in row))
+        self.assertEqual(clip["attention"], "softmax")
+        self.assertEqual(pth["name"], "teacher_module.pth")
+        self.assertIsNotNone(pth["retrofit"]["calibrated_sink"])
+
+
 class Refusals(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vitreg-study-bad-")

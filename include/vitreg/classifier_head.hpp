@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/tensor_file.hpp"
+
 namespace vitreg {
 
 class ClassifierHead {
@@ -16,7 +18,7 @@ public:
     // task=multilabel the head is multi-label (sigmoid > metadata `threshold`, default 0.5,
     // per class); otherwise single-label (the largest logit). Throws CheckpointError for a
     // head of the wrong shape.
-    static std::optional<ClassifierHead> read(const std::string& checkpoint, int dim);
+    static std::optional<ClassifierHead> read(const TensorFile& checkpoint, int dim);
 
     int classes() const { return classes_; }
     bool multilabel() const { return multilabel_; }

@@ -11,9 +11,8 @@
 
 namespace vitreg {
 
-std::optional<ClassifierHead> ClassifierHead::read(const std::string& checkpoint, int dim) {
-    if (is_torch_file(checkpoint)) return std::nullopt;  // heads come with vitreg's own (trained) checkpoints
-    const SafetensorsFile file(checkpoint);
+std::optional<ClassifierHead> ClassifierHead::read(const TensorFile& file, int dim) {
+    const std::string& checkpoint = file.path();
     if (!file.has("head.weight") || !file.has("head.bias")) return std::nullopt;
     const TensorView& w = file.get("head.weight");
     const TensorView& b = file.get("head.bias");

@@ -123,7 +123,8 @@ public:
                 const std::map<std::string, json>* labels, const std::function<void(const std::string&)>& log)
         : cfg_(cfg), images_(images), o_(o), tmp_(tmp), labels_(labels), log_(log), model_(cfg.load()),
           c_(model_.config()) {
-        head_ = ClassifierHead::read(cfg.path, c_.dim);
+        // CLIP's `head` (timm) is its projection, not a classifier.
+        if (c_.family != Family::Clip) head_ = ClassifierHead::read(Checkpoint(cfg.path, cfg.overrides).file(), c_.dim);
         const std::size_t n = images.names.size();
         for (std::size_t i = 0; i < n; ++i) (n > 1 && i % 2 == 0 ? calibration_ : evaluation_).push_back(i);
     }
