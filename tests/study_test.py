@@ -2,7 +2,7 @@
 """`vitreg study` end to end: the trained family on held-out images (study.json and study.csv
 agree, accuracies match the PyTorch predictions in tests/fixtures/heldout/expected.json, the
 shapes and applicable sections per configuration), study.html in headless Chromium (no console
-error, every figure in the DOM, a control page with an error is caught), and refusals (bad
+error, every figure in the DOM; report_test.py shows the console check can fail), and refusals (bad
 configuration, image, size or labels) that write nothing.
 
 usage: study_test.py VITREG_BINARY REPO_ROOT
@@ -101,7 +101,7 @@ class Study(unittest.TestCase):
             for layer in c["massive"]:
                 values = [t[0] for t in layer["top"]]
                 self.assertEqual(values, sorted(values, reverse=True))
-                self.assertAlmostEqual(layer["ratio"] > 1, True)
+                self.assertGreater(layer["ratio"], 1)
         # softmax: every row sums to 1, nothing abstains, retrofits apply, no abstaining query
         self.assertEqual(softmax["weights_sum_range"], [[1, 1]] * 6)
         self.assertIsNotNone(softmax["retrofit"]["calibrated_sink"])
@@ -158,14 +158,6 @@ class Study(unittest.TestCase):
         width, height, rows = decode_png(shot)
         self.assertEqual((width, height), (1400, 900))
         self.assertGreater(len({px for row in rows[::10] for px in row[::10]}), 8, "the first screen is not blank")
-
-    @unittest.skipIf(CHROMIUM is None, "chromium is not installed: run scripts/setup.sh --tests")
-    def test_the_console_check_can_fail(self):
-        bad = os.path.join(self.tmp, "bad.html")
-        with open(bad, "w") as f:
-            f.write("<html><body><svg class=\"figure\"></svg><script>no_such_function();</script></body></html>")
-        r = chromium(self.tmp, "--dump-dom", "file://" + bad)
-        self.assertTrue(console_errors(r.stderr), "a thrown error must show in Chromium's log")
 
 
 class OtherFamilies(unittest.TestCase):

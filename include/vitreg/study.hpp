@@ -29,8 +29,8 @@ struct StudyConfig {
     Intervention intervention;
 
     // "MODEL[@KIND][@PRECISION][@evict=LIST][@ttr=K:NEURONS]" as `vitreg compare` takes it
-    // (ModelSpec), named by its label. Throws what loading it would (a bad checkpoint,
-    // precision or intervention), before any image runs.
+    // (ModelSpec), named by its label. Throws for a bad checkpoint, contradictory precision
+    // options or an intervention that does not fit, before any image runs.
     static StudyConfig parse(const std::string& text, const SafetensorsLimits& limits = {});
     Model load() const;  // the configuration itself
 };

@@ -1,8 +1,6 @@
 #include "vitreg/classifier_head.hpp"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "json_limits.hpp"
 #include "vitreg/error.hpp"
@@ -66,17 +64,8 @@ bool ClassifierHead::correct(const float* cls, const nlohmann::json& label, cons
 }
 
 std::map<std::string, nlohmann::json> read_labels(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw IoError(path + ": cannot read the labels");
-    std::ostringstream text;
-    text << in.rdbuf();
-    nlohmann::json j;
-    try {
-        j = parse_json_bounded(text.str());
-    } catch (const std::exception& e) {
-        throw IoError(path + ": not a labels file: malformed JSON: " + e.what());
-    }
-    if (!j.is_object()) throw IoError(path + ": not a labels file: expected an object from image file name to label");
+    const nlohmann::json j = read_json_file(path, "labels file");
+    if (!j.is_object()) throw IoError(path + ": not a vitreg labels file: expected an object from image file name to label");
     std::map<std::string, nlohmann::json> labels;
     for (auto it = j.begin(); it != j.end(); ++it) labels[it.key()] = it.value();
     return labels;

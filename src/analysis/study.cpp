@@ -31,7 +31,10 @@ StudyConfig StudyConfig::parse(const std::string& text, const SafetensorsLimits&
     c.overrides.limits = limits;
     if (spec.precision) c.precision = *spec.precision;
     if (spec.intervention) c.intervention = *spec.intervention;
-    c.load();
+    // Refuse a bad checkpoint, precision or intervention now, without packing the weights
+    // (the study loads each configuration when its turn comes).
+    c.precision.validate();
+    c.intervention.validate(Checkpoint(c.path, c.overrides).config());
     return c;
 }
 
@@ -208,11 +211,10 @@ private:
         std::vector<double> sum_min(L, std::numeric_limits<double>::infinity()), sum_max(L, -std::numeric_limits<double>::infinity());
         struct Entry {
             float value;
-            int token, channel, image;
+            int token, channel, image, kind;
         };
         std::vector<std::vector<Entry>> top(L);
         std::vector<double> median(L, 0), ratio(L, 0), kurtosis(L, 0);
-        std::vector<std::vector<int>> top_kind_of(L);  // kind of each candidate's token (parallel to top)
         best_abstention_ = -1;
         Probe probe;
         probe.norms = probe.key_mass = probe.abstention = true;
@@ -255,8 +257,8 @@ private:
                                   [&](std::size_t a, std::size_t b) { return mags[a] > mags[b] || (mags[a] == mags[b] && a < b); });
                 for (std::size_t j = 0; j < k3; ++j) {
                     const int token = static_cast<int>(order[j] / t.dim);
-                    top[l].push_back({mags[order[j]], token, static_cast<int>(order[j] % t.dim), static_cast<int>(i)});
-                    top_kind_of[l].push_back(token_kind(token, t, artifacts));
+                    top[l].push_back({mags[order[j]], token, static_cast<int>(order[j] % t.dim), static_cast<int>(i),
+                                      token_kind(token, t, artifacts)});
                 }
                 const float top1 = mags[order[0]];
                 auto mid = mags.begin() + (mags.size() - 1) / 2;
@@ -290,7 +292,7 @@ private:
                 tops.push_back({e.value, e.token, e.channel, e.image});
             }
             massive.push_back({{"top", tops},
-                               {"top_kind", kKinds[top_kind_of[l][idx[0]]]},
+                               {"top_kind", kKinds[top[l][idx[0]].kind]},
                                {"median", median[l] / n},
                                {"ratio", ratio[l] / n},
                                {"kurtosis", kurtosis[l] / n}});
@@ -306,13 +308,13 @@ private:
     // Window safety (definition 6): every image, the configuration plus one more eviction.
     json eviction() const {
         json out = json::object();
-        for (const char* what : {"sink", "artifacts", "registers"}) {
-            if (std::string(what) == "registers" && model_.registers() == 0) continue;
+        using Flag = bool Eviction::*;
+        for (const auto& [what, flag] : {std::pair<const char*, Flag>{"sink", &Eviction::sink},
+                                         {"artifacts", &Eviction::artifacts},
+                                         {"registers", &Eviction::registers}}) {
+            if (flag == &Eviction::registers && model_.registers() == 0) continue;
             Intervention edit = model_.intervention();
-            const Eviction extra = Eviction::parse(what);
-            edit.evict.sink |= extra.sink;
-            edit.evict.artifacts |= extra.artifacts;
-            edit.evict.registers |= extra.registers;
+            edit.evict.*flag = true;
             const Model evicted = model_.with(edit);
             Cosines cos;
             for (std::size_t i = 0; i < images_.names.size(); ++i)

@@ -18,19 +18,22 @@ nlohmann::json parse_json_bounded(std::string_view text, int max_depth) {
     return nlohmann::json::parse(text.begin(), text.end(), guard);
 }
 
-nlohmann::json read_format_file(const std::string& path, const std::string& format, int version, const std::string& what,
-                                const std::string& maker) {
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw IoError(path + ": cannot read the " + what);
     std::ostringstream text;
     text << in.rdbuf();
-    const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg " + what + ": " + why); };
-    nlohmann::json j;
     try {
-        j = parse_json_bounded(text.str());
+        return parse_json_bounded(text.str());
     } catch (const std::exception& e) {
-        throw fail(std::string("malformed JSON: ") + e.what());
+        throw IoError(path + ": not a vitreg " + what + ": malformed JSON: " + e.what());
     }
+}
+
+nlohmann::json read_format_file(const std::string& path, const std::string& format, int version, const std::string& what,
+                                const std::string& maker) {
+    const nlohmann::json j = read_json_file(path, what);
+    const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg " + what + ": " + why); };
     if (!j.is_object() || !j.contains("format") || j["format"] != format)
         throw fail("\"format\" is not \"" + format + "\" (make one with " + maker + ")");
     if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != version)

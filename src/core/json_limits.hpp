@@ -12,6 +12,10 @@ constexpr int kMaxJsonDepth = 64;
 // deeply nested input; callers add the file name.
 nlohmann::json parse_json_bounded(std::string_view text, int max_depth = kMaxJsonDepth);
 
+// A whole JSON file, parsed with the depth bound. Throws IoError "PATH: cannot read the WHAT" or
+// "PATH: not a vitreg WHAT: malformed JSON: ...".
+nlohmann::json read_json_file(const std::string& path, const std::string& what);
+
 // One of vitreg's own JSON files ({"format": FORMAT, "version": VERSION, ...}), read whole and
 // checked for its format and version. Throws IoError "PATH: not a vitreg WHAT: ..." where
 // `maker` says which command makes one.

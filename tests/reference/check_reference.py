@@ -496,13 +496,20 @@ def check_rollout_by_hand():
 
 # --- f. fixtures on disk ------------------------------------------------------------------------
 
+def fixture_index(name):
+    """tests/fixtures/NAME parsed, or None (said) when the fixtures are not generated."""
+    path = os.path.join(FIXTURES, name)
+    if not os.path.exists(path):
+        print(f"skip fixtures: tests/fixtures/{name} not generated")
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
 def check_fixtures():
-    index_path = os.path.join(FIXTURES, "cases.json")
-    if not os.path.exists(index_path):
-        print("skip fixtures: tests/fixtures/cases.json not generated")
+    index = fixture_index("cases.json")
+    if index is None:
         return
-    with open(index_path) as f:
-        index = json.load(f)
     worst = 0.0
     for entry in index:
         cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]),
@@ -742,12 +749,9 @@ def check_sink_calibration():
 
 
 def check_intervention_fixtures():
-    index_path = os.path.join(FIXTURES, "interventions.json")
-    if not os.path.exists(index_path):
-        print("skip fixtures: tests/fixtures/interventions.json not generated")
+    index = fixture_index("interventions.json")
+    if index is None:
         return
-    with open(index_path) as f:
-        index = json.load(f)
     worst, wrong_names = 0.0, []
     for entry in index:
         cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]))
