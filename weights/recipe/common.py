@@ -81,9 +81,10 @@ class CanvasSynth:
     """
 
     def __init__(self, images, labels, textures, size=112, patch=14, max_items=1,
-                 item_sizes=(42, 56)):
+                 item_sizes=(42, 56), min_items=1, plain=0.75):
         self.images, self.labels, self.textures = images, labels, textures
-        self.max_items, self.item_sizes = max_items, list(item_sizes)
+        self.min_items, self.max_items, self.item_sizes = min_items, max_items, list(item_sizes)
+        self.plain = plain
         self.size, self.patch = size, patch
         self._cache = {}
 
@@ -100,7 +101,7 @@ class CanvasSynth:
         S = self.size
         info = {"background": "plain", "items": []}
         self.last_info = info
-        if rng.random() < 0.75:
+        if rng.random() < self.plain:
             bg_col = rng.uniform(0.1, 0.9, size=3).astype(np.float32)
             img = np.broadcast_to(bg_col, (S, S, 3)).copy()
         else:
@@ -113,7 +114,7 @@ class CanvasSynth:
             bg_col = rng.uniform(0.25, 0.75, size=3).astype(np.float32)
             img = np.clip(bg_col[None, None, :] + crop[:, :, None], 0, 1).astype(np.float32)
         alpha_all = np.zeros((S, S), np.float32)
-        n = int(rng.integers(1, self.max_items + 1))
+        n = int(rng.integers(self.min_items, self.max_items + 1))
         label = np.zeros(len(CLASSES), np.float32)
         for _ in range(n):
             idx = int(rng.integers(len(self.images)))
@@ -134,12 +135,15 @@ class CanvasSynth:
         cover = alpha_all.reshape(g, self.patch, g, self.patch).mean(axis=(1, 3)).reshape(-1)
         return u8, label, cover
 
-    def batch(self, rng, n):
-        xs, ys = [], []
+    def batch(self, rng, n, cover=False):
+        xs, ys, cs = [], [], []
         for _ in range(n):
-            u8, lab, _ = self.sample(rng)
+            u8, lab, cov = self.sample(rng)
             xs.append(u8)
             ys.append(lab)
+            cs.append(cov)
+        if cover:
+            return np.stack(xs), np.stack(ys), np.stack(cs)
         return np.stack(xs), np.stack(ys)
 
 
@@ -220,15 +224,22 @@ class Block(nn.Module):
 
 
 class ViT(nn.Module):
-    """DINOv2-layout ViT with [CLS, registers, patches] tokens and a classification head."""
+    """DINOv2-layout ViT with [CLS, registers, patches] tokens and a classification head.
+
+    class_token=False drops CLS (timm's class_token=False, global_pool='avg'): tokens are
+    [registers, patches] and the head reads the mean of the final-normed patch tokens.
+    """
 
     def __init__(self, dim=128, depth=6, heads=2, patch=14, grid=8, registers=0,
-                 attention="softmax", num_classes=10, ls_init=0.1, head_input="cls"):
+                 attention="softmax", num_classes=10, ls_init=0.1, head_input="cls",
+                 class_token=True):
         super().__init__()
         self.dim, self.depth, self.heads, self.patch, self.grid = dim, depth, heads, patch, grid
         self.num_registers, self.attention, self.head_input = registers, attention, head_input
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + grid * grid, dim))
+        self.class_token = class_token
+        self.prefix = (1 if class_token else 0) + registers  # tokens before the patches
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
+        self.pos_embed = nn.Parameter(torch.zeros(1, (1 if class_token else 0) + grid * grid, dim))
         self.mask_token = nn.Parameter(torch.zeros(1, dim), requires_grad=False)
         self.patch_embed = nn.Module()
         self.patch_embed.proj = nn.Conv2d(3, dim, patch, patch)
@@ -253,7 +264,8 @@ class ViT(nn.Module):
                 t.copy_(v * std)
 
         with torch.no_grad():
-            self.cls_token.copy_(torch.randn(self.cls_token.shape, generator=g) * 0.02)
+            if self.class_token:
+                self.cls_token.copy_(torch.randn(self.cls_token.shape, generator=g) * 0.02)
             self.pos_embed.copy_(torch.randn(self.pos_embed.shape, generator=g) * 0.02)
             tn(self.patch_embed.proj.weight)
             self.patch_embed.proj.bias.zero_()
@@ -274,9 +286,12 @@ class ViT(nn.Module):
     def features(self, x, records=None):
         B = x.shape[0]
         t = self.patch_embed.proj(x).flatten(2).transpose(1, 2)  # [B, M*M, D], row-major
-        t = torch.cat([self.cls_token.expand(B, -1, -1), t], dim=1) + self.pos_embed
+        if self.class_token:
+            t = torch.cat([self.cls_token.expand(B, -1, -1), t], dim=1)
+        t = t + self.pos_embed
         if self.num_registers > 0:
-            t = torch.cat([t[:, :1], self.register_tokens.expand(B, -1, -1), t[:, 1:]], dim=1)
+            c = 1 if self.class_token else 0
+            t = torch.cat([t[:, :c], self.register_tokens.expand(B, -1, -1), t[:, c:]], dim=1)
         for i, b in enumerate(self.blocks):
             rec = None
             if records is not None:
@@ -288,19 +303,22 @@ class ViT(nn.Module):
         return t, self.norm(t)
 
     def head_features(self, xn):
+        if not self.class_token:
+            return xn[:, self.prefix:].mean(1)
         if self.head_input == "cls":
             return xn[:, 0]
-        return torch.cat([xn[:, 0], xn[:, 1 + self.num_registers:].mean(1)], dim=-1)
+        return torch.cat([xn[:, 0], xn[:, self.prefix:].mean(1)], dim=-1)
 
     def forward(self, x):
         _, xn = self.features(x)
         return self.head(self.head_features(xn))
 
 
-def build_model(config, seed, dim=128, depth=6, heads=2, ls_init=0.1, head_input="cls"):
+def build_model(config, seed, dim=128, depth=6, heads=2, ls_init=0.1, head_input="cls",
+                grid=8, class_token=True):
     kind, regs = CONFIGS[config]
-    m = ViT(dim=dim, depth=depth, heads=heads, registers=regs, attention=kind, ls_init=ls_init,
-            head_input=head_input)
+    m = ViT(dim=dim, depth=depth, heads=heads, grid=grid, registers=regs, attention=kind,
+            ls_init=ls_init, head_input=head_input, class_token=class_token)
     m.init_weights(seed)
     return m
 
@@ -308,7 +326,7 @@ def build_model(config, seed, dim=128, depth=6, heads=2, ls_init=0.1, head_input
 # --------------------------------------------------------------------------- safetensors
 def export_tensors(model):
     """dinov2-layout name -> float32 numpy array, in a fixed order."""
-    out = [("cls_token", model.cls_token)]
+    out = [("cls_token", model.cls_token)] if model.class_token else []
     if model.num_registers > 0:
         out.append(("register_tokens", model.register_tokens))
     out += [("pos_embed", model.pos_embed), ("mask_token", model.mask_token),
@@ -369,15 +387,16 @@ def read_safetensors(path):
 def load_model(path):
     """Rebuild a ViT from a vitreg checkpoint written by this recipe (F16 values -> float32)."""
     tensors, meta = read_safetensors(path)
-    D = tensors["cls_token"].shape[-1]
+    D = tensors["pos_embed"].shape[-1]
+    class_token = "cls_token" in tensors
     depth = len({k.split(".")[1] for k in tensors if k.startswith("blocks.")})
     heads = int(meta["heads"])
     patch = int(meta["patch_size"])
     regs = int(meta.get("num_registers", "0"))
-    grid = int(round(math.sqrt(tensors["pos_embed"].shape[1] - 1)))
+    grid = int(round(math.sqrt(tensors["pos_embed"].shape[1] - (1 if class_token else 0))))
     m = ViT(dim=D, depth=depth, heads=heads, patch=patch, grid=grid, registers=regs,
             attention=meta["attention"], num_classes=tensors["head.weight"].shape[0],
-            head_input=meta.get("head_input", "cls"))
+            head_input=meta.get("head_input", "cls"), class_token=class_token)
     if regs > 0:
         m.register_tokens = nn.Parameter(torch.zeros(1, regs, D))
     if meta["attention"] == "sink":

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import artifacts  # noqa: E402
 import common  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -79,7 +80,17 @@ def main(argv=None):
     ap.add_argument("--ls-init", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dim", type=int, default=None)
+    ap.add_argument("--depth", type=int, default=None)
+    ap.add_argument("--heads", type=int, default=None)
+    ap.add_argument("--canvas", type=int, default=112, help="canvas side in px (a multiple of 14)")
+    ap.add_argument("--no-class-token", action="store_true",
+                    help="no CLS: the head reads the mean of the final-normed patch tokens")
+    ap.add_argument("--min-items", type=int, default=1)
     ap.add_argument("--max-items", type=int, default=1)
+    ap.add_argument("--plain", type=float, default=0.75, help="share of plain-colour backgrounds")
+    ap.add_argument("--resume", action="store_true",
+                    help="continue from OUTPUT.state.pt (written at every export)")
     ap.add_argument("--head-input", default="cls", choices=["cls", "cls+pooled"])
     ap.add_argument("--item-sizes", default="42,56")
     ap.add_argument("--val", type=int, default=512, help="synthetic validation canvases")
@@ -92,6 +103,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     sc = dict(SCALES[args.scale])
+    for k in ("dim", "depth", "heads"):
+        if getattr(args, k) is not None:
+            sc[k] = getattr(args, k)
     steps = args.steps or sc["steps"]
     batch = args.batch or sc["batch"]
     lr = args.lr or sc["lr"]
@@ -102,17 +116,19 @@ def main(argv=None):
     tr_x, tr_y = common.load_fmnist("train")
     textures = common.load_textures()
     sizes = [int(v) for v in args.item_sizes.split(",")]
-    synth = common.CanvasSynth(tr_x, tr_y, textures, max_items=args.max_items, item_sizes=sizes)
+    data = dict(size=args.canvas, min_items=args.min_items, max_items=args.max_items,
+                item_sizes=sizes, plain=args.plain)
+    synth = common.CanvasSynth(tr_x, tr_y, textures, **data)
     data_rng = np.random.default_rng([args.seed, 1])
     # validation canvases from the *test* split (held-out items), fixed seed
     te_x, te_y = common.load_fmnist("t10k")
-    vsynth = common.CanvasSynth(te_x[:5000], te_y[:5000], textures, max_items=args.max_items,
-                                item_sizes=sizes)
+    vsynth = common.CanvasSynth(te_x[:5000], te_y[:5000], textures, **data)
     val_x, val_y = vsynth.batch(np.random.default_rng([args.seed, 2]), args.val)
 
     model = common.build_model(args.config, args.seed, dim=sc["dim"], depth=sc["depth"],
                                heads=sc["heads"], ls_init=args.ls_init,
-                               head_input=args.head_input).to(args.device)
+                               head_input=args.head_input, grid=args.canvas // 14,
+                               class_token=not args.no_class_token).to(args.device)
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         if not p.requires_grad:
@@ -137,7 +153,22 @@ def main(argv=None):
     train_time = 0.0
     last_loss = float("nan")
     stop = args.max_steps_now or steps
-    for s in range(stop):
+    first = 0
+    state_path = out + ".state.pt"
+    if args.resume and os.path.exists(state_path):
+        st = torch.load(state_path, map_location=args.device, weights_only=False)
+        model.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        data_rng.bit_generator.state = st["data_rng"]
+        first, ema, train_time = st["step"], st["ema"], st["train_time"]
+        print(f"resumed from {state_path} at step {first}", flush=True)
+    # the artifact criterion on held-out canvases drawn like the training data
+    crit_meta = {"image_size": str(args.canvas), "item_sizes": args.item_sizes,
+                 "min_items": str(args.min_items), "max_items": str(args.max_items),
+                 "plain_background": str(args.plain)}
+    crit_u8, _, crit_cover = artifacts.heldout_canvases(crit_meta, 128)
+    crit_x = common.to_input(crit_u8).to(args.device)
+    for s in range(first, stop):
         ts = time.time()
         xb, yb = synth.batch(data_rng, batch)
         x = common.to_input(xb).to(args.device)
@@ -159,6 +190,14 @@ def main(argv=None):
                   f"{done / (time.time() - t0):.3f} it/s elapsed {time.time() - t0:.0f}s", flush=True)
         if done in export_at or done == stop:
             vloss, vacc, vlab = evaluate_val(model, val_x, val_y, args.device)
+            model.eval()
+            crit = artifacts.criterion(model, crit_x, crit_cover)
+            model.train()
+            print(f"criterion step {done}: {json.dumps(crit)}", flush=True)
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done,
+                        "data_rng": data_rng.bit_generator.state, "ema": ema,
+                        "train_time": train_time}, state_path + ".tmp")
+            os.replace(state_path + ".tmp", state_path)
             meta = {
                 "heads": str(sc["heads"]), "patch_size": "14", "num_registers": str(regs),
                 "attention": kind, "pos_interp": "antialias", "layer_norm_eps": "1e-6",
@@ -167,12 +206,12 @@ def main(argv=None):
                 "trained": "true", "config": args.config,
                 "complete": "true" if done == steps else "false",
                 "description": (f"vitreg Fashion-MNIST canvas ViT ({args.config}): D{sc['dim']} "
-                                f"depth {sc['depth']} {sc['heads']} heads, patch 14, 112 px, "
-                                f"multi-label classifier on CLS. A small research model, "
+                                f"depth {sc['depth']} {sc['heads']} heads, patch 14, {args.canvas} px, "
+                                f"multi-label classifier on {'the mean patch token' if args.no_class_token else 'CLS'}. A small research model, "
                                 f"not a general-purpose feature extractor."),
                 "data": (f"fashion-mnist (Debian dataset-fashion-mnist, train split) items, "
-                         f"1-{args.max_items} per 112x112 canvas, {args.item_sizes} px, on plain (75%) or skimage texture "
-                         "(25%: brick, grass, gravel) backgrounds"),
+                         f"{args.min_items}-{args.max_items} per {args.canvas}x{args.canvas} canvas, {args.item_sizes} px, "
+                         f"on plain ({args.plain:.0%}) or skimage texture (brick, grass, gravel) backgrounds"),
                 "task": "multilabel", "classes": ",".join(common.CLASSES),
                 "head_input": args.head_input,
                 "head": ("logits = head.weight @ h + head.bias, h = " +
@@ -180,7 +219,7 @@ def main(argv=None):
                           "concat(final-normed CLS, mean of the final-normed patch tokens)") +
                          "; sigmoid; label present if > threshold"),
                 "threshold": "0.5", "metric": "exact_match",
-                "image_size": "112", "steps": str(done), "schedule_steps": str(steps),
+                **crit_meta, "steps": str(done), "schedule_steps": str(steps),
                 "batch": str(batch), "seed": str(args.seed), "lr": str(lr),
                 "lr_schedule": f"linear warmup {warm} steps, cosine to 0",
                 "optimizer": f"AdamW wd {args.weight_decay} (not on norms, biases, tokens, "
@@ -196,7 +235,7 @@ def main(argv=None):
             common.write_safetensors(out, common.export_tensors(model), meta)
             # held-out accuracy with the weights as stored (F16), then rewrite the metadata
             m16, _ = common.load_model(out)
-            ha = heldout_accuracy(m16)
+            ha = heldout_accuracy(m16) if args.canvas == 112 else None
             meta["heldout_accuracy"] = "" if ha is None else f"{ha:.4f}"
             common.write_safetensors(out, common.export_tensors(m16), meta)
             print(f"export step {done}: val_loss {vloss:.4f} val_acc {vacc:.4f} "
