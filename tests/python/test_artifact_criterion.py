@@ -32,9 +32,12 @@ def test_decide_counts_a_high_norm_background_sink():
     assert r["norm_ratio"] == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("kw", [dict(high=2.9), dict(alpha=0.19), dict(top_key=0), dict(top_key=2)])
-def test_decide_needs_every_condition(kw):
-    assert case(**kw)["artifact_rate"] == 0.0
+@pytest.mark.parametrize("kw, sink, high", [(dict(high=2.9), 1.0, 0.0), (dict(alpha=0.19), 0.0, 1.0),
+                                             (dict(top_key=0), 0.0, 1.0), (dict(top_key=2), 1.0, 1.0)])
+def test_decide_needs_every_condition(kw, sink, high):
+    r = case(**kw)
+    assert r["artifact_rate"] == 0.0
+    assert (r["background_sink_rate"], r["background_high_norm_rate"]) == (sink, high)
 
 
 def test_decide_foreground_counts_only_as_any_patch():
@@ -56,7 +59,8 @@ def test_vitreg_measures_what_pytorch_measures():
         want = artifacts.criterion(model, x, cover)
         got = artifacts.criterion_vitreg(path, x, cover)
         assert got["images"] == want["images"] == len(names)
-        for key in ("artifact_rate", "any_patch_rate", "top_key_share"):
+        for key in ("artifact_rate", "any_patch_rate", "background_sink_rate",
+                    "background_high_norm_rate", "top_key_share"):
             assert got[key] == want[key], (config, key)
         for key in ("norm_ratio", "kurtosis", "max_abs"):
             assert got[key] == pytest.approx(want[key], rel=1e-4), (config, key)

@@ -8,7 +8,8 @@ most half of it) both
   * is the top-attended key of at least one head in the last half of the layers, with
     alpha >= ALPHA, where alpha_k = mean over queries of A[q, k] (the mean received attention
     of evaluate.py; keys include CLS and registers, so a register that wins hides the patch).
-Reported beside it: the same rate for any patch (background or not), kurtosis mu4/sigma^4 of
+Reported beside it: the same rate for any patch (background or not), the rates of each half
+alone (a background patch that is such a top key; one with such a norm), kurtosis mu4/sigma^4 of
 the last block's output (all tokens and channels, per image, mean over images), its largest
 |x|, and the mean max/median patch-norm ratio.
 
@@ -58,6 +59,9 @@ def decide(norms, key_mass, kurtosis, max_abs, prefix, cover, ratio=RATIO, alpha
         "images": int(norms.shape[0]),
         "artifact_rate": float(art.mean()),
         "any_patch_rate": float(any_patch.mean()),
+        # the criterion's two halves apart: which one a model lacks
+        "background_sink_rate": float((sink & background).any(axis=1).mean()),
+        "background_high_norm_rate": float((high & background).any(axis=1).mean()),
         "norm_ratio": float((patches.max(axis=1) / med).mean()),
         "kurtosis": float(np.mean(kurtosis)),
         "max_abs": float(max_abs),
