@@ -77,10 +77,7 @@ def criterion(model, x, cover):
         model.features(x, records)
     out = records[-1]["x"]
     key_mass = torch.stack([r["attn"].mean(dim=2) for r in records[len(records) // 2:]])
-    flat = out.reshape(out.shape[0], -1).double()
-    c = flat - flat.mean(dim=1, keepdim=True)
-    kurt = c.pow(4).mean(1) / c.pow(2).mean(1).pow(2)
-    return decide(out.norm(dim=-1).numpy(), key_mass.numpy(), kurt.numpy(),
+    return decide(out.norm(dim=-1).numpy(), key_mass.numpy(), common.kurtosis(out.numpy()),
                   float(out.abs().max()), model.prefix, cover)
 
 
@@ -89,24 +86,17 @@ def criterion_vitreg(path, x, cover):
     import vitreg
     m = vitreg.Model(path)
     depth = m.config["depth"]
-    t = m.trace(np.ascontiguousarray(x.numpy()), attention_layers=None, norms=True,
-                key_mass=True, queries=[])
+    t = m.trace(np.ascontiguousarray(x.numpy()), norms=True, key_mass=True, queries=[])
     prefix = t["tokens"] - t["grid"][0] * t["grid"][1]
     return decide(t["norms"][-1], t["key_mass"][depth // 2:], t["kurtosis"][-1],
                   float(t["max_abs"][-1].max()), prefix, cover)
 
 
-def heldout_canvases(meta, n, seed=7):
-    """n canvases with coverage, from the held-out items, drawn like the checkpoint's data."""
+def heldout_canvases(settings, n, seed=7):
+    """n canvases with coverage from the held-out items, drawn with CanvasSynth `settings`."""
     te_x, te_y = common.load_fmnist("t10k")
-    synth = common.CanvasSynth(te_x[5000:], te_y[5000:], common.load_textures(),
-                               size=int(meta.get("image_size", "112")),
-                               item_sizes=[int(v) for v in meta.get("item_sizes", "42,56").split(",")],
-                               min_items=int(meta.get("min_items", "1")),
-                               max_items=int(meta.get("max_items", "1")),
-                               plain=float(meta.get("plain_background", "0.75")))
-    u8, y, cover = synth.batch(np.random.default_rng([seed, 3]), n, cover=True)
-    return u8, y, cover
+    synth = common.CanvasSynth(te_x[5000:], te_y[5000:], common.load_textures(), **settings)
+    return synth.batch(np.random.default_rng([seed, 3]), n, cover=True)
 
 
 def main(argv=None):
@@ -116,10 +106,18 @@ def main(argv=None):
     ap.add_argument("--vitreg", action="store_true",
                     help="measure with vitreg's forward (import vitreg; PYTHONPATH=build/python)")
     args = ap.parse_args(argv)
+    drawn = {}  # checkpoints trained on the same data share their canvases
     for path in args.checkpoints:
-        model, meta = common.load_model(path)
-        u8, _, cover = heldout_canvases(meta, args.images)
-        x = common.to_input(u8)
+        if args.vitreg:
+            meta = common.read_safetensors(path)[1]
+        else:
+            model, meta = common.load_model(path)
+        settings = common.data_settings(meta)
+        key = json.dumps(settings, sort_keys=True)
+        if key not in drawn:
+            u8, _, cover = heldout_canvases(settings, args.images)
+            drawn[key] = (common.to_input(u8), cover)
+        x, cover = drawn[key]
         r = criterion_vitreg(path, x, cover) if args.vitreg else criterion(model, x, cover)
         print(json.dumps({"checkpoint": os.path.basename(path), **r}))
     return 0

@@ -147,6 +147,40 @@ class CanvasSynth:
         return np.stack(xs), np.stack(ys)
 
 
+# CanvasSynth's settings as checkpoint metadata (strings) and back: train.py records them,
+# artifacts.py draws held-out canvases like the checkpoint's training data from them
+_DATA_KEYS = {"size": ("image_size", int, 112), "item_sizes": ("item_sizes", None, (42, 56)),
+              "min_items": ("min_items", int, 1), "max_items": ("max_items", int, 1),
+              "plain": ("plain_background", float, 0.75)}
+
+
+def data_metadata(settings):
+    out = {}
+    for k, (name, _, _) in _DATA_KEYS.items():
+        v = settings[k]
+        out[name] = ",".join(str(s) for s in v) if k == "item_sizes" else str(v)
+    return out
+
+
+def data_settings(meta):
+    out = {}
+    for k, (name, kind, default) in _DATA_KEYS.items():
+        if name not in meta:
+            out[k] = default
+        elif k == "item_sizes":
+            out[k] = [int(v) for v in meta[name].split(",")]
+        else:
+            out[k] = kind(meta[name])
+    return out
+
+
+def kurtosis(x):
+    """Pearson kurtosis mu4/sigma^4 (not excess) of all values of each image's x [B, ...]."""
+    flat = np.asarray(x, np.float64).reshape(len(x), -1)
+    c = flat - flat.mean(1, keepdims=True)
+    return (c ** 4).mean(1) / (c ** 2).mean(1) ** 2
+
+
 def to_input(u8):
     """uint8 [B,H,W,3] -> normalized float32 tensor [B,3,H,W] (the vitreg preprocessing)."""
     x = torch.from_numpy(np.ascontiguousarray(u8)).float().div_(255.0).permute(0, 3, 1, 2)

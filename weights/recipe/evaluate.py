@@ -121,9 +121,7 @@ def evaluate(path, files, u8, y, fg):
     abst_mean = 0.0 if abst is None else float(abst.mean())
     abst_head = [0.0] * model.heads if abst is None else [float(v) for v in abst.numpy().mean((0, 2))]
     cls_reg = float(A[:, :, 0, 1:1 + R].sum(-1).mean()) if R > 0 else None
-    flat = xp.reshape(xp.shape[0], -1).astype(np.float64)
-    c = flat - flat.mean(1, keepdims=True)
-    kurt = float(((c ** 4).mean(1) / (c ** 2).mean(1) ** 2).mean())
+    kurt = float(common.kurtosis(xp).mean())
     # per-layer profile of the patch-norm max/median and the abstention
     profile = []
     for rec in records:

@@ -41,7 +41,8 @@ SCALES = {
 
 
 def heldout_accuracy(model, device="cpu"):
-    """Exact-match multi-label accuracy on tests/fixtures/heldout (PNG, vitreg preprocessing)."""
+    """Exact-match multi-label accuracy on tests/fixtures/heldout (PNG, vitreg preprocessing);
+    None when the set is missing or its canvases are not the model's native size."""
     from PIL import Image
     path = os.path.join(HELDOUT, "labels.json")
     if not os.path.exists(path):
@@ -49,6 +50,8 @@ def heldout_accuracy(model, device="cpu"):
     labels = json.load(open(path))
     files = sorted(labels)
     u8 = np.stack([np.asarray(Image.open(os.path.join(HELDOUT, f)).convert("RGB")) for f in files])
+    if u8.shape[1] != model.grid * model.patch:
+        return None
     y = torch.tensor([labels[f] for f in files], dtype=torch.float32)
     with torch.no_grad():
         logits = model(common.to_input(u8).to(device)).cpu()
@@ -117,7 +120,7 @@ def main(argv=None):
     textures = common.load_textures()
     sizes = [int(v) for v in args.item_sizes.split(",")]
     data = dict(size=args.canvas, min_items=args.min_items, max_items=args.max_items,
-                item_sizes=sizes, plain=args.plain)
+                item_sizes=sizes, plain=args.plain)  # CanvasSynth settings, recorded in the metadata
     synth = common.CanvasSynth(tr_x, tr_y, textures, **data)
     data_rng = np.random.default_rng([args.seed, 1])
     # validation canvases from the *test* split (held-out items), fixed seed
@@ -163,10 +166,7 @@ def main(argv=None):
         first, ema, train_time = st["step"], st["ema"], st["train_time"]
         print(f"resumed from {state_path} at step {first}", flush=True)
     # the artifact criterion on held-out canvases drawn like the training data
-    crit_meta = {"image_size": str(args.canvas), "item_sizes": args.item_sizes,
-                 "min_items": str(args.min_items), "max_items": str(args.max_items),
-                 "plain_background": str(args.plain)}
-    crit_u8, _, crit_cover = artifacts.heldout_canvases(crit_meta, 128)
+    crit_u8, _, crit_cover = artifacts.heldout_canvases(data, 128)
     crit_x = common.to_input(crit_u8).to(args.device)
     for s in range(first, stop):
         ts = time.time()
@@ -187,7 +187,7 @@ def main(argv=None):
         done = s + 1
         if done % args.log_every == 0 or done == stop:
             print(f"step {done}/{steps} loss {last_loss:.4f} ema {ema:.4f} lr {lr_at(s):.2e} "
-                  f"{done / (time.time() - t0):.3f} it/s elapsed {time.time() - t0:.0f}s", flush=True)
+                  f"{(done - first) / (time.time() - t0):.3f} it/s elapsed {time.time() - t0:.0f}s", flush=True)
         if done in export_at or done == stop:
             vloss, vacc, vlab = evaluate_val(model, val_x, val_y, args.device)
             model.eval()
@@ -219,7 +219,7 @@ def main(argv=None):
                           "concat(final-normed CLS, mean of the final-normed patch tokens)") +
                          "; sigmoid; label present if > threshold"),
                 "threshold": "0.5", "metric": "exact_match",
-                **crit_meta, "steps": str(done), "schedule_steps": str(steps),
+                **common.data_metadata(data), "steps": str(done), "schedule_steps": str(steps),
                 "batch": str(batch), "seed": str(args.seed), "lr": str(lr),
                 "lr_schedule": f"linear warmup {warm} steps, cosine to 0",
                 "optimizer": f"AdamW wd {args.weight_decay} (not on norms, biases, tokens, "
@@ -235,7 +235,7 @@ def main(argv=None):
             common.write_safetensors(out, common.export_tensors(model), meta)
             # held-out accuracy with the weights as stored (F16), then rewrite the metadata
             m16, _ = common.load_model(out)
-            ha = heldout_accuracy(m16) if args.canvas == 112 else None
+            ha = heldout_accuracy(m16)
             meta["heldout_accuracy"] = "" if ha is None else f"{ha:.4f}"
             common.write_safetensors(out, common.export_tensors(m16), meta)
             print(f"export step {done}: val_loss {vloss:.4f} val_acc {vacc:.4f} "
