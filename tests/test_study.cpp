@@ -48,8 +48,17 @@ StudyImages fixture_images(const json& expected, std::shared_ptr<SafetensorsFile
     return images;
 }
 
+// What int8 measures (cosines to fp32 of the quantized forward) are compared within. A value
+// within one fp32 rounding of a uint8 rounding boundary falls either side depending on the
+// summation order and on how the CPU sums bf16 products (vdpbf16ps pairs, or the fp32 kernels
+// in k order): on the planted model's massive activations a few flips moved a cosine by 2.6e-4
+// on a Xeon with AVX512-BF16. Everything else keeps the caller's tolerance.
+constexpr double kInt8Tolerance = 1e-3;
+
+bool int8_measure(const std::string& where) { return where.find("int8") != std::string::npos; }
+
 // Walks `want` and checks `got` holds the same structure: strings and integers exactly, other
-// numbers within `tolerance` of max(1, |want|).
+// numbers within `tolerance` of max(1, |want|) (int8 measures within kInt8Tolerance).
 void compare(const json& got, const json& want, const std::string& where, double tolerance, int& checked) {
     INFO(where);
     if (want.is_object()) {
@@ -78,7 +87,8 @@ void compare(const json& got, const json& want, const std::string& where, double
         REQUIRE(got.is_number());
         const double g = got.get<double>(), w = want.get<double>();
         INFO("got " << g << ", reference " << w);
-        CHECK(std::fabs(g - w) <= tolerance * std::max(1.0, std::fabs(w)));
+        const double within = int8_measure(where) ? std::max(tolerance, kInt8Tolerance) : tolerance;
+        CHECK(std::fabs(g - w) <= within * std::max(1.0, std::fabs(w)));
         ++checked;
     }
 }

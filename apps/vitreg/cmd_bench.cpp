@@ -4,13 +4,55 @@
 #include <iomanip>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
+#include "vitreg/peak.hpp"
 #include "vitreg/preprocess.hpp"
 
 namespace vitreg::cli {
+
+namespace {
+
+// The measured per-core peak, the model's linear layers alone on one thread against the peak
+// of the width the kernels run, and the whole forward against threads × that peak.
+void print_peak(const Model& m, int batch, int h, int w, int threads, double forward_gflops) {
+    const CorePeak peak = measure_core_peak();
+    const double width_peak = peak.kernel_peak;
+    std::cout << std::fixed << std::setprecision(1) << "peak per core: fp32 FMA " << peak.fma256 << " GFLOP/s (256-bit)";
+    if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
+    if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
+    std::cout << "\n";
+    if (!(width_peak > 0)) return;
+    const Config& c = m.config();
+    const int rows = batch * (c.prefix_tokens() + c.registers + (h / c.patch) * (w / c.patch));
+    const int hidden = c.mlp_hidden;
+    struct Shape {
+        const char* name;
+        int in, out;
+    };
+    const Shape shapes[] = {{"qkv", c.dim, 3 * c.dim}, {"proj", c.dim, c.dim}, {"fc1", c.dim, c.mlp == MlpKind::SwiGlu ? 2 * hidden : hidden},
+                            {"fc2", hidden, c.dim}};
+    std::cout << "linear layers, fp32, 1 thread, " << rows << " rows (kernels " << peak.kernels << "):";
+    double flops = 0, seconds = 0;
+    for (const Shape& s : shapes) {
+        const double g = linear_gflops(rows, s.in, s.out);
+        const double f = 2.0 * rows * s.in * s.out;
+        flops += f;
+        seconds += f / (g * 1e9);
+        std::cout << " " << s.name << " " << g << " GFLOP/s (" << std::setprecision(0) << 100 * g / width_peak << "%)"
+                  << std::setprecision(1);
+    }
+    std::cout << "; all four " << flops / seconds / 1e9 << " GFLOP/s = " << std::setprecision(0)
+              << 100 * flops / seconds / 1e9 / width_peak << "% of the peak of their width\n";
+    const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    std::cout << std::setprecision(0) << "forward: " << 100 * forward_gflops / (used * width_peak) << "% of " << used
+              << " × the per-core peak of the kernels' width\n";
+}
+
+}  // namespace
 
 void register_bench(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("bench", "time the forward: ms/image (median, p95) and GFLOP/s");
@@ -19,7 +61,7 @@ void register_bench(CLI::App& app, Command& run) {
         int batch = 1, threads = 0, iters = 10, warmup = 2;
         std::string size;
         std::vector<std::string> images;
-        bool probe = false;
+        bool probe = false, peak = false;
     };
     auto a = std::make_shared<Args>();
     add_model_args(*cmd, a->model);
@@ -34,6 +76,9 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->add_flag("--probe", a->probe,
                   "time the forward that `vitreg maps` runs: CLS attention of every layer and head, norms, "
                   "abstention and key mass");
+    cmd->add_flag("--peak", a->peak,
+                  "also measure this CPU's per-core peak (fp32 FMA on 256 and 512 bits, the int8 dot product), "
+                  "time the model's linear layers alone on one thread, and state each as a fraction of the peak");
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
@@ -90,6 +135,7 @@ void register_bench(CLI::App& app, Command& run) {
                       << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
                       << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernel_isa(m.precision().precision)
                       << ")\n";
+            if (a->peak) print_peak(m, a->batch, h, w, a->threads, gflops);
             if (m.precision().precision != Precision::Fp32) {
                 // The error next to the speed: the same inputs through the fp32 forward.
                 ModelArgs fp32 = a->model;

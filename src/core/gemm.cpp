@@ -1,5 +1,6 @@
 #include "gemm.hpp"
 
+#include "cpu.hpp"
 #include "quantize.hpp"
 
 #include <immintrin.h>
@@ -61,32 +62,40 @@ __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, 
 }
 
 // ---- AVX2 + FMA: 6 rows × 16 columns, 12 accumulators ------------------------------------
+// Accumulators only ever indexed by constants (a partial tile goes through a lane mask, never
+// through a scratch array): GCC keeps them in registers then, where a store to a local array
+// made it spill all twelve at every k (a third of the FMA peak on Zen 3).
 template <int MR>
 __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, const float* bp, int k, float* c,
                                                      long ldc, int cols, const float* bias, const float* scale) {
-    __m256 acc[MR][2];
-    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    constexpr int NV = 2, NR = 8 * NV;
+    for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * ldc, 1, 3);
+    __m256 acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
     for (int p = 0; p < k; ++p) {
-        const __m256 b0 = _mm256_loadu_ps(bp + p * 16), b1 = _mm256_loadu_ps(bp + p * 16 + 8);
+        __m256 b[NV];
+        for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(bp + p * NR + 8 * v);
         for (int r = 0; r < MR; ++r) {
             const __m256 av = _mm256_broadcast_ss(a + r * lda + p);
-            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+            for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, b[v], acc[r][v]);
         }
     }
-    for (int r = 0; r < MR; ++r) {
-        float* out = c + r * ldc;
-        if (cols == 16) {
-            for (int h = 0; h < 2; ++h) {
-                __m256 y = bias ? _mm256_add_ps(acc[r][h], _mm256_loadu_ps(bias + 8 * h)) : acc[r][h];
-                if (scale) y = _mm256_fmadd_ps(_mm256_loadu_ps(scale + 8 * h), y, _mm256_loadu_ps(out + 8 * h));
-                _mm256_storeu_ps(out + 8 * h, y);
-            }
-        } else {
-            alignas(32) float tmp[16];
-            _mm256_store_ps(tmp, acc[r][0]);
-            _mm256_store_ps(tmp + 8, acc[r][1]);
-            finish_row(tmp, cols, bias, scale, out);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int v = 0; v < NV && 8 * v < cols; ++v) {
+        const int left = cols - 8 * v;
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lane);
+        const bool full = left >= 8;
+        const __m256 bv = bias ? (full ? _mm256_loadu_ps(bias + 8 * v) : _mm256_maskload_ps(bias + 8 * v, m))
+                               : _mm256_setzero_ps();
+        const __m256 sv = scale ? (full ? _mm256_loadu_ps(scale + 8 * v) : _mm256_maskload_ps(scale + 8 * v, m))
+                                : _mm256_setzero_ps();
+        for (int r = 0; r < MR; ++r) {
+            float* out = c + r * ldc + 8 * v;
+            __m256 y = bias ? _mm256_add_ps(acc[r][v], bv) : acc[r][v];
+            if (scale) y = _mm256_fmadd_ps(sv, y, full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, m));
+            if (full) _mm256_storeu_ps(out, y);
+            else _mm256_maskstore_ps(out, m, y);
         }
     }
 }
@@ -169,12 +178,19 @@ void pack_with(PackedMatrix& p, int k, int n, Isa isa, At at) {
 
 }  // namespace
 
-Isa best() { return kIsa; }
+Isa best() {
+    switch (cpu::level()) {
+        case cpu::Level::Avx512: return Isa::Avx512;
+        case cpu::Level::Avx2: return Isa::Avx2;
+        case cpu::Level::Portable: break;
+    }
+    return Isa::Portable;
+}
 
 bool supported(Isa isa) {
     switch (isa) {
-        case Isa::Avx512: return kIsa == Isa::Avx512;
-        case Isa::Avx2: return kIsa == Isa::Avx512 || kIsa == Isa::Avx2;
+        case Isa::Avx512: return cpu::usable().avx512;
+        case Isa::Avx2: return cpu::usable().avx2_fma;
         case Isa::Portable: return true;
     }
     return false;

@@ -1,13 +1,16 @@
 #include "gemm_lowp.hpp"
 
 #include <immintrin.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "cpu.hpp"
+#include "vector_loops.hpp"
+#include "vitreg/error.hpp"
 #include <utility>
 
 namespace vitreg::gemm {
@@ -195,28 +198,28 @@ inline void store(std::int32_t* o, VAcc v) { *o = v; }
 
 namespace {
 
-struct Cpu {
-    bool avx512 = false, avx512bf16 = false, avx512vnni = false, avx512vl = false, avxvnni = false, avx2 = false;
-};
-
-Cpu detect() {
-    Cpu c;
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    c.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-    c.avx512bf16 = c.avx512 && __builtin_cpu_supports("avx512bf16");
-    c.avx512vnni = c.avx512 && __builtin_cpu_supports("avx512vnni");
-    c.avx512vl = c.avx512 && __builtin_cpu_supports("avx512vl");
-    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4 (not every compiler's __builtin_cpu_supports
-    // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    c.avxvnni = c.avx2 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
-#endif
-    return c;
+// The int8 kernel VITREG_INT8_ISA names (to measure or test one path), else the fastest one the
+// usable features (cpu.hpp) run.
+Int8Isa choose_int8() {
+    const cpu::Features& f = cpu::usable();
+    const char* env = std::getenv("VITREG_INT8_ISA");
+    if (env && *env) {
+        for (Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Portable})
+            if (!std::strcmp(env, to_id(isa))) {
+                if (!supported(isa))
+                    throw Error(std::string("VITREG_INT8_ISA=") + env + ": not available on this CPU" +
+                                (cpu::level() != cpu::Level::Avx512 ? " under VITREG_ISA=" + std::string(cpu::to_string(cpu::level())) : std::string()));
+                return isa;
+            }
+        throw Error(std::string("VITREG_INT8_ISA='") + env +
+                    "' is not an int8 kernel (avx512-vnni, avx-vnni, avx512, avx2 or portable)");
+    }
+    if (f.avx512_vnni) return Int8Isa::Avx512Vnni;
+    if (f.avx_vnni) return Int8Isa::Avx256Vnni;
+    if (f.avx512) return Int8Isa::Avx512;
+    if (f.avx2_fma) return Int8Isa::Avx2;
+    return Int8Isa::Portable;
 }
-
-const Cpu kCpu = detect();
 
 Tiles tiles(Bf16Isa isa) {
     switch (isa) {
@@ -231,8 +234,8 @@ Tiles tiles(Int8Isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
         case Int8Isa::Avx512Vnni: return int8_avx512vnni::kernels;
-        case Int8Isa::Avx256Vnni: return kCpu.avx512vnni && kCpu.avx512vl ? int8_avx256vnni_evex::kernels
-                                                                          : int8_avx256vnni_vex::kernels;
+        case Int8Isa::Avx256Vnni: return cpu::usable().avx512_vnni ? int8_avx256vnni_evex::kernels
+                                                                   : int8_avx256vnni_vex::kernels;
         case Int8Isa::Avx512: return int8_avx512::kernels;
         case Int8Isa::Avx2: return int8_avx2::kernels;
 #endif
@@ -278,9 +281,9 @@ inline std::uint32_t bf16_pair(float even, float odd) {
 
 // ---- bf16 ----------------------------------------------------------------------------------
 
-Bf16Isa best_bf16() { return kCpu.avx512bf16 ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable; }
+Bf16Isa best_bf16() { return cpu::usable().avx512_bf16 ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable; }
 
-bool supported(Bf16Isa isa) { return isa == Bf16Isa::Portable || kCpu.avx512bf16; }
+bool supported(Bf16Isa isa) { return isa == Bf16Isa::Portable || cpu::usable().avx512_bf16; }
 
 const char* to_string(Bf16Isa isa) { return isa == Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "portable"; }
 
@@ -307,11 +310,8 @@ void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long l
 
 void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out) {
     const int groups = (k + 1) / 2;
-    for (int r = 0; r < m; ++r) {
-        const float* row = a + r * lda;
-        std::uint32_t* o = out + static_cast<std::size_t>(r) * groups;
-        for (int g = 0; g < groups; ++g) o[g] = bf16_pair(row[2 * g], 2 * g + 1 < k ? row[2 * g + 1] : 0.0f);
-    }
+    const loops::Table& vec = loops::active();
+    for (int r = 0; r < m; ++r) vec.bf16_pairs(a + r * lda, k, out + static_cast<std::size_t>(r) * groups);
 }
 
 void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1, float* c, long ldc,
@@ -327,22 +327,31 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
 // ---- int8 ----------------------------------------------------------------------------------
 
 Int8Isa best_int8() {
-    if (kCpu.avx512vnni) return Int8Isa::Avx512Vnni;
-    if (kCpu.avxvnni) return Int8Isa::Avx256Vnni;
-    if (kCpu.avx512) return Int8Isa::Avx512;
-    if (kCpu.avx2) return Int8Isa::Avx2;
-    return Int8Isa::Portable;
+    static const Int8Isa isa = choose_int8();  // a throw leaves it unset: the next call throws again
+    return isa;
 }
 
 bool supported(Int8Isa isa) {
+    const cpu::Features& f = cpu::usable();
     switch (isa) {
-        case Int8Isa::Avx512Vnni: return kCpu.avx512vnni;
-        case Int8Isa::Avx256Vnni: return kCpu.avxvnni || (kCpu.avx512vnni && kCpu.avx512vl);
-        case Int8Isa::Avx512: return kCpu.avx512;
-        case Int8Isa::Avx2: return kCpu.avx2;
+        case Int8Isa::Avx512Vnni: return f.avx512_vnni;
+        case Int8Isa::Avx256Vnni: return f.avx_vnni || f.avx512_vnni;
+        case Int8Isa::Avx512: return f.avx512;
+        case Int8Isa::Avx2: return f.avx2_fma;
         case Int8Isa::Portable: return true;
     }
     return false;
+}
+
+const char* to_id(Int8Isa isa) {
+    switch (isa) {
+        case Int8Isa::Avx512Vnni: return "avx512-vnni";
+        case Int8Isa::Avx256Vnni: return "avx-vnni";
+        case Int8Isa::Avx512: return "avx512";
+        case Int8Isa::Avx2: return "avx2";
+        case Int8Isa::Portable: return "portable";
+    }
+    return "?";
 }
 
 const char* to_string(Int8Isa isa) {
@@ -388,31 +397,21 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa) {
 void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8* fixed, std::uint32_t* out,
                    float* scale, std::int32_t* zero_point) {
     const int groups = (k + 3) / 4;
+    const loops::Table& vec = loops::active();
     for (int r = 0; r < m; ++r) {
         const float* row = a + r * lda;
         quant::AffineU8 q;
         if (fixed) {
             q = *fixed;
         } else {
-            // 16 running minima and maxima (a loop the compiler vectorizes), then their extremes.
-            constexpr int kLanes = 16;
-            float lo[kLanes] = {}, hi[kLanes] = {};
-            int i = 0;
-            for (; i + kLanes <= k; i += kLanes)
-                for (int l = 0; l < kLanes; ++l) {
-                    lo[l] = row[i + l] < lo[l] ? row[i + l] : lo[l];
-                    hi[l] = row[i + l] > hi[l] ? row[i + l] : hi[l];
-                }
-            for (int l = 0; i < k; ++i, ++l) {
-                lo[l] = row[i] < lo[l] ? row[i] : lo[l];
-                hi[l] = row[i] > hi[l] ? row[i] : hi[l];
-            }
-            q = quant::affine_u8(*std::min_element(lo, lo + kLanes), *std::max_element(hi, hi + kLanes));
+            float lo, hi;
+            vec.range(row, k, &lo, &hi);
+            q = quant::affine_u8(lo, hi);
         }
         scale[r] = q.scale;
         zero_point[r] = q.zero_point;
         auto* bytes = reinterpret_cast<std::uint8_t*>(out + static_cast<std::size_t>(r) * groups);
-        for (int i = 0; i < k; ++i) bytes[i] = quant::quantize_u8(row[i], q);
+        vec.quantize_u8(row, k, q, bytes);
         std::fill(bytes + k, bytes + 4 * groups, std::uint8_t{0});  // B's padding is zero too
     }
 }

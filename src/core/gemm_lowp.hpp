@@ -57,9 +57,11 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
 // with VL). Avx512 / Avx2: vpmaddwd on the bytes widened to 16 bits — exact, where vpmaddubsw
 // would saturate 255·127·2. Portable: C++.
 enum class Int8Isa { Avx512Vnni, Avx256Vnni, Avx512, Avx2, Portable };
+// The fastest kernel cpu::usable() runs, or the one VITREG_INT8_ISA names (its to_id).
 Int8Isa best_int8();
 bool supported(Int8Isa isa);
 const char* to_string(Int8Isa isa);
+const char* to_id(Int8Isa isa);  // "avx512-vnni", "avx-vnni", "avx512", "avx2", "portable"
 
 struct PackedInt8 {
     int k = 0, n = 0, nr = 0;

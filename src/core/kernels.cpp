@@ -5,15 +5,13 @@
 #include <tbb/partitioner.h>
 
 #include <cmath>
-#include <unsupported/Eigen/SpecialFunctions>
 
+#include "vector_loops.hpp"
 #include "vitreg/attention.hpp"
 
 namespace vitreg::kernels {
 
 namespace {
-
-using MutMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Tile sizes. Every output element is computed whole by one task, so the tiling affects
 // speed only, never the numbers. 24 rows (three 8-row or four 6-row strips) × 96 columns (two
@@ -84,13 +82,13 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
     float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
     std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    const loops::Table& vec = loops::active();
     if (rounded || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
             const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
             const float* src = x + static_cast<std::size_t>(r0) * in;
             if (rounded)
-                std::transform(src, src + static_cast<std::size_t>(rn) * in, rounded_x + static_cast<std::size_t>(r0) * in,
-                               [](float v) { return quant::round_bf16(v); });
+                vec.round_bf16(src, static_cast<std::size_t>(rn) * in, rounded_x + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
             else
@@ -118,58 +116,26 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                                width, fused);
                 break;
         }
-        if (epilogue == Epilogue::BiasGelu) {
-            auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
-            a = 0.5f * a * (1.0f + (a * static_cast<float>(M_SQRT1_2)).erf());
-        } else if (epilogue == Epilogue::BiasQuickGelu) {
-            auto a = MutMap(tile, rn, cn, Eigen::OuterStride<>(width)).array();
-            a = a / (1.0f + (-1.702f * a).exp());
-        }
+        if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rn, cn, width);
+        else if (epilogue == Epilogue::BiasQuickGelu) vec.quick_gelu(tile, rn, cn, width);
     });
 }
 
-namespace {
-
-// Σ f(v[i]) in one fixed order: 16 running sums (lane i % 16), then added in lane order. Eigen's
-// own reductions start their vector loop at the first aligned element, so their result would
-// depend on where the row sits in memory (a Trace's buffer is not aligned like the workspace).
-template <class F>
-float ordered_sum(const float* v, int n, F f) {
-    constexpr int kLanes = 16;
-    float lane[kLanes] = {};
-    int i = 0;
-    for (; i + kLanes <= n; i += kLanes)
-        for (int k = 0; k < kLanes; ++k) lane[k] += f(v[i + k]);
-    for (int k = 0; i < n; ++i, ++k) lane[k] += f(v[i]);
-    float sum = 0.0f;
-    for (const float l : lane) sum += l;
-    return sum;
-}
-
-}  // namespace
-
 void layer_norm(const float* x, int rows, int width, const Norm& norm, float eps, float* out) {
     for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
-        for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
-            const float* row = x + static_cast<std::size_t>(r) * width;
-            Eigen::Map<const Eigen::ArrayXf> v(row, width);
-            Eigen::Map<Eigen::ArrayXf> o(out + static_cast<std::size_t>(r) * width, width);
-            const float mean = ordered_sum(row, width, [](float a) { return a; }) / static_cast<float>(width);
-            const float var = ordered_sum(row, width, [mean](float a) { return (a - mean) * (a - mean); }) /
-                              static_cast<float>(width);
-            const float rstd = 1.0f / std::sqrt(var + eps);
-            o = (v - mean) * rstd * norm.weight.array() + norm.bias.array();
-        }
+        const loops::Table& vec = loops::active();
+        for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r)
+            vec.layer_norm_row(x + static_cast<std::size_t>(r) * width, width, norm.weight.data(), norm.bias.data(), eps,
+                               out + static_cast<std::size_t>(r) * width);
     });
 }
 
 void swiglu(const float* u, int rows, int hidden, float* h) {
     for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        const loops::Table& vec = loops::active();
         for (int r = t * kRowsPerTask, end = std::min(rows, r + kRowsPerTask); r < end; ++r) {
-            Eigen::Map<const Eigen::ArrayXf> a(u + static_cast<std::size_t>(r) * 2 * hidden, hidden);
-            Eigen::Map<const Eigen::ArrayXf> b(u + static_cast<std::size_t>(r) * 2 * hidden + hidden, hidden);
-            Eigen::Map<Eigen::ArrayXf> o(h + static_cast<std::size_t>(r) * hidden, hidden);
-            o = a / (1.0f + (-a).exp()) * b;
+            const float* a = u + static_cast<std::size_t>(r) * 2 * hidden;
+            vec.silu_mul(a, a + hidden, hidden, h + static_cast<std::size_t>(r) * hidden);
         }
     });
 }
@@ -201,6 +167,7 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
         }
     });
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+    const loops::Table& vec = loops::active();
     // Column sums per query block, added up in block order afterwards (deterministic).
     std::vector<double> block_mass(record && record->key_mass ? static_cast<std::size_t>(batch) * heads * blocks * tokens : 0);
     for_each_task(batch * heads * blocks, [&](int t) {
@@ -217,8 +184,7 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
         } else if (bf16) {
             float* rounded = s + static_cast<std::size_t>(qn) * tokens;
             for (int i = 0; i < qn; ++i)
-                for (int d = 0; d < head_dim; ++d)
-                    rounded[i * head_dim + d] = quant::round_bf16(queries[static_cast<std::size_t>(i) * stride + d]);
+                vec.round_bf16(queries + static_cast<std::size_t>(i) * stride, head_dim, rounded + i * head_dim);
             gemm::multiply(rounded, head_dim, qn, scratch.keys[bh], 0, tokens, s, tokens);
         } else {
             gemm::multiply(queries, stride, qn, scratch.keys[bh], 0, tokens, s, tokens);
@@ -230,7 +196,7 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
             if (gone)
                 for (int k = 0; k < tokens; ++k)
                     if (gone[k]) row[k] = -INFINITY;
-            const float null_mass = normalize_attention(row, static_cast<std::size_t>(tokens), kind, sink);
+            const float null_mass = vec.normalize_attention(row, static_cast<std::size_t>(tokens), kind, sink);
             if (gone)  // e^−∞ is flushed to e^−87.3 in the normalizer: make it exactly 0
                 for (int k = 0; k < tokens; ++k)
                     if (gone[k]) row[k] = 0.0f;
@@ -250,8 +216,7 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
             gemm::round_rows_bf16(s, tokens, qn, tokens, low);
             gemm::multiply(low, qn, scratch.values_bf16[bh], 0, head_dim, mixed, dim);
         } else {
-            if (bf16)
-                for (std::size_t i = 0, n = static_cast<std::size_t>(qn) * tokens; i < n; ++i) s[i] = quant::round_bf16(s[i]);
+            if (bf16) vec.round_bf16(s, static_cast<std::size_t>(qn) * tokens, s);
             gemm::multiply(s, tokens, qn, scratch.values[bh], 0, head_dim, mixed, dim);
         }
     });

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cpu.hpp"
 #include "gemm_lowp.hpp"
 #include "json_limits.hpp"
 #include "vitreg/error.hpp"
@@ -42,18 +43,17 @@ std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token"
 
 namespace {
 std::string bf16_kernels() {
-    return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA";
+    return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on " + cpu::describe_level() + " fp32";
 }
 }  // namespace
 
 std::string kernel_isa(Precision p) {
     switch (p) {
-        case Precision::Fp32: {
-            const auto isa = gemm::best();
-            return isa == gemm::Isa::Avx512 ? "avx512" : isa == gemm::Isa::Avx2 ? "avx2" : "portable";
-        }
+        case Precision::Fp32: return cpu::describe_level();
         case Precision::Bf16: return bf16_kernels();
-        case Precision::Int8: return std::string(gemm::to_string(gemm::best_int8())) + ", attention " + bf16_kernels();
+        case Precision::Int8:
+            return std::string(gemm::to_string(gemm::best_int8())) + ", attention " + bf16_kernels() + "; " +
+                   cpu::describe_level();
     }
     return "?";
 }

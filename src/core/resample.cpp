@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "vector_loops.hpp"
+
 namespace vitreg {
 
 namespace {
@@ -96,13 +98,12 @@ std::vector<float> resample_hwc(const float* src, int in_h, int in_w, int channe
     // H pass: [out_h, out_w, C].
     std::vector<float> out(static_cast<std::size_t>(out_h) * out_w * c, 0.0f);
     const std::size_t row_len = static_cast<std::size_t>(out_w) * c;
+    const loops::Table& vec = loops::active();
     for (int y = 0; y < out_h; ++y) {
         float* d = out.data() + y * row_len;
         const auto& t = ys[y];
         for (std::size_t k = 0; k < t.index.size(); ++k) {
-            const float* s = mid.data() + static_cast<std::size_t>(t.index[k]) * row_len;
-            const float w = t.weight[k];
-            for (std::size_t i = 0; i < row_len; ++i) d[i] += w * s[i];
+            vec.axpy(t.weight[k], mid.data() + static_cast<std::size_t>(t.index[k]) * row_len, d, row_len);
         }
     }
     return out;

@@ -1,0 +1,27 @@
+#pragma once
+// This CPU's measured arithmetic peak per core, so that speed can be stated as a fraction of
+// what the core can do rather than as an adjective (vitreg bench --peak).
+#include <string>
+
+namespace vitreg {
+
+struct CorePeak {
+    double fma256 = 0;   // fp32 GFLOP/s of 256-bit FMAs on one core (0: no AVX2 + FMA)
+    double fma512 = 0;   // the same on 512 bits (0: no AVX-512)
+    double int8 = 0;     // int8 GOP/s (2 per multiply-add) of the int8 dot product below
+    std::string int8_instruction;  // "vpdpbusd (512-bit)", "vpdpbusd (256-bit)", "vpmaddubsw + vpmaddwd", or ""
+    // The fp32 kernels this process runs (after VITREG_ISA): their name, and the peak of their
+    // width (fma512 for avx512, fma256 for avx2, 0 for portable code).
+    std::string kernels;
+    double kernel_peak = 0;
+};
+
+// Tight loops of independent multiply-adds on the calling thread, each run for about `seconds`
+// (the best of three). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
+CorePeak measure_core_peak(double seconds = 0.1);
+
+// Single-thread fp32 GFLOP/s of one linear layer, y = x·Wᵀ + b for x [rows, in] and W [out, in],
+// through the GEMM kernels this process runs (best of `repeats`).
+double linear_gflops(int rows, int in, int out, int repeats = 5);
+
+}  // namespace vitreg

@@ -1,0 +1,88 @@
+#include "cpu.hpp"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <cstdlib>
+#include <cstring>
+
+#include "vitreg/error.hpp"
+
+namespace vitreg::cpu {
+
+namespace {
+
+Features read_cpuid() {
+    Features f;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    // __builtin_cpu_supports checks the OS's XSAVE state too (YMM, and ZMM for AVX-512).
+    f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+    f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
+    // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4 (not every compiler's __builtin_cpu_supports
+    // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    f.avx_vnni = f.avx2_fma && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+#endif
+    return f;
+}
+
+Level level_of(const Features& f) { return f.avx512 ? Level::Avx512 : f.avx2_fma ? Level::Avx2 : Level::Portable; }
+
+Features capped(Features f, Level cap) {
+    if (cap < Level::Avx512) f.avx512 = f.avx512_bf16 = f.avx512_vnni = false;
+    if (cap < Level::Avx2) f = Features{};
+    if (cap == Level::Avx2) f.avx_vnni = false;  // a plain AVX2 + FMA CPU
+    return f;
+}
+
+Features resolve() {
+    const Features& hw = detected();
+    const char* env = std::getenv("VITREG_ISA");
+    if (!env || !*env) return hw;
+    Level want;
+    if (!std::strcmp(env, "avx512")) want = Level::Avx512;
+    else if (!std::strcmp(env, "avx2")) want = Level::Avx2;
+    else if (!std::strcmp(env, "portable")) want = Level::Portable;
+    else throw Error(std::string("VITREG_ISA='") + env + "' is not a kernel set (avx512, avx2 or portable)");
+    if (want > level_of(hw))
+        throw Error(std::string("VITREG_ISA=") + env + ": this CPU cannot run it (its best is " +
+                    to_string(level_of(hw)) + ")");
+    return capped(hw, want);
+}
+
+}  // namespace
+
+const Features& detected() {
+    static const Features f = read_cpuid();
+    return f;
+}
+
+const Features& usable() {
+    static const Features f = resolve();  // a throw leaves it unset: the next call throws again
+    return f;
+}
+
+Level level() { return level_of(usable()); }
+
+const char* to_string(Level level) {
+    switch (level) {
+        case Level::Avx512: return "avx512";
+        case Level::Avx2: return "avx2";
+        case Level::Portable: return "portable";
+    }
+    return "?";
+}
+
+std::string describe_level() {
+    const Level run = level(), hw = level_of(detected());
+    std::string s = to_string(run);
+    if (run != hw) s += std::string(" (VITREG_ISA; the CPU has ") + to_string(hw) + ")";
+    return s;
+}
+
+}  // namespace vitreg::cpu

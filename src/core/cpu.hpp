@@ -1,0 +1,31 @@
+#pragma once
+// What this CPU can run, read once from CPUID, and the kernel set the process chooses from it.
+// VITREG_ISA=avx512|avx2|portable caps that choice (to measure or test a path on a machine that
+// has a faster one; avx2 is a plain AVX2 + FMA CPU such as Zen 3: no AVX-512, no AVX-VNNI).
+// A value the CPU cannot run, or one that is not a kernel set, is an error at first use.
+#include <string>
+
+namespace vitreg::cpu {
+
+struct Features {
+    bool avx2_fma = false;    // AVX2 and FMA (x86-64-v3's vector part)
+    bool avx512 = false;      // AVX-512 F, BW, VL and DQ
+    bool avx512_bf16 = false; // vdpbf16ps
+    bool avx512_vnni = false; // vpdpbusd on 512 bits (and, with VL, on 256)
+    bool avx_vnni = false;    // vpdpbusd on 256 bits, VEX-encoded (Alder Lake, Zen 5)
+};
+
+enum class Level { Portable, Avx2, Avx512 };
+
+// The hardware's features, whatever VITREG_ISA says.
+const Features& detected();
+// What the kernels may use: the hardware's features capped by VITREG_ISA. Throws vitreg::Error
+// on a bad VITREG_ISA.
+const Features& usable();
+// The widest level of `usable()`.
+Level level();
+const char* to_string(Level level);
+// "avx2" or "avx2 (VITREG_ISA; the CPU has avx512)": for bench and info lines.
+std::string describe_level();
+
+}  // namespace vitreg::cpu

@@ -1,0 +1,152 @@
+#include "vitreg/peak.hpp"
+
+#include <immintrin.h>
+#include <tbb/global_control.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cpu.hpp"
+#include "kernels.hpp"
+
+namespace vitreg {
+
+namespace {
+
+// Twelve independent accumulators: more than FMA latency × ports on every core we know (4 × 2),
+// so the loop is bound by throughput alone.
+constexpr int kChains = 12;
+volatile float g_sink_f;
+volatile int g_sink_i;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void fma256(long iters) {
+    __m256 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
+    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+    float s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm256_cvtss_f32(acc[i]);
+    g_sink_f = s;
+}
+
+__attribute__((target("avx512f"))) void fma512(long iters) {
+    __m512 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-4f);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    float s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
+    g_sink_f = s;
+}
+
+__attribute__((target("avx512f,avx512vnni"))) void dpbusd512(long iters) {
+    __m512i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
+    const __m512i a = _mm512_set1_epi32(0x01010101), b = _mm512_set1_epi32(0x01ff01ff);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    int s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm512_cvtsi512_si32(acc[i]);
+    g_sink_i = s;
+}
+
+__attribute__((target("avx2,avxvnni"))) void dpbusd256(long iters) {
+    __m256i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+    const __m256i a = _mm256_set1_epi32(0x01010101), b = _mm256_set1_epi32(0x01ff01ff);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
+    int s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm256_cvtsi256_si32(acc[i]);
+    g_sink_i = s;
+}
+
+// Without VNNI: u8 × s8 pairs to int16 (vpmaddubsw), pairs of those to int32 (vpmaddwd), added.
+__attribute__((target("avx2"))) void maddubs256(long iters) {
+    __m256i acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
+    const __m256i a = _mm256_set1_epi32(0x01010101), b = _mm256_set1_epi32(0x01ff01ff), ones = _mm256_set1_epi16(1);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i)
+            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    int s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm256_cvtsi256_si32(acc[i]);
+    g_sink_i = s;
+}
+#endif
+
+// Operations per second of loop(iters), where one iteration does `ops` operations: the loop is
+// grown until one run takes `seconds`, then the best of three runs counts.
+double rate(void (*loop)(long), double ops, double seconds) {
+    using clock = std::chrono::steady_clock;
+    long iters = 1 << 14;
+    for (;;) {
+        const auto t0 = clock::now();
+        loop(iters);
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (s >= seconds || iters > (1L << 40)) break;
+        iters = static_cast<long>(static_cast<double>(iters) * std::min(16.0, 1.2 * seconds / std::max(s, 1e-6)));
+    }
+    double best = 0;
+    for (int run = 0; run < 3; ++run) {
+        const auto t0 = clock::now();
+        loop(iters);
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        best = std::max(best, ops * static_cast<double>(iters) / s);
+    }
+    return best;
+}
+
+}  // namespace
+
+CorePeak measure_core_peak(double seconds) {
+    CorePeak p;
+#if defined(__x86_64__)
+    const cpu::Features& f = cpu::detected();
+    if (f.avx2_fma) p.fma256 = rate(fma256, kChains * 8 * 2.0, seconds) / 1e9;
+    if (f.avx512) p.fma512 = rate(fma512, kChains * 16 * 2.0, seconds) / 1e9;
+    if (f.avx512_vnni) {
+        p.int8 = rate(dpbusd512, kChains * 64 * 2.0, seconds) / 1e9;
+        p.int8_instruction = "vpdpbusd (512-bit)";
+    } else if (f.avx_vnni) {
+        p.int8 = rate(dpbusd256, kChains * 32 * 2.0, seconds) / 1e9;
+        p.int8_instruction = "vpdpbusd (256-bit)";
+    } else if (f.avx2_fma) {
+        p.int8 = rate(maddubs256, kChains * 32 * 2.0, seconds) / 1e9;
+        p.int8_instruction = "vpmaddubsw + vpmaddwd";
+    }
+#else
+    (void)seconds;
+#endif
+    p.kernels = cpu::describe_level();
+    p.kernel_peak = cpu::level() == cpu::Level::Avx512 ? p.fma512 : cpu::level() == cpu::Level::Avx2 ? p.fma256 : 0.0;
+    return p;
+}
+
+double linear_gflops(int rows, int in, int out, int repeats) {
+    tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
+    std::mt19937 rng(0);
+    std::normal_distribution<float> normal;
+    std::vector<float> w(static_cast<std::size_t>(out) * in), x(static_cast<std::size_t>(rows) * in),
+        y(static_cast<std::size_t>(rows) * out);
+    for (auto& v : w) v = 0.05f * normal(rng);
+    for (auto& v : x) v = normal(rng);
+    const kernels::Linear layer = kernels::make_linear(w.data(), out, in, Eigen::VectorXf::Zero(out), Precision::Fp32);
+    kernels::LinearScratch scratch;
+    double best = 0;
+    for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the caches and is not counted
+        const auto t0 = std::chrono::steady_clock::now();
+        kernels::linear(x.data(), rows, layer, y.data(), kernels::Epilogue::Bias, scratch);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r) best = std::max(best, 2.0 * rows * in * out / s / 1e9);
+    }
+    return best;
+}
+
+}  // namespace vitreg

@@ -1,0 +1,43 @@
+#pragma once
+// The forward's elementwise and row loops outside the GEMMs (exp and the attention normalizers,
+// LayerNorm, the GELUs, SiLU gating, bf16 rounding, uint8 quantization, resampling's axpy),
+// compiled once per kernel set from one source (vector_loops.inc) and chosen at run time with
+// the GEMMs (cpu.hpp), so a portable build runs them as wide as the CPU allows.
+//
+// Every level gives the same bits: the loops sum in one fixed order (16 partial sums, then
+// those in order) and never fuse a multiply and an add (ISO C++ contracts nothing), so only
+// the width of the instructions differs.
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu.hpp"
+#include "quantize.hpp"
+#include "vitreg/attention.hpp"
+
+namespace vitreg::loops {
+
+struct Table {
+    // The attention normalizer over one row of scores, in place (vitreg/attention.hpp).
+    float (*normalize_attention)(float* z, std::size_t n, AttentionKind kind, float sink);
+    // out = (x − mean) / √(var + eps) · w + b over one row of n.
+    void (*layer_norm_row)(const float* x, int n, const float* w, const float* b, float eps, float* out);
+    // In place over rows × cols (row stride ld): exact-erf GELU, and QuickGELU z·σ(1.702 z).
+    void (*gelu)(float* x, int rows, int cols, long ld);
+    void (*quick_gelu)(float* x, int rows, int cols, long ld);
+    // out = silu(a) · b over n.
+    void (*silu_mul)(const float* a, const float* b, int n, float* out);
+    // out[i] = bf16-rounded x[i] (as float), and bf16 pairs (even | odd << 16) of a row of k.
+    void (*round_bf16)(const float* x, std::size_t n, float* out);
+    void (*bf16_pairs)(const float* x, int k, std::uint32_t* out);
+    // The min and max of a row of k (the range widened to hold 0), and the row quantized with q.
+    void (*range)(const float* x, int k, float* lo, float* hi);
+    void (*quantize_u8)(const float* x, int k, quant::AffineU8 q, std::uint8_t* out);
+    // d += w · s over n.
+    void (*axpy)(float w, const float* s, float* d, std::size_t n);
+};
+
+// The loops of one level, and those of the level this process runs (cpu::level()).
+const Table& table(cpu::Level level);
+const Table& active();
+
+}  // namespace vitreg::loops
