@@ -4,13 +4,13 @@
 #                              pybind11, Python's headers and NumPy (the Python module)
 #   scripts/setup.sh --tests   also pytest, PyTorch (the reference), Chromium (the HTML report test),
 #                              OpenCV highgui (vitreg-viewer), Xvfb, xdotool and xwd (the viewer test),
-#                              clang and its sanitizer/libFuzzer runtime (the fuzzers)
+#                              clang and its sanitizer/libFuzzer runtime (the fuzzers), qemu-user (older CPUs)
 set -euo pipefail
 packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev nlohmann-json3-dev libcli11-dev catch2
           libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev pybind11-dev python3-dev python3-numpy)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(python3 python3-numpy python3-pytest python3-torch chromium libopencv-highgui-dev xvfb xdotool x11-apps
-             clang libclang-rt-14-dev)
+             clang libclang-rt-14-dev qemu-user)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -17,8 +17,10 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_retu
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
 # Not re-run there: the Python reference and fixture checks and the install test (no vitreg code
-# runs), and the Slurm test (the scheduler's part; sharding and merge run sanitized in `reliability`).
-(cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package|slurm)$')
+# runs), the Slurm test (the scheduler's part; sharding and merge run sanitized in `reliability`),
+# and the qemu-user test (ASan's shadow memory does not fit qemu's guest address space; the same
+# kernels run sanitized natively, each forced by VITREG_ISA in test_vector_loops and test_gemm).
+(cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package|slurm|qemu_cpus)$')
 
 echo "== fuzz smoke =="
 scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The default build on older CPUs: the same vitreg binary under qemu-user as an x86-64-v2 CPU
+(-cpu Nehalem: SSE4.2, no AVX) and as an AVX2 + FMA CPU (-cpu Haswell-v4) runs, says which
+kernels it chose, and extracts the same features as the native run (within 1e-5 of their
+scale). qemu 7.2 emulates no AVX-512; those kernels are tested natively where the CPU has them
+(VITREG_ISA forces each path in the other tests).
+
+usage: qemu_test.py VITREG_BINARY REPO_ROOT
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+VITREG, ROOT = sys.argv[1], sys.argv[2]
+MODEL = "vitreg-fmnist-softmax-reg4"  # trained, registers: CLS, pooled, registers and patches
+IMAGES = [os.path.join(ROOT, "assets", "images", n) for n in ("coffee.jpg", "camera.png")]
+QEMU = "/usr/bin/qemu-x86_64"
+# CPU model → the fp32 kernels the default build must pick on it.
+CPUS = {"Nehalem": "portable", "Haswell-v4": "avx2"}
+
+
+def run(cpu, *args, env=None):
+    cmd = ([QEMU, "-cpu", cpu] if cpu else []) + [VITREG, *args]
+    e = {k: v for k, v in os.environ.items() if not k.startswith("VITREG_") or k == "VITREG_WEIGHTS"}
+    e.update(env or {})
+    return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900, env=e)
+
+
+def kernels(cpu, *extra):
+    r = run(cpu, "bench", MODEL, "--images", IMAGES[0], "--iters", "1", "--warmup", "0", *extra)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"kernels ([^)]*(?:\([^)]*\))?[^)]*)\)\n", r.stdout)
+    assert m, r.stdout
+    return m.group(1)
+
+
+def features(cpu, out):
+    r = run(cpu, "extract", MODEL, *IMAGES, "-o", out, "--threads", "2", "--patch-tokens")
+    assert r.returncode == 0, r.stderr
+    got = {n: np.load(os.path.join(out, f"{n}.npy")) for n in ("cls", "pooled", "registers")}
+    for row in range(len(IMAGES)):
+        got[f"patch/{row}"] = np.load(os.path.join(out, "patch", f"{row}.npy"))
+    return got
+
+
+class OlderCpus(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.native = features(None, os.path.join(cls.tmp.name, "native"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_each_cpu_picks_its_kernels(self):
+        for cpu, want in CPUS.items():
+            with self.subTest(cpu=cpu):
+                self.assertEqual(kernels(cpu), want)
+                int8 = kernels(cpu, "--precision", "int8")
+                self.assertTrue(int8.startswith(f"{want} (vnni emulated)" if want == "avx2" else "portable"), int8)
+
+    def test_features_equal_the_native_run(self):
+        for cpu in CPUS:
+            with self.subTest(cpu=cpu):
+                got = features(cpu, os.path.join(self.tmp.name, cpu))
+                for name, want in self.native.items():
+                    self.assertEqual(got[name].shape, want.shape, name)
+                    scale = float(np.max(np.abs(want)))
+                    err = float(np.max(np.abs(got[name] - want)))
+                    self.assertLessEqual(err, 1e-5 * scale, f"{cpu} {name}: max |Δ| {err:.2e} of scale {scale:.2e}")
+
+    def test_forcing_a_set_the_cpu_lacks_is_refused(self):
+        r = run("Nehalem", "bench", MODEL, "--iters", "1", "--warmup", "0", env={"VITREG_ISA": "avx2"})
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("VITREG_ISA=avx2: this CPU cannot run it (its best is portable)", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)

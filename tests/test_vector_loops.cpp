@@ -1,0 +1,125 @@
+// The non-GEMM loops of every kernel set this CPU runs (vector_loops.hpp), against double
+// precision or the scalar definitions in quantize.hpp; the integer outputs (bf16 bits, uint8
+// codes, ranges) must agree bit for bit across sets.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cpu.hpp"
+#include "vector_loops.hpp"
+
+using namespace vitreg;
+
+namespace {
+
+std::vector<cpu::Level> levels() {
+    std::vector<cpu::Level> out{cpu::Level::Portable};
+    if (cpu::usable().avx2_fma) out.push_back(cpu::Level::Avx2);
+    if (cpu::usable().avx512) out.push_back(cpu::Level::Avx512);
+    return out;
+}
+
+std::vector<float> normal_values(int n, float scale, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal;
+    std::vector<float> v(n);
+    for (auto& x : v) x = scale * normal(rng);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("vector loops: every kernel set against double precision") {
+    for (const cpu::Level level : levels()) {
+        INFO("level " << cpu::to_string(level));
+        const loops::Table& t = loops::table(level);
+        for (const int n : {1, 7, 16, 33, 261, 384}) {
+            INFO("n " << n);
+            const std::vector<float> x = normal_values(n, 3.0f, 1 + n);
+            {  // softmax-1 over the row: e^z_i / (1 + Σ e^z)
+                std::vector<float> z = x;
+                const float null_mass = t.normalize_attention(z.data(), n, AttentionKind::Softmax1, 0.0f);
+                double m = 0, denom = 0;
+                for (float v : x) m = std::max(m, double(v));
+                for (float v : x) denom += std::exp(v - m);
+                denom += std::exp(-m);
+                for (int i = 0; i < n; ++i) CHECK(z[i] == Approx(std::exp(x[i] - m) / denom).epsilon(3e-6).margin(1e-12));
+                CHECK(null_mass == Approx(std::exp(-m) / denom).epsilon(3e-6).margin(1e-12));
+            }
+            {  // LayerNorm
+                const std::vector<float> w = normal_values(n, 1.0f, 2), b = normal_values(n, 1.0f, 3);
+                std::vector<float> out(n);
+                t.layer_norm_row(x.data(), n, w.data(), b.data(), 1e-6f, out.data());
+                double mean = 0, var = 0;
+                for (float v : x) mean += v;
+                mean /= n;
+                for (float v : x) var += (v - mean) * (v - mean);
+                var /= n;
+                for (int i = 0; i < n; ++i)
+                    CHECK(out[i] == Approx((x[i] - mean) / std::sqrt(var + 1e-6) * w[i] + b[i]).margin(2e-5));
+            }
+            {  // GELU (erf), QuickGELU, SiLU gating
+                std::vector<float> g = x, q = x, s(n);
+                const std::vector<float> gate = normal_values(n, 1.0f, 4);
+                t.gelu(g.data(), 1, n, n);
+                t.quick_gelu(q.data(), 1, n, n);
+                t.silu_mul(x.data(), gate.data(), n, s.data());
+                for (int i = 0; i < n; ++i) {
+                    const double v = x[i];
+                    CHECK(g[i] == Approx(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))).margin(2e-6));
+                    CHECK(q[i] == Approx(v / (1 + std::exp(-1.702 * v))).margin(2e-6));
+                    CHECK(s[i] == Approx(v / (1 + std::exp(-v)) * gate[i]).margin(2e-6));
+                }
+            }
+            {  // axpy
+                std::vector<float> d = normal_values(n, 1.0f, 5);
+                const std::vector<float> before = d;
+                t.axpy(0.25f, x.data(), d.data(), n);
+                for (int i = 0; i < n; ++i) CHECK(d[i] == Approx(before[i] + 0.25 * x[i]).margin(1e-6));
+            }
+        }
+    }
+}
+
+TEST_CASE("vector loops: bf16 rounding, ranges and uint8 codes are the same bits in every kernel set") {
+    std::vector<float> x = normal_values(389, 50.0f, 9);
+    x[3] = NAN;
+    x[10] = INFINITY;
+    x[11] = -0.0f;
+    const int k = static_cast<int>(x.size());
+    for (const cpu::Level level : levels()) {
+        INFO("level " << cpu::to_string(level));
+        const loops::Table& t = loops::table(level);
+        std::vector<float> rounded(k);
+        t.round_bf16(x.data(), k, rounded.data());
+        std::vector<std::uint32_t> pairs((k + 1) / 2);
+        t.bf16_pairs(x.data(), k, pairs.data());
+        for (int i = 0; i < k; ++i) {
+            const std::uint16_t want = quant::to_bf16(x[i]);
+            std::uint32_t got_bits;
+            std::memcpy(&got_bits, &rounded[i], sizeof got_bits);
+            CHECK(got_bits >> 16 == want);
+            CHECK(((pairs[i / 2] >> (16 * (i % 2))) & 0xffffu) == want);
+        }
+        CHECK(pairs.back() >> 16 == 0u);  // odd k: the missing partner is zero
+        std::vector<float> finite(x.begin() + 12, x.end());
+        float lo = 1, hi = -1;
+        t.range(finite.data(), static_cast<int>(finite.size()), &lo, &hi);
+        CHECK(lo == *std::min_element(finite.begin(), finite.end()));
+        CHECK(hi == *std::max_element(finite.begin(), finite.end()));
+        const quant::AffineU8 q = quant::affine_u8(lo, hi);
+        std::vector<std::uint8_t> codes(k);
+        t.quantize_u8(x.data(), k, q, codes.data());
+        for (int i = 0; i < k; ++i) CHECK(codes[i] == quant::quantize_u8(x[i], q));
+    }
+}
+
+TEST_CASE("VITREG_ISA names the kernel set the process runs") {
+    // The process's own choice is fixed at first use; what it reports is what it runs.
+    CHECK(&loops::active() == &loops::table(cpu::level()));
+    const cpu::Level hw = cpu::detected().avx512 ? cpu::Level::Avx512
+                          : cpu::detected().avx2_fma ? cpu::Level::Avx2 : cpu::Level::Portable;
+    CHECK(cpu::level() <= hw);
+    CHECK(cpu::describe_level().rfind(cpu::to_string(cpu::level()), 0) == 0);
+}
