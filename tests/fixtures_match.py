@@ -12,7 +12,8 @@ and that a real change in the reference still does:
   - safetensors: the same header (names, dtypes, shapes, metadata), integer tensors exactly,
     float tensors within a few units in the last place of their dtype, relative to each
     tensor's largest value;
-  - torch.save files (.pt/.pth): loaded with torch (weights only) and compared as tensors;
+  - torch.save files (.pt/.pth): loaded with torch (weights only; a TorchScript archive through
+    its state dict) and compared as tensors;
   - everything else (PNG images of integer pixels, scripts, text): byte for byte.
 Prints each difference and exits 1 if there is any.
 """
@@ -22,6 +23,7 @@ import math
 import os
 import struct
 import sys
+import warnings
 
 import numpy as np
 
@@ -111,6 +113,8 @@ def torch_diff(a_path, b_path, where):
     def flat(obj, prefix=""):
         if isinstance(obj, torch.Tensor):
             yield prefix, obj
+        elif hasattr(obj, "state_dict") and callable(obj.state_dict):  # a TorchScript module
+            yield from flat(dict(obj.state_dict()), f"{prefix}{type(obj).__name__}:{getattr(obj, 'original_name', '')}")
         elif isinstance(obj, dict):
             for k, v in obj.items():
                 yield from flat(v, f"{prefix}.{k}" if prefix else str(k))
@@ -121,8 +125,10 @@ def torch_diff(a_path, b_path, where):
             yield prefix, obj
 
     try:
-        a = dict(flat(torch.load(a_path, map_location="cpu", weights_only=True)))
-        b = dict(flat(torch.load(b_path, map_location="cpu", weights_only=True)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "looks like a TorchScript archive": it is one, on purpose
+            a = dict(flat(torch.load(a_path, map_location="cpu", weights_only=True)))
+            b = dict(flat(torch.load(b_path, map_location="cpu", weights_only=True)))
     except Exception:  # not a plain state dict (a TorchScript or legacy fixture): its bytes
         return bytes_diff(a_path, b_path, where)
     if a.keys() != b.keys():
