@@ -211,8 +211,8 @@ void bind_model(py::module_& m) {
     py::class_<PyModel>(m, "Model", R"(A loaded ViT checkpoint, ready to run.
 
 Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970,
-      precision='fp32', act_quant='per-token', scales=None, evict=None, ttr=0, register_neurons=None,
-      key=None)
+      precision='fp32', act_quant='per-token', scales=None, int8_weights=8, evict=None, ttr=0,
+      register_neurons=None, key=None)
 
 model       a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or
             pytorch_model.bin (+ config.json for the HF layout), the name of a shipped checkpoint
@@ -228,6 +228,7 @@ max_image_pixels  refuse image files with more pixels, before decoding them.
 precision   'fp32' | 'bf16' (bf16 GEMMs, fp32 accumulation) | 'int8' (W8A8 linears, bf16 attention).
 act_quant   int8 activations: 'per-token' (dynamic) or 'per-tensor' (static, needs scales).
 scales      the SCALES.json of `vitreg calibrate-int8`, for act_quant='per-tensor'.
+int8_weights  int8 weight bits, 8 or 7 (ONNX Runtime's reduce_range; exact vpmaddubsw without VNNI).
 evict       keys removed from every head's attention, as --evict: 'sink', 'artifacts', 'registers',
             'cls', 'reg:K', 'patch:R,C', comma-separated (sink and artifacts: found per image by a
             first forward).
@@ -242,7 +243,7 @@ once (each forward releases the GIL).)")
         .def(py::init([](const std::string& model, std::optional<std::string> attention,
                          std::optional<std::string> pos_interp, int threads, std::int64_t max_tokens,
                          std::int64_t max_image_pixels, const std::string& precision, const std::string& act_quant,
-                         std::optional<std::string> scales, std::optional<std::string> evict, int ttr,
+                         std::optional<std::string> scales, int int8_weights, std::optional<std::string> evict, int ttr,
                          std::optional<std::string> register_neurons, std::optional<std::string> key) {
                  if (threads < 0) throw UsageError("threads must be 0 (all cores) or more");
                  if (max_tokens < 0) throw UsageError("max_tokens must be 0 (no limit) or more");
@@ -255,6 +256,7 @@ once (each forward releases the GIL).)")
                  p.precision = parse_precision(precision);
                  p.act_quant = parse_act_quant(act_quant);
                  p.scales = scales.value_or("");
+                 p.int8_weight_bits = int8_weights;
                  Intervention edit;
                  if (evict) edit.evict = Eviction::parse(*evict);
                  edit.test_time_registers = ttr;
@@ -272,7 +274,7 @@ once (each forward releases the GIL).)")
              }),
              "model"_a, "attention"_a = py::none(), "pos_interp"_a = py::none(), "threads"_a = 0,
              "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels, "precision"_a = "fp32",
-             "act_quant"_a = "per-token", "scales"_a = py::none(), "evict"_a = py::none(), "ttr"_a = 0,
+             "act_quant"_a = "per-token", "scales"_a = py::none(), "int8_weights"_a = 8, "evict"_a = py::none(), "ttr"_a = 0,
              "register_neurons"_a = py::none(), "key"_a = py::none())
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "

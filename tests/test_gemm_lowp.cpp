@@ -61,26 +61,32 @@ TEST_CASE("bf16 GEMM is the fp32 product of the bf16-rounded operands, the same 
 
 TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero points included") {
     std::mt19937 rng(9);
-    std::uniform_int_distribution<int> u8(0, 255), s8(-127, 127);
-    for (const auto [m, k, n] : kShapes) {
+    std::uniform_int_distribution<int> u8(0, 255);
+    for (const auto [m, k, n, bits] : {std::tuple{1, 1, 1, 8}, {13, 7, 33, 8}, {9, 64, 50, 7}, {25, 130, 97, 8},
+                                       {96, 384, 200, 8}, {25, 130, 97, 7}, {96, 384, 200, 7}}) {
         for (const int zp : {0, 3, 200}) {
-            // Integer operands with scale 1: each column of B reaches ±127, so its scale is 1;
-            // A's values lie in [−zp, 255 − zp], quantized with scale 1 and zero point zp.
+            // Integer operands with scale 1: each column of B reaches ±qmax (127, or 63 for
+            // 7-bit weights), so its scale is 1; A's values lie in [−zp, 255 − zp], quantized
+            // with scale 1 and zero point zp. 255 · 63 · 2 is the largest pair vpmaddubsw sums.
+            const int qmax = (1 << (bits - 1)) - 1;
+            std::uniform_int_distribution<int> s8(-qmax, qmax);
             std::vector<float> a(m * k), b(k * n);
             for (auto& v : a) v = static_cast<float>(u8(rng) - zp);
             for (auto& v : b) v = static_cast<float>(s8(rng));
-            for (int j = 0; j < n; ++j) b[(j % k) * n + j] = (j % 2) ? 127.0f : -127.0f;
+            for (int j = 0; j < n; ++j) b[(j % k) * n + j] = static_cast<float>((j % 2) ? qmax : -qmax);
+            if (bits == 7 && k >= 2 && zp == 0)  // the saturating case: 255 · 63 + 255 · 63 in one pair
+                for (int i = 0; i < m; ++i) a[i * k] = a[i * k + 1] = 255.0f, b[0] = b[n] = 63.0f;
             const int groups = (k + 3) / 4;
             std::vector<std::uint32_t> qa(static_cast<std::size_t>(m) * groups);
             std::vector<float> sa(m);
             std::vector<std::int32_t> za(m);
             const AffineU8 fixed{1.0f, zp};
             quantize_rows(a.data(), k, m, k, &fixed, qa.data(), sa.data(), za.data());
-            for (const Int8Isa isa :
-                 {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Portable}) {
-                if (!supported(isa)) continue;
-                INFO(to_string(isa) << " m " << m << " k " << k << " n " << n << " zero point " << zp);
-                const PackedInt8 p = pack_int8(b.data(), k, n, n, isa);
+            for (const Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2,
+                                      Int8Isa::Avx2Maddubs, Int8Isa::Portable}) {
+                if (!supported(isa) || (isa == Int8Isa::Avx2Maddubs && bits != 7)) continue;
+                INFO(to_string(isa) << " m " << m << " k " << k << " n " << n << " zero point " << zp << " bits " << bits);
+                const PackedInt8 p = pack_int8(b.data(), k, n, n, isa, bits);
                 CHECK(p.isa == isa);
                 for (int j = 0; j < n; ++j) REQUIRE(p.scale[j] == 1.0f);
                 // A column range starting at the second panel leaves the first untouched.
@@ -99,6 +105,13 @@ TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero point
             }
         }
     }
+}
+
+TEST_CASE("the vpmaddubsw kernel takes 7-bit weights only") {
+    if (!supported(Int8Isa::Avx2Maddubs)) return;
+    const std::vector<float> b(4 * 16, 1.0f);
+    CHECK_THROWS_WITH(pack_int8(b.data(), 4, 16, 16, Int8Isa::Avx2Maddubs, 8), Catch::Contains("7-bit weights only"));
+    CHECK(pack_int8(b.data(), 4, 16, 16, Int8Isa::Avx2Maddubs, 7).scale[0] == Approx(1.0f / 63));
 }
 
 TEST_CASE("int8 quantization follows ONNX Runtime's dynamic rule and dequantizes to within half a step") {

@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cpu.hpp"
 #include "test_support.hpp"
 #include "vitreg/calibrate.hpp"
 #include "vitreg/error.hpp"
@@ -25,9 +26,10 @@ namespace {
 
 nlohmann::json precision_cases() { return fixture_json("precision.json"); }
 
-PrecisionOptions options(Precision p, const std::string& scales = "") {
+PrecisionOptions options(Precision p, const std::string& scales = "", int int8_weight_bits = 8) {
     PrecisionOptions o;
     o.precision = p;
+    o.int8_weight_bits = int8_weight_bits;
     if (!scales.empty()) {
         o.act_quant = ActQuant::PerTensor;
         o.scales = scales;
@@ -49,6 +51,7 @@ TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same q
         const std::string scales = fixture(c["scales"].get<std::string>());
         for (const auto& [mode, precision] : {std::pair{std::string("bf16"), options(Precision::Bf16)},
                                               {"int8", options(Precision::Int8)},
+                                              {"int8w7", options(Precision::Int8, "", 7)},
                                               {"int8_per_tensor", options(Precision::Int8, scales)}}) {
             INFO(c["case"].get<std::string>() << " " << mode);
             const Model m = Model::load(fixture(c["model"].get<std::string>()), {}, precision);
@@ -67,10 +70,29 @@ TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same q
             exact[mode] += replayed;
         }
     }
-    for (const std::string mode : {"bf16", "int8", "int8_per_tensor"}) {
+    // Portable code rounds each multiply and add apart (no FMA), a little further from the
+    // reference's float64 than the vector sets: bf16's coarse roundings (2^-8) then flip on
+    // all three models (measured under VITREG_ISA=portable), so there only the bound above holds.
+    const bool fused = vitreg::cpu::level() != vitreg::cpu::Level::Portable;
+    for (const std::string mode : {"bf16", "int8", "int8w7", "int8_per_tensor"}) {
         INFO(mode);
-        CHECK(exact[mode] >= 1);
+        if (fused || mode != "bf16") CHECK(exact[mode] >= 1);
     }
+}
+
+TEST_CASE("7-bit int8 weights: the reference's reduce_range, refused outside int8 and as other widths") {
+    const auto c = precision_cases().at(1);
+    const std::string model = fixture(c["model"].get<std::string>());
+    const Model m7 = Model::load(model, {}, options(Precision::Int8, "", 7));
+    CHECK(m7.precision().describe() == "int8 per-token, 7-bit weights");
+    // 7-bit weights quantize more coarsely: further from fp32 than 8-bit ones on the same input.
+    const SafetensorsFile f(fixture(c["case"].get<std::string>()));
+    const auto fp32 = tensor(f, "fp32_patches");
+    CHECK(relative_error(tensor(f, "int8w7_patches"), fp32) > relative_error(tensor(f, "int8_patches"), fp32));
+    PrecisionOptions bf16_7 = options(Precision::Bf16);
+    bf16_7.int8_weight_bits = 7;
+    CHECK_THROWS_WITH(Model::load(model, {}, bf16_7), Catch::Contains("--int8-weights 7 applies to --precision int8 only"));
+    CHECK_THROWS_WITH(Model::load(model, {}, options(Precision::Int8, "", 6)), Catch::Contains("--int8-weights takes 7 or 8"));
 }
 
 TEST_CASE("the reduced-precision forwards give the same bits at every thread count") {

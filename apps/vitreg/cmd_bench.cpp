@@ -133,7 +133,7 @@ void register_bench(CLI::App& app, Command& run) {
                       << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "")
                       << " precision=" << m.precision().describe() << ": " << median << " ms/image median, " << p95
                       << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
-                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernel_isa(m.precision().precision)
+                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernel_isa(m.precision().precision, m.precision().int8_weight_bits)
                       << ")\n";
             if (a->peak) print_peak(m, a->batch, h, w, a->threads, gflops);
             if (m.precision().precision != Precision::Fp32) {
@@ -142,6 +142,7 @@ void register_bench(CLI::App& app, Command& run) {
                 fp32.precision = "fp32";
                 fp32.act_quant = "per-token";
                 fp32.scales.clear();
+                fp32.int8_weights = 8;
                 const Features want = load_model(fp32).forward(pixels.data(), a->batch, h, w, opt);
                 const FeatureAgreement e = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
                 std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min

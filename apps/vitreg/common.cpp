@@ -33,6 +33,11 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::IsMember({"per-token", "per-tensor"}))
         ->capture_default_str();
     cmd.add_option("--scales", args.scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
+    cmd.add_option("--int8-weights", args.int8_weights,
+                   "int8 weight bits: 8, or 7 (ONNX Runtime's reduce_range: on a CPU without VNNI, int8 then runs "
+                   "vpmaddubsw exactly instead of an emulation)")
+        ->check(CLI::IsMember({7, 8}))
+        ->capture_default_str();
     cmd.add_option("--evict", args.evict,
                    "keys removed from every head's attention: sink, artifacts, registers, cls, reg:K, patch:R,C "
                    "(comma-separated; sink and artifacts are found per image by a first forward)");
@@ -149,6 +154,7 @@ PrecisionOptions precision_of(const ModelArgs& args) {
     p.precision = parse_precision(args.precision);
     p.act_quant = parse_act_quant(args.act_quant);
     p.scales = args.scales;
+    p.int8_weight_bits = args.int8_weights;
     return p;
 }
 

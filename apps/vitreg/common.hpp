@@ -22,6 +22,7 @@ struct ModelArgs {
     std::string attention;   // "" = as trained
     std::string pos_interp;  // "" = per checkpoint origin
     std::string precision = "fp32", act_quant = "per-token", scales;
+    int int8_weights = 8;
     std::string evict, register_neurons;  // "" = none
     int ttr = 0;
     SafetensorsLimits limits;

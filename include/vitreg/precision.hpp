@@ -40,18 +40,24 @@ Int8Calibration read_int8_calibration(const std::string& path);
 // Written atomically (temporary name, then rename).
 void write_int8_calibration(const std::string& path, const Int8Calibration& calibration);
 
-// The instruction set the kernels of `p` run on this CPU, e.g. "avx512-vnni".
-std::string kernel_isa(Precision p);
+// The instruction set the kernels of `p` run on this CPU, e.g. "avx512-vnni" (int8: for weights
+// of `int8_weight_bits`).
+std::string kernel_isa(Precision p, int int8_weight_bits = 8);
 
 struct PrecisionOptions {
     Precision precision = Precision::Fp32;
     ActQuant act_quant = ActQuant::PerToken;  // int8 only
     std::string scales;                       // SCALES.json, for act_quant PerTensor
+    // int8 weights: 8 bits (q in ±127), or 7 (q in ±63: ONNX Runtime's reduce_range). 7 bits let
+    // a CPU without VNNI run vpmaddubsw exactly (two u8 × s7 products never saturate 16 bits);
+    // with 8 it runs the exact but slower vpmaddwd emulation. The same numbers on every CPU.
+    int int8_weight_bits = 8;
 
     // Throws UsageError for contradictions: per-tensor without int8 or without scales, scales
-    // without per-tensor.
+    // without per-tensor, 7-bit weights without int8, weight bits other than 7 or 8.
     void validate() const;
-    // "fp32", "bf16", "int8 per-token", "int8 per-tensor (SCALES.json)": for outputs and reports.
+    // "fp32", "bf16", "int8 per-token", "int8 per-tensor (SCALES.json)", with ", 7-bit weights"
+    // where they are: for outputs and reports.
     std::string describe() const;
 };
 

@@ -165,6 +165,26 @@ VITREG_INT8_MADDWD(int8_avx512, 512, 3, 8)
 VITREG_INT8_MADDWD(int8_avx2, 256, 2, 4)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx2
+
+// 7-bit weights without VNNI: vpmaddubsw sums the two u8 × s8 products of each byte pair into
+// 16 bits (|255·63·2| < 2^15: never saturated), vpmaddwd by ones sums the pairs of a group into
+// 32 bits: vpdpbusd's integers in three instructions.
+namespace int8_avx2_maddubs {
+using V = __m256i;
+using VAcc = __m256i;
+using Acc = std::int32_t;
+constexpr int kLanes = 8, kNv = 2, kMr = 4;
+VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }
+VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }
+VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }
+VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
+}
+VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<V*>(o), v); }
+#include "gemm_lowp_tile.inc"
+}  // namespace int8_avx2_maddubs
 #undef VITREG_LOWP_TARGET
 #endif
 
@@ -204,7 +224,8 @@ Int8Isa choose_int8() {
     const cpu::Features& f = cpu::usable();
     const char* env = std::getenv("VITREG_INT8_ISA");
     if (env && *env) {
-        for (Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Portable})
+        for (Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Avx2Maddubs,
+                            Int8Isa::Portable})
             if (!std::strcmp(env, to_id(isa))) {
                 if (!supported(isa))
                     throw Error(std::string("VITREG_INT8_ISA=") + env + ": not available on this CPU" +
@@ -212,7 +233,7 @@ Int8Isa choose_int8() {
                 return isa;
             }
         throw Error(std::string("VITREG_INT8_ISA='") + env +
-                    "' is not an int8 kernel (avx512-vnni, avx-vnni, avx512, avx2 or portable)");
+                    "' is not an int8 kernel (avx512-vnni, avx-vnni, avx512, avx2, avx2-maddubs or portable)");
     }
     if (f.avx512_vnni) return Int8Isa::Avx512Vnni;
     if (f.avx_vnni) return Int8Isa::Avx256Vnni;
@@ -238,6 +259,7 @@ Tiles tiles(Int8Isa isa) {
                                                                    : int8_avx256vnni_vex::kernels;
         case Int8Isa::Avx512: return int8_avx512::kernels;
         case Int8Isa::Avx2: return int8_avx2::kernels;
+        case Int8Isa::Avx2Maddubs: return int8_avx2_maddubs::kernels;
 #endif
         default: return int8_portable::kernels;
     }
@@ -338,9 +360,17 @@ bool supported(Int8Isa isa) {
         case Int8Isa::Avx256Vnni: return f.avx_vnni || f.avx512_vnni;
         case Int8Isa::Avx512: return f.avx512;
         case Int8Isa::Avx2: return f.avx2_fma;
+        case Int8Isa::Avx2Maddubs: return f.avx2_fma;
         case Int8Isa::Portable: return true;
     }
     return false;
+}
+
+Int8Isa int8_kernel(int bits) {
+    const Int8Isa best = best_int8();
+    const bool emulated = best == Int8Isa::Avx512 || best == Int8Isa::Avx2;
+    if (bits == 7 && emulated && !std::getenv("VITREG_INT8_ISA")) return Int8Isa::Avx2Maddubs;
+    return best;
 }
 
 const char* to_id(Int8Isa isa) {
@@ -349,6 +379,7 @@ const char* to_id(Int8Isa isa) {
         case Int8Isa::Avx256Vnni: return "avx-vnni";
         case Int8Isa::Avx512: return "avx512";
         case Int8Isa::Avx2: return "avx2";
+        case Int8Isa::Avx2Maddubs: return "avx2-maddubs";
         case Int8Isa::Portable: return "portable";
     }
     return "?";
@@ -360,16 +391,23 @@ const char* to_string(Int8Isa isa) {
         case Int8Isa::Avx256Vnni: return "avx-vnni (256-bit)";
         case Int8Isa::Avx512: return "avx512 (vnni emulated)";
         case Int8Isa::Avx2: return "avx2 (vnni emulated)";
+        case Int8Isa::Avx2Maddubs: return "avx2 vpmaddubsw (7-bit weights)";
         case Int8Isa::Portable: return "portable";
     }
     return "?";
 }
 
-PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa) {
+PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bits) {
+    if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
     PackedInt8 p;
     p.k = k;
     p.n = n;
-    p.isa = supported(isa) ? isa : best_int8();
+    p.bits = bits;
+    p.isa = supported(isa) ? isa : int8_kernel(bits);
+    if (p.isa == Int8Isa::Avx2Maddubs && bits != 7)
+        throw Error("the vpmaddubsw kernel is exact for 7-bit weights only (VITREG_INT8_ISA=avx2-maddubs needs "
+                    "--int8-weights 7)");
+    const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
     p.nr = tiles(p.isa).nr;
     p.scale.resize(n);
     p.sums.assign(n, 0);
@@ -377,9 +415,9 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa) {
     for (int col = 0; col < n; ++col) {
         float max_abs = 0.0f;
         for (int row = 0; row < k; ++row) max_abs = std::max(max_abs, std::fabs(b[row * ldb + col]));
-        p.scale[col] = quant::symmetric_scale(max_abs);
+        p.scale[col] = quant::symmetric_scale(max_abs, qmax);
         for (int row = 0; row < k; ++row) {
-            const std::int8_t v = quant::quantize_s8(b[row * ldb + col], p.scale[col]);
+            const std::int8_t v = quant::quantize_s8(b[row * ldb + col], p.scale[col], qmax);
             q[static_cast<std::size_t>(row) * n + col] = v;
             p.sums[col] += v;
         }

@@ -55,10 +55,15 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
 // ---- int8 ---------------------------------------------------------------------------------
 // Avx512Vnni: vpdpbusd on 512 bits. Avx256Vnni: vpdpbusd on 256 bits (AVX-VNNI, or AVX512-VNNI
 // with VL). Avx512 / Avx2: vpmaddwd on the bytes widened to 16 bits — exact, where vpmaddubsw
-// would saturate 255·127·2. Portable: C++.
-enum class Int8Isa { Avx512Vnni, Avx256Vnni, Avx512, Avx2, Portable };
-// The fastest kernel cpu::usable() runs, or the one VITREG_INT8_ISA names (its to_id).
+// would saturate 255·127·2. Avx2Maddubs: vpmaddubsw, then vpmaddwd by ones, for 7-bit weights
+// only (255·63·2 fits in 16 bits, so it is exact too). Portable: C++.
+enum class Int8Isa { Avx512Vnni, Avx256Vnni, Avx512, Avx2, Avx2Maddubs, Portable };
+// The fastest kernel for 8-bit weights that cpu::usable() runs, or the one VITREG_INT8_ISA names
+// (its to_id).
 Int8Isa best_int8();
+// The kernel for weights of `bits` (8 or 7): best_int8(), except that 7-bit weights run
+// vpmaddubsw on an AVX2 CPU whose int8 kernel would otherwise be an emulation.
+Int8Isa int8_kernel(int bits);
 bool supported(Int8Isa isa);
 const char* to_string(Int8Isa isa);
 const char* to_id(Int8Isa isa);  // "avx512-vnni", "avx-vnni", "avx512", "avx2", "portable"
@@ -67,14 +72,16 @@ struct PackedInt8 {
     int k = 0, n = 0, nr = 0;
     Int8Isa isa = Int8Isa::Portable;
     GroupBuffer data;                 // ceil(n / nr) panels of [ceil(k / 4)][nr] quads of int8
-    std::vector<float> scale;         // [n] per output column: max|w| / 127
+    int bits = 8;                     // the weights' width: q in ±(2^(bits−1) − 1)
+    std::vector<float> scale;         // [n] per output column: max|w| / (2^(bits−1) − 1)
     std::vector<std::int32_t> sums;   // [n] Σ_k q[k, n], for the activation zero point's term
     int groups() const { return (k + 3) / 4; }
     int panels() const { return (n + nr - 1) / nr; }
 };
 
-// Quantizes B [k, n] (stride ldb) symmetric per column and packs it.
-PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa = best_int8());
+// Quantizes B [k, n] (stride ldb) symmetric per column to `bits` (scale max|w| / (2^(bits−1) − 1))
+// and packs it. Avx2Maddubs takes 7-bit weights only.
+PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa = best_int8(), int bits = 8);
 
 // A's rows quantized to uint8: out [m][ceil(k / 4)] groups, one scale and zero point per row.
 struct QuantizedRows {

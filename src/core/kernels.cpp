@@ -46,7 +46,7 @@ T* thread_scratch(std::size_t n) {
 }  // namespace
 
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
-                   std::optional<quant::AffineU8> fixed) {
+                   std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
     Linear l;
     l.precision = precision;
     l.in_ = in;
@@ -60,7 +60,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
             else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
             break;
         case Precision::Int8:
-            l.wq = gemm::pack_int8(wt.data(), in, out, out);
+            l.wq = gemm::pack_int8(wt.data(), in, out, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
             l.fixed = fixed;
             break;
     }

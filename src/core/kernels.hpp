@@ -32,9 +32,10 @@ struct Linear {
     int out() const { return out_; }
 };
 
-// Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping.
+// Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping,
+// `int8_weight_bits` its weights' width (8, or 7: see PrecisionOptions).
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
-                   std::optional<quant::AffineU8> fixed = std::nullopt);
+                   std::optional<quant::AffineU8> fixed = std::nullopt, int int8_weight_bits = 8);
 
 // A linear's input in the GEMM's precision (bf16 pairs, or uint8 with per-row scales): kept
 // by the caller between layers and forwards.

@@ -43,6 +43,7 @@ Eigen::VectorXf to_vector(const std::vector<float>& v) {
 struct LinearLoader {
     const Checkpoint& ck;
     Precision precision;
+    int int8_weight_bits;
     const Int8Calibration* calibration;  // null: per token
     std::string calibration_path;
 
@@ -60,7 +61,7 @@ struct LinearLoader {
         }
         Linear l = kernels::make_linear(w.data(), out, in,
                                         bias ? to_vector(ck.load(name + ".bias", {out})) : Eigen::VectorXf::Zero(out),
-                                        precision, fixed);
+                                        precision, fixed, int8_weight_bits);
         l.name = name;
         return l;
     }
@@ -161,7 +162,8 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     Int8Calibration calibration;
     const bool per_tensor = precision.precision == Precision::Int8 && precision.act_quant == ActQuant::PerTensor;
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
-    const LinearLoader load_linear{ck, precision.precision, per_tensor ? &calibration : nullptr, precision.scales};
+    const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
+                                   per_tensor ? &calibration : nullptr, precision.scales};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));

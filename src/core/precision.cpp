@@ -42,17 +42,15 @@ ActQuant parse_act_quant(const std::string& s) {
 std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token" : "per-tensor"; }
 
 namespace {
-std::string bf16_kernels() {
-    return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on " + cpu::describe_level() + " fp32";
-}
+std::string bf16_kernels() { return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA"; }
 }  // namespace
 
-std::string kernel_isa(Precision p) {
+std::string kernel_isa(Precision p, int int8_weight_bits) {
     switch (p) {
         case Precision::Fp32: return cpu::describe_level();
-        case Precision::Bf16: return bf16_kernels();
+        case Precision::Bf16: return bf16_kernels() + "; " + cpu::describe_level();
         case Precision::Int8:
-            return std::string(gemm::to_string(gemm::best_int8())) + ", attention " + bf16_kernels() + "; " +
+            return std::string(gemm::to_string(gemm::int8_kernel(int8_weight_bits))) + ", attention " + bf16_kernels() + "; " +
                    cpu::describe_level();
     }
     return "?";
@@ -65,12 +63,17 @@ void PrecisionOptions::validate() const {
         throw UsageError("--act-quant per-tensor needs --scales SCALES.json (made by vitreg calibrate-int8)");
     if (act_quant != ActQuant::PerTensor && !scales.empty())
         throw UsageError("--scales is for --act-quant per-tensor (with --precision int8)");
+    if (int8_weight_bits != 7 && int8_weight_bits != 8)
+        throw UsageError("--int8-weights takes 7 or 8 (got " + std::to_string(int8_weight_bits) + ")");
+    if (int8_weight_bits != 8 && precision != Precision::Int8)
+        throw UsageError("--int8-weights 7 applies to --precision int8 only (got " + to_string(precision) + ")");
 }
 
 std::string PrecisionOptions::describe() const {
     if (precision != Precision::Int8) return to_string(precision);
-    if (act_quant == ActQuant::PerToken) return "int8 per-token";
-    return "int8 per-tensor (" + scales + ")";
+    const std::string weights = int8_weight_bits == 8 ? "" : ", " + std::to_string(int8_weight_bits) + "-bit weights";
+    if (act_quant == ActQuant::PerToken) return "int8 per-token" + weights;
+    return "int8 per-tensor (" + scales + ")" + weights;
 }
 
 Int8Calibration read_int8_calibration(const std::string& path) {

@@ -59,13 +59,16 @@ inline std::uint8_t quantize_u8(float x, AffineU8 q) {
     return static_cast<std::uint8_t>(static_cast<std::int32_t>(v));
 }
 
-// Symmetric int8 with scale = max|w| / 127 (1 for an all-zero channel).
-inline float symmetric_scale(float max_abs) { return max_abs > 0.0f && std::isfinite(max_abs) ? max_abs / 127.0f : 1.0f; }
+// Symmetric int8 with scale = max|w| / qmax (1 for an all-zero channel); qmax 127 for 8-bit
+// weights, 63 for 7-bit ones.
+inline float symmetric_scale(float max_abs, float qmax = 127.0f) {
+    return max_abs > 0.0f && std::isfinite(max_abs) ? max_abs / qmax : 1.0f;
+}
 
-inline std::int8_t quantize_s8(float w, float scale) {
+inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
     const float v = std::nearbyint(w / scale);
     if (std::isnan(v)) return 0;
-    return v <= -127.0f ? -127 : v >= 127.0f ? 127 : static_cast<std::int8_t>(v);
+    return v <= -qmax ? static_cast<std::int8_t>(-qmax) : v >= qmax ? static_cast<std::int8_t>(qmax) : static_cast<std::int8_t>(v);
 }
 
 }  // namespace vitreg::quant

@@ -739,6 +739,7 @@ class Numerics:
     act_quant: str = "per-token"
     ranges: dict = None
     observe: dict = None
+    weight_bits: int = 8  # int8 weights in ±(2^(bits-1) - 1): 8, or 7 (ONNX Runtime's reduce_range)
 
 
 _numerics = Numerics()
@@ -761,12 +762,14 @@ def affine_u8(lo, hi):
 
 
 def int8_linear(x, weight, bias, name):
-    """W8A8: weights symmetric per output channel (max|w| / 127), activations uint8 per token
-    or per tensor; the integer product exact; y = (acc - zp * sum_k q_w) * s_a * s_w + b."""
+    """W8A8: weights symmetric per output channel (max|w| / qmax, qmax 127, or 63 for 7-bit
+    weights), activations uint8 per token or per tensor; the integer product exact;
+    y = (acc - zp * sum_k q_w) * s_a * s_w + b."""
+    qmax = float(2 ** (_numerics.weight_bits - 1) - 1)
     w32 = weight.to(torch.float32)
-    sw = w32.abs().amax(dim=1) / 127.0
+    sw = w32.abs().amax(dim=1) / qmax
     sw = torch.where(sw > 0, sw, torch.ones_like(sw))
-    qw = torch.clamp(torch.round(w32 / sw[:, None]), -127, 127).to(torch.float64)
+    qw = torch.clamp(torch.round(w32 / sw[:, None]), -qmax, qmax).to(torch.float64)
     x32 = x.to(torch.float32)
     if _numerics.act_quant == "per-tensor":
         lo, hi = _numerics.ranges[name]
