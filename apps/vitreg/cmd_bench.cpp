@@ -23,6 +23,7 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     const double width_peak = peak.kernel_peak;
     std::cout << std::fixed << std::setprecision(1) << "peak per core: fp32 FMA " << peak.fma256 << " GFLOP/s (256-bit)";
     if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
+    if (peak.bf16 > 0) std::cout << "; bf16 vdpbf16ps " << peak.bf16 << " GFLOP/s";
     if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
     std::cout << "\n";
     if (!(width_peak > 0)) return;

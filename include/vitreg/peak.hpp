@@ -8,6 +8,7 @@ namespace vitreg {
 struct CorePeak {
     double fma256 = 0;   // fp32 GFLOP/s of 256-bit FMAs on one core (0: no AVX2 + FMA)
     double fma512 = 0;   // the same on 512 bits (0: no AVX-512)
+    double bf16 = 0;     // GFLOP/s of vdpbf16ps (2 per product; 0: no AVX512-BF16)
     double int8 = 0;     // int8 GOP/s (2 per multiply-add) of the int8 dot product below
     std::string int8_instruction;  // "vpdpbusd (512-bit)", "vpdpbusd (256-bit)", "vpmaddubsw + vpmaddwd", or ""
     // The fp32 kernels this process runs (after VITREG_ISA): their name, and the peak of their

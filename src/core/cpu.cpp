@@ -22,6 +22,9 @@ Features read_cpuid() {
     f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
     f.avx512_bf16 = f.avx512 && __builtin_cpu_supports("avx512bf16");
+    unsigned max_leaf = 0, vendor[3] = {0, 0, 0};
+    __get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]);  // "AuthenticAMD" in EBX, EDX, ECX
+    f.bf16_dot_full_rate = f.avx512_bf16 && std::memcmp(vendor, "AuthenticAMD", 12) == 0;
     f.avx512_vnni = f.avx512 && __builtin_cpu_supports("avx512vnni");
     // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4 (not every compiler's __builtin_cpu_supports
     // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
@@ -34,7 +37,7 @@ Features read_cpuid() {
 Level level_of(const Features& f) { return f.avx512 ? Level::Avx512 : f.avx2_fma ? Level::Avx2 : Level::Portable; }
 
 Features capped(Features f, Level cap) {
-    if (cap < Level::Avx512) f.avx512 = f.avx512_bf16 = f.avx512_vnni = false;
+    if (cap < Level::Avx512) f.avx512 = f.avx512_bf16 = f.bf16_dot_full_rate = f.avx512_vnni = false;
     if (cap < Level::Avx2) f = Features{};
     if (cap == Level::Avx2) f.avx_vnni = false;  // a plain AVX2 + FMA CPU
     return f;

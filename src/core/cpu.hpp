@@ -3,6 +3,7 @@
 // VITREG_ISA=avx512|avx2|portable caps that choice (to measure or test a path on a machine that
 // has a faster one; avx2 is a plain AVX2 + FMA CPU such as Zen 3: no AVX-512, no AVX-VNNI).
 // A value the CPU cannot run, or one that is not a kernel set, is an error at first use.
+// VITREG_BF16_ISA=avx512-bf16|fp32 picks bf16's kernel the same way (gemm_lowp.hpp).
 #include <string>
 
 namespace vitreg::cpu {
@@ -11,6 +12,11 @@ struct Features {
     bool avx2_fma = false;    // AVX2 and FMA (x86-64-v3's vector part)
     bool avx512 = false;      // AVX-512 F, BW, VL and DQ
     bool avx512_bf16 = false; // vdpbf16ps
+    // vdpbf16ps at the rate of vfmadd (two bf16 products per fp32 lane per FMA slot): AMD's Zen 4
+    // and Zen 5. Intel's Xeons run it at half that (0.5 per cycle against 2 FMAs, measured on a
+    // Sapphire Rapids-class Xeon), no faster than fp32, so bf16 there runs rounded operands through
+    // the fp32 kernels unless VITREG_BF16_ISA=avx512-bf16 asks for it.
+    bool bf16_dot_full_rate = false;
     bool avx512_vnni = false; // vpdpbusd on 512 bits (and, with VL, on 256)
     bool avx_vnni = false;    // vpdpbusd on 256 bits, VEX-encoded (Alder Lake, Zen 5)
 };

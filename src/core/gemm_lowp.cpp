@@ -303,7 +303,26 @@ inline std::uint32_t bf16_pair(float even, float odd) {
 
 // ---- bf16 ----------------------------------------------------------------------------------
 
-Bf16Isa best_bf16() { return cpu::usable().avx512_bf16 ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable; }
+namespace {
+// vdpbf16ps where it runs at the FMA's rate (cpu::Features), or where VITREG_BF16_ISA asks.
+Bf16Isa choose_bf16() {
+    const cpu::Features& f = cpu::usable();
+    const char* env = std::getenv("VITREG_BF16_ISA");
+    if (env && *env) {
+        if (!std::strcmp(env, "fp32")) return Bf16Isa::Portable;
+        if (std::strcmp(env, "avx512-bf16"))
+            throw Error(std::string("VITREG_BF16_ISA='") + env + "' is not a bf16 kernel (avx512-bf16 or fp32)");
+        if (!f.avx512_bf16) throw Error("VITREG_BF16_ISA=avx512-bf16: not available on this CPU");
+        return Bf16Isa::Avx512Bf16;
+    }
+    return f.bf16_dot_full_rate ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable;
+}
+}  // namespace
+
+Bf16Isa best_bf16() {
+    static const Bf16Isa isa = choose_bf16();  // a throw leaves it unset: the next call throws again
+    return isa;
+}
 
 bool supported(Bf16Isa isa) { return isa == Bf16Isa::Portable || cpu::usable().avx512_bf16; }
 

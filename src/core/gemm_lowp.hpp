@@ -26,9 +26,11 @@ using GroupBuffer = std::vector<std::uint32_t, AlignedAllocator<std::uint32_t>>;
 
 // ---- bf16 ---------------------------------------------------------------------------------
 enum class Bf16Isa { Avx512Bf16, Portable };
+// Avx512Bf16 where vdpbf16ps runs at the FMA's rate or VITREG_BF16_ISA=avx512-bf16 asks for it;
+// else Portable (and bf16 linears and attention run rounded operands through the fp32 kernels).
 Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
-// Whether this CPU has vdpbf16ps (else bf16 runs rounded operands through the fp32 kernels).
+// Whether the forward's bf16 runs on vdpbf16ps (else on rounded operands through the fp32 kernels).
 inline bool native_bf16() { return best_bf16() == Bf16Isa::Avx512Bf16; }
 const char* to_string(Bf16Isa isa);
 

@@ -45,6 +45,17 @@ __attribute__((target("avx512f"))) void fma512(long iters) {
     g_sink_f = s;
 }
 
+__attribute__((target("avx512f,avx512bf16"))) void dpbf16_512(long iters) {
+    __m512 acc[kChains];
+    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
+    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x38d138d1);
+    for (long n = 0; n < iters; ++n)
+        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    float s = 0;
+    for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
+    g_sink_f = s;
+}
+
 __attribute__((target("avx512f,avx512vnni"))) void dpbusd512(long iters) {
     __m512i acc[kChains];
     for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
@@ -111,6 +122,7 @@ CorePeak measure_core_peak(double seconds) {
     const cpu::Features& f = cpu::detected();
     if (f.avx2_fma) p.fma256 = rate(fma256, kChains * 8 * 2.0, seconds) / 1e9;
     if (f.avx512) p.fma512 = rate(fma512, kChains * 16 * 2.0, seconds) / 1e9;
+    if (f.avx512_bf16) p.bf16 = rate(dpbf16_512, kChains * 32 * 2.0, seconds) / 1e9;
     if (f.avx512_vnni) {
         p.int8 = rate(dpbusd512, kChains * 64 * 2.0, seconds) / 1e9;
         p.int8_instruction = "vpdpbusd (512-bit)";
