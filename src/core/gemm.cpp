@@ -73,23 +73,26 @@ __attribute__((target("avx2,fma"), always_inline)) inline void acc_row(const flo
 // Twelve named accumulators, not an array: GCC 12 keeps an array of __m256 in memory and
 // stores all of it at every step of k (a third of the FMA peak on a Zen 3, 60% on a Xeon);
 // named, they stay in registers (100% of the peak with the operands in L1).
-template <int MR>
+// PACKED: A is one strip of [k][MR] (pack_rows), one stream instead of MR rows: 6% faster on
+// a Xeon (2088 × 384 · 384 × 1152, 124 against 117 GFLOP/s); lda is then unused.
+template <int MR, bool PACKED>
 __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, const float* bp, int k, float* c,
                                                      long ldc, int cols, const float* bias, const float* scale) {
     static_assert(MR >= 1 && MR <= 6, "six rows at most");
+    const long rs = PACKED ? 1 : lda;  // from one row of A to the next
     constexpr int NR = 16;
     for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * ldc, 1, 3);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     for (int p = 0; p < k; ++p) {
         const __m256 b0 = _mm256_loadu_ps(bp + p * NR), b1 = _mm256_loadu_ps(bp + p * NR + 8);
-        const float* ap = a + p;
+        const float* ap = PACKED ? a + p * MR : a + p;
         acc_row(ap, b0, b1, c00, c01);
-        if constexpr (MR > 1) acc_row(ap + lda, b0, b1, c10, c11);
-        if constexpr (MR > 2) acc_row(ap + 2 * lda, b0, b1, c20, c21);
-        if constexpr (MR > 3) acc_row(ap + 3 * lda, b0, b1, c30, c31);
-        if constexpr (MR > 4) acc_row(ap + 4 * lda, b0, b1, c40, c41);
-        if constexpr (MR > 5) acc_row(ap + 5 * lda, b0, b1, c50, c51);
+        if constexpr (MR > 1) acc_row(ap + rs, b0, b1, c10, c11);
+        if constexpr (MR > 2) acc_row(ap + 2 * rs, b0, b1, c20, c21);
+        if constexpr (MR > 3) acc_row(ap + 3 * rs, b0, b1, c30, c31);
+        if constexpr (MR > 4) acc_row(ap + 4 * rs, b0, b1, c40, c41);
+        if constexpr (MR > 5) acc_row(ap + 5 * rs, b0, b1, c50, c51);
     }
     // The epilogue, on the finished tile; a partial tile goes through a lane mask.
     const __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
@@ -141,20 +144,22 @@ constexpr std::array<Kernel, Rows> table(Pick pick) {
 #if defined(__x86_64__)
 constexpr auto kAvx512x48 = table<8>([](auto mr) -> Kernel { return kernel_avx512<decltype(mr)::value, 3>; });
 constexpr auto kAvx512x64 = table<6>([](auto mr) -> Kernel { return kernel_avx512<decltype(mr)::value, 4>; });
-constexpr auto kAvx2 = table<6>([](auto mr) -> Kernel { return kernel_avx2<decltype(mr)::value>; });
+constexpr auto kAvx2 = table<6>([](auto mr) -> Kernel { return kernel_avx2<decltype(mr)::value, false>; });
+constexpr auto kAvx2Packed = table<6>([](auto mr) -> Kernel { return kernel_avx2<decltype(mr)::value, true>; });
 #endif
 constexpr auto kPortable = table<4>([](auto mr) -> Kernel { return kernel_portable<decltype(mr)::value>; });
 
 struct Plan {
     const Kernel* kernels;
     int mr, nr;
+    const Kernel* packed = nullptr;  // the kernels for A packed by pack_rows, where they are faster
 };
 
 Plan plan(Isa isa, int nr) {
     switch (isa) {
 #if defined(__x86_64__)
         case Isa::Avx512: return nr == 64 ? Plan{kAvx512x64.data(), 6, 64} : Plan{kAvx512x48.data(), 8, 48};
-        case Isa::Avx2: return {kAvx2.data(), 6, 16};
+        case Isa::Avx2: return {kAvx2.data(), 6, 16, kAvx2Packed.data()};
 #endif
         default: return {kPortable.data(), 4, 16};
     }
@@ -223,6 +228,36 @@ PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa) {
     PackedMatrix p;
     pack_into(p, b, k, n, ldb, isa);
     return p;
+}
+
+int packed_strip(const PackedMatrix& b) {
+    const Plan pl = plan(b.isa, b.nr);
+    return pl.packed ? pl.mr : 0;
+}
+
+void pack_rows(const float* a, long lda, int m, int k, int strip, float* out) {
+    for (int r0 = 0; r0 < m; r0 += strip) {
+        const int rows = std::min(strip, m - r0);
+        float* dst = out + static_cast<std::size_t>(r0) * k;
+        for (int p = 0; p < k; ++p)
+            for (int r = 0; r < rows; ++r) dst[p * rows + r] = a[(r0 + r) * lda + p];
+    }
+}
+
+void multiply_packed(const float* ap, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
+                     const Epilogue& e) {
+    const Plan pl = plan(b.isa, b.nr);
+    for (int col = c0; col < c1; col += b.nr) {
+        const float* panel = b.data.data() + static_cast<std::size_t>(col / b.nr) * b.k * b.nr;
+        const int cols = std::min(b.nr, c1 - col);
+        const float* bias = e.bias ? e.bias + col : nullptr;
+        const float* scale = e.scale ? e.scale + col : nullptr;
+        for (int r = 0; r < m; r += pl.mr) {
+            const int rows = std::min(pl.mr, m - r);
+            pl.packed[rows - 1](ap + static_cast<std::size_t>(r) * b.k, 0, panel, b.k, c + r * ldc + (col - c0), ldc,
+                                cols, bias, scale);
+        }
+    }
 }
 
 void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,

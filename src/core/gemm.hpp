@@ -85,4 +85,13 @@ inline void finish_row(const float* acc, int cols, const float* bias, const floa
 void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
 
+// A's rows as the kernel of `b` reads them fastest: packed_strip(b) rows at a time as [k][rows]
+// (0: that kernel reads A in place, use multiply). pack_rows writes rows r0 .. r0 + rows of A
+// [m, k] (stride lda) at out + r0 · k; multiply_packed takes them (ap: the packed row 0 of the
+// range, m rows) and gives multiply's result, bit for bit.
+int packed_strip(const PackedMatrix& b);
+void pack_rows(const float* a, long lda, int m, int k, int strip, float* out);
+void multiply_packed(const float* ap, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
+                     const Epilogue& epilogue = {});
+
 }  // namespace vitreg::gemm

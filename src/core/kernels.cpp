@@ -84,16 +84,24 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
     float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
     std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    // fp32 kernels that read A as strips get it packed once here, not once per column tile.
+    const int strip = precision == Precision::Fp32 ? gemm::packed_strip(layer.wt) : 0;
+    float* packed = strip ? gemm::at_least(scratch.packed, n * in) : nullptr;
     const loops::Table& vec = loops::active();
-    if (rounded || precision != Precision::Fp32)
+    if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
             const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
             const float* src = x + static_cast<std::size_t>(r0) * in;
-            if (rounded)
-                vec.round_bf16(src, static_cast<std::size_t>(rn) * in, rounded_x + static_cast<std::size_t>(r0) * in);
+            if (rounded) {
+                float* dst = rounded_x + static_cast<std::size_t>(r0) * in;
+                vec.round_bf16(src, static_cast<std::size_t>(rn) * in, dst);
+                src = dst;
+            }
+            if (strip)  // kRowTile is a multiple of every strip height, so tiles hold whole strips
+                gemm::pack_rows(src, in, rn, in, strip, packed + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
-            else
+            else if (precision == Precision::Int8)
                 gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
                                     low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
         });
@@ -110,7 +118,11 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
         const std::uint32_t* a = low ? low + static_cast<std::size_t>(r0) * groups : nullptr;
         switch (precision) {
             case Precision::Fp32:
-                gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
+                if (strip)
+                    gemm::multiply_packed(packed + static_cast<std::size_t>(r0) * in, rn, layer.wt, c0, c0 + cn, tile,
+                                          width, fused);
+                else
+                    gemm::multiply(x + static_cast<std::size_t>(r0) * in, in, rn, layer.wt, c0, c0 + cn, tile, width, fused);
                 break;
             case Precision::Bf16: gemm::multiply(a, rn, layer.wb, c0, c0 + cn, tile, width, fused); break;
             case Precision::Int8:

@@ -41,6 +41,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
 // by the caller between layers and forwards.
 struct LinearScratch {
     gemm::Buffer rounded;  // bf16-rounded floats, for the fp32 kernels
+    gemm::Buffer packed;   // the input as the fp32 kernel's strips (gemm::pack_rows), where it reads those
     gemm::GroupBuffer groups;
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
