@@ -357,11 +357,12 @@ void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out)
 
 void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
+    const loops::Table& vec = loops::active();
     drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
           [&](int r, int rows, int col, int cols, const float* y, int nr) {
               for (int i = 0; i < rows; ++i)
-                  finish_row(y + i * nr, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
-                             c + (r + i) * ldc + (col - c0));
+                  vec.finish_row(y + i * nr, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                                 c + (r + i) * ldc + (col - c0));
           });
 }
 
@@ -475,17 +476,13 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
 
 void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
+    const loops::Table& vec = loops::active();
     drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
           [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
-              alignas(64) float y[64];
-              for (int i = 0; i < rows; ++i) {
-                  const std::int32_t zp = a.zero_point[r + i];
-                  const float sa = a.scale[r + i];
-                  for (int j = 0; j < cols; ++j)
-                      y[j] = static_cast<float>(acc[i * nr + j] - zp * b.sums[col + j]) * (sa * b.scale[col + j]);
-                  finish_row(y, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
-                             c + (r + i) * ldc + (col - c0));
-              }
+              for (int i = 0; i < rows; ++i)
+                  vec.dequantize_row(acc + i * nr, cols, a.zero_point[r + i], b.sums.data() + col, a.scale[r + i],
+                                     b.scale.data() + col, e.bias ? e.bias + col : nullptr,
+                                     e.scale ? e.scale + col : nullptr, c + (r + i) * ldc + (col - c0));
           });
 }
 
