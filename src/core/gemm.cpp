@@ -244,36 +244,38 @@ void pack_rows(const float* a, long lda, int m, int k, int strip, float* out) {
     }
 }
 
-void multiply_packed(const float* ap, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
-                     const Epilogue& e) {
-    const Plan pl = plan(b.isa, b.nr);
+namespace {
+
+// C[0:m, c0:c1] panel by panel, each strip of rows through kernels[rows − 1]; strip(r) gives A's
+// pointer and row stride for the strip that starts at row r.
+template <class Strip>
+void run_tiles(int m, const PackedMatrix& b, const Kernel* kernels, int mr, int c0, int c1, float* c, long ldc,
+               const Epilogue& e, Strip strip) {
     for (int col = c0; col < c1; col += b.nr) {
         const float* panel = b.data.data() + static_cast<std::size_t>(col / b.nr) * b.k * b.nr;
         const int cols = std::min(b.nr, c1 - col);
         const float* bias = e.bias ? e.bias + col : nullptr;
         const float* scale = e.scale ? e.scale + col : nullptr;
-        for (int r = 0; r < m; r += pl.mr) {
-            const int rows = std::min(pl.mr, m - r);
-            pl.packed[rows - 1](ap + static_cast<std::size_t>(r) * b.k, 0, panel, b.k, c + r * ldc + (col - c0), ldc,
-                                cols, bias, scale);
+        for (int r = 0; r < m; r += mr) {
+            const auto [a, lda] = strip(r);
+            kernels[std::min(mr, m - r) - 1](a, lda, panel, b.k, c + r * ldc + (col - c0), ldc, cols, bias, scale);
         }
     }
+}
+
+}  // namespace
+
+void multiply_packed(const float* ap, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
+                     const Epilogue& e) {
+    const Plan pl = plan(b.isa, b.nr);
+    run_tiles(m, b, pl.packed, pl.mr, c0, c1, c, ldc, e,
+              [&](int r) { return std::pair{ap + static_cast<std::size_t>(r) * b.k, 0L}; });
 }
 
 void multiply(const float* a, long lda, int m, const PackedMatrix& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
     const Plan pl = plan(b.isa, b.nr);
-    for (int col = c0; col < c1; col += b.nr) {
-        const float* panel = b.data.data() + static_cast<std::size_t>(col / b.nr) * b.k * b.nr;
-        const int cols = std::min(b.nr, c1 - col);
-        const float* bias = e.bias ? e.bias + col : nullptr;
-        const float* scale = e.scale ? e.scale + col : nullptr;
-        float* cc = c + (col - c0);
-        int r = 0;
-        for (; r + pl.mr <= m; r += pl.mr)
-            pl.kernels[pl.mr - 1](a + r * lda, lda, panel, b.k, cc + r * ldc, ldc, cols, bias, scale);
-        if (r < m) pl.kernels[m - r - 1](a + r * lda, lda, panel, b.k, cc + r * ldc, ldc, cols, bias, scale);
-    }
+    run_tiles(m, b, pl.kernels, pl.mr, c0, c1, c, ldc, e, [&](int r) { return std::pair{a + r * lda, lda}; });
 }
 
 }  // namespace vitreg::gemm

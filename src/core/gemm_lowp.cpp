@@ -96,13 +96,14 @@ VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si
 }  // namespace int8_avx512vnni
 #undef VITREG_LOWP_TARGET
 
-// vpdpbusd on 256 bits has two encodings: AVX512-VNNI with VL (EVEX) and AVX-VNNI (VEX).
-#define VITREG_INT8_256_VNNI(NAME, DPBUSD)                                                              \
+// int8 dot products of four bytes into 32-bit lanes on 256 bits, DOT(acc, a, b) being vpdpbusd
+// (two encodings: AVX512-VNNI with VL (EVEX) and AVX-VNNI (VEX)) or its replay for 7-bit weights.
+#define VITREG_INT8_256(NAME, DOT, MR)                                                                  \
     namespace NAME {                                                                                    \
     using V = __m256i;                                                                                  \
     using VAcc = __m256i;                                                                               \
     using Acc = std::int32_t;                                                                           \
-    constexpr int kLanes = 8, kNv = 2, kMr = 6;                                                         \
+    constexpr int kLanes = 8, kNv = 2, kMr = MR;                                                        \
     VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }                            \
     VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) {                                          \
         return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));                                 \
@@ -110,19 +111,19 @@ VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm512_storeu_si
     VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); } \
     VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }                                               \
     VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }                                               \
-    VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) { return DPBUSD(acc, a, b); }               \
+    VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) { return DOT(acc, a, b); }                  \
     VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) {                                     \
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), v);                                          \
     }
 
 #define VITREG_LOWP_TARGET __attribute__((target("avx512f,avx512vl,avx512vnni")))
-VITREG_INT8_256_VNNI(int8_avx256vnni_evex, _mm256_dpbusd_epi32)
+VITREG_INT8_256(int8_avx256vnni_evex, _mm256_dpbusd_epi32, 6)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx256vnni_evex
 #undef VITREG_LOWP_TARGET
 
 #define VITREG_LOWP_TARGET __attribute__((target("avx2,avxvnni")))
-VITREG_INT8_256_VNNI(int8_avx256vnni_vex, _mm256_dpbusd_avx_epi32)
+VITREG_INT8_256(int8_avx256vnni_vex, _mm256_dpbusd_avx_epi32, 6)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx256vnni_vex
 #undef VITREG_LOWP_TARGET
@@ -168,21 +169,12 @@ VITREG_INT8_MADDWD(int8_avx2, 256, 2, 4)
 
 // 7-bit weights without VNNI: vpmaddubsw sums the two u8 × s8 products of each byte pair into
 // 16 bits (|255·63·2| < 2^15: never saturated), vpmaddwd by ones sums the pairs of a group into
-// 32 bits: vpdpbusd's integers in three instructions.
-namespace int8_avx2_maddubs {
-using V = __m256i;
-using VAcc = __m256i;
-using Acc = std::int32_t;
-constexpr int kLanes = 8, kNv = 2, kMr = 4;
-VITREG_LOWP_TARGET inline VAcc zero() { return _mm256_setzero_si256(); }
-VITREG_LOWP_TARGET inline V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
-VITREG_LOWP_TARGET inline V broadcast(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-VITREG_LOWP_TARGET inline V prep_a(V a) { return a; }
-VITREG_LOWP_TARGET inline V prep_b(V b) { return b; }
-VITREG_LOWP_TARGET inline VAcc step(VAcc acc, V a, V b) {
+// 32 bits: vpdpbusd's integers in three instructions. Four rows: the ones and the 16-bit
+// partial sums need registers beside the accumulators.
+VITREG_LOWP_TARGET inline __m256i maddubs_dot(__m256i acc, __m256i a, __m256i b) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)));
 }
-VITREG_LOWP_TARGET inline void store(std::int32_t* o, VAcc v) { _mm256_storeu_si256(reinterpret_cast<V*>(o), v); }
+VITREG_INT8_256(int8_avx2_maddubs, maddubs_dot, 4)
 #include "gemm_lowp_tile.inc"
 }  // namespace int8_avx2_maddubs
 #undef VITREG_LOWP_TARGET
