@@ -508,6 +508,33 @@ class CliTest(unittest.TestCase):
             self.assertGreater(float(m.group(1)), 0.99)
             self.assertLessEqual(float(m.group(1)), 1.0)
 
+    def test_int8_weight_bits_are_part_of_the_run_and_forced_kernels_are_checked(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "out")
+            r = vitreg("extract", MODEL, ASSETS, "-o", out, "--precision", "int8", "--int8-weights", "7")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(read_json(os.path.join(out, "run.json"))["precision"], "int8 per-token, 7-bit weights")
+            r = vitreg("extract", MODEL, ASSETS, "-o", out, "--resume", "--precision", "int8")
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn('"int8 per-token, 7-bit weights" -> "int8 per-token"', r.stderr)
+            r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--int8-weights", "6")
+            self.assertEqual(r.returncode, 2)
+        env = dict(os.environ)
+        for var, value, message in (("VITREG_ISA", "avx9", "VITREG_ISA='avx9' is not a kernel set"),
+                                    ("VITREG_INT8_ISA", "sse", "VITREG_INT8_ISA='sse' is not an int8 kernel"),
+                                    ("VITREG_BF16_ISA", "amx", "VITREG_BF16_ISA='amx' is not a bf16 kernel")):
+            r = subprocess.run([VITREG, "bench", MODEL, "--iters", "1", "--warmup", "0", "--precision", "int8"],
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600,
+                               env=dict(env, **{var: value}))
+            self.assertEqual(r.returncode, 1, var)
+            self.assertIn(message, r.stderr)
+        r = subprocess.run([VITREG, "bench", MODEL, "--iters", "1", "--warmup", "0", "--precision", "int8"],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600,
+                           env=dict(env, VITREG_INT8_ISA="avx2-maddubs"))
+        if "avx2" in open("/proc/cpuinfo").read():
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("needs --int8-weights 7", r.stderr)
+
     def test_int8_per_tensor_runs_from_its_calibration_and_resume_keeps_the_precision(self):
         with tempfile.TemporaryDirectory() as tmp:
             scales = os.path.join(tmp, "scales.json")

@@ -56,14 +56,18 @@ def test_reduced_precision_runs_from_python_as_from_cpp(case):
     want = {k: v.numpy() for k, v in ref.read_safetensors(os.path.join(FIXTURES, case["case"]))[0].items()}
     path = os.path.join(FIXTURES, case["model"])
     scales = os.path.join(FIXTURES, case["scales"])
-    for mode, kwargs in (("int8", {}), ("int8_per_tensor", {"act_quant": "per-tensor", "scales": scales})):
+    for mode, kwargs in (("int8", {}), ("int8w7", {"int8_weights": 7}),
+                         ("int8_per_tensor", {"act_quant": "per-tensor", "scales": scales})):
         m = vitreg.Model(path, precision="int8", **kwargs)
         assert m.config["precision"].startswith("int8 per-t")
+        assert m.config["precision"].endswith(", 7-bit weights") == (mode == "int8w7")
         out = m.forward(want["input"].astype(np.float32))
         quantization = relative_error(want[mode + "_cls"], want["fp32_cls"])
         assert relative_error(out["cls"], want[mode + "_cls"]) < 0.5 * quantization
     with pytest.raises(vitreg.UsageError, match="per-tensor applies to --precision int8 only"):
         vitreg.Model(path, precision="bf16", act_quant="per-tensor", scales=scales)
+    with pytest.raises(vitreg.UsageError, match="--int8-weights 7 applies to --precision int8 only"):
+        vitreg.Model(path, precision="fp32", int8_weights=7)
     with pytest.raises(vitreg.IoError, match="missing.json"):
         vitreg.Model(path, precision="int8", act_quant="per-tensor", scales=os.path.join(FIXTURES, "missing.json"))
 
