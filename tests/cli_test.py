@@ -497,6 +497,19 @@ class CliTest(unittest.TestCase):
         self.assertRegex(r.stdout, r"vitreg 112x168 batch=1 threads=all precision=fp32: [0-9.]+ ms/image median, [0-9.]+ p95, [0-9.]+ GFLOP/s")
 
 
+    def test_bench_peak_states_fractions_of_the_measured_peak(self):
+        r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--threads", "1", "--peak")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"^peak per core: fp32 FMA ([0-9.]+) GFLOP/s \(256-bit\)", r.stdout, re.M)
+        self.assertIsNotNone(m, r.stdout)
+        if "avx2" in open("/proc/cpuinfo").read():
+            self.assertGreater(float(m.group(1)), 1.0)
+            lin = re.search(r"^linear layers, fp32, 1 thread, 261 rows \(kernels [^)]*\): qkv ([0-9.]+) GFLOP/s "
+                            r"\(([0-9]+)%\).*all four ([0-9.]+) GFLOP/s = ([0-9]+)% of the peak", r.stdout, re.M)
+            self.assertIsNotNone(lin, r.stdout)
+            self.assertGreater(float(lin.group(3)), 0.0)
+            self.assertRegex(r.stdout, r"(?m)^forward: [0-9]+% of 1 × the per-core peak")
+
     def test_bench_shows_the_error_next_to_the_speed(self):
         for precision in ("bf16", "int8"):
             r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--precision", precision,

@@ -18,11 +18,11 @@ struct CorePeak {
 };
 
 // Tight loops of independent multiply-adds on the calling thread, each run for about `seconds`
-// (the best of three). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
+// of its CPU time (the best of five). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
 CorePeak measure_core_peak(double seconds = 0.1);
 
 // Single-thread fp32 GFLOP/s of one linear layer, y = x·Wᵀ + b for x [rows, in] and W [out, in],
-// through the GEMM kernels this process runs (best of `repeats`).
+// through the GEMM kernels this process runs (best of `repeats`, in the thread's CPU time).
 double linear_gflops(int rows, int in, int out, int repeats = 5);
 
 }  // namespace vitreg
