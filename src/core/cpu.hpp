@@ -12,10 +12,11 @@ struct Features {
     bool avx2_fma = false;    // AVX2 and FMA (x86-64-v3's vector part)
     bool avx512 = false;      // AVX-512 F, BW, VL and DQ
     bool avx512_bf16 = false; // vdpbf16ps
-    // vdpbf16ps at the rate of vfmadd (two bf16 products per fp32 lane per FMA slot): AMD's Zen 4
-    // and Zen 5. Intel's Xeons run it at half that (0.5 per cycle against 2 FMAs, measured on a
-    // Sapphire Rapids-class Xeon), no faster than fp32, so bf16 there runs rounded operands through
-    // the fp32 kernels unless VITREG_BF16_ISA=avx512-bf16 asks for it.
+    // vdpbf16ps at the rate of vfmadd (two bf16 products per fp32 lane per FMA slot): taken to be
+    // AMD's (Zen 4 and Zen 5 list it at the FMA's throughput; not yet measured here). An Intel
+    // Xeon ran it at half that (123 against 246 GFLOP/s, `vitreg bench --peak`), no faster than
+    // fp32, so bf16 there runs rounded operands through the fp32 kernels unless
+    // VITREG_BF16_ISA=avx512-bf16 asks for it.
     bool bf16_dot_full_rate = false;
     bool avx512_vnni = false; // vpdpbusd on 512 bits (and, with VL, on 256)
     bool avx_vnni = false;    // vpdpbusd on 256 bits, VEX-encoded (Alder Lake, Zen 5)

@@ -70,9 +70,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void acc_row(const flo
     hi = _mm256_fmadd_ps(av, b1, hi);
 }
 
-// Twelve named accumulators, not an array: GCC 12 keeps an array of __m256 in memory and
-// stores all of it at every step of k (a third of the FMA peak on a Zen 3, 60% on a Xeon);
-// named, they stay in registers (100% of the peak with the operands in L1).
+// Twelve named accumulators, not an array: GCC 12 kept this kernel's array of __m256 in memory
+// and stored all of it at every step of k (60% of the 256-bit peak on a Xeon; the profile in
+// issue #27 showed a third on a Zen 3); named, they stay in registers (the whole 256-bit peak
+// on the Xeon with the operands in L1).
 // PACKED: A is one strip of [k][MR] (pack_rows), one stream instead of MR rows: 6% faster on
 // a Xeon (2088 × 384 · 384 × 1152, 124 against 117 GFLOP/s); lda is then unused.
 template <int MR, bool PACKED>

@@ -210,9 +210,14 @@ inline void store(std::int32_t* o, VAcc v) { *o = v; }
 
 namespace {
 
-// The int8 kernel VITREG_INT8_ISA names (to measure or test one path), else the fastest one the
-// usable features (cpu.hpp) run.
-Int8Isa choose_int8() {
+// The int8 kernel VITREG_INT8_ISA names (to measure or test one path; `forced`), else the
+// fastest one the usable features (cpu.hpp) run.
+struct Int8Choice {
+    Int8Isa isa;
+    bool forced;
+};
+
+Int8Choice choose_int8() {
     const cpu::Features& f = cpu::usable();
     const char* env = std::getenv("VITREG_INT8_ISA");
     if (env && *env) {
@@ -222,16 +227,21 @@ Int8Isa choose_int8() {
                 if (!supported(isa))
                     throw Error(std::string("VITREG_INT8_ISA=") + env + ": not available on this CPU" +
                                 (cpu::level() != cpu::Level::Avx512 ? " under VITREG_ISA=" + std::string(cpu::to_string(cpu::level())) : std::string()));
-                return isa;
+                return {isa, true};
             }
         throw Error(std::string("VITREG_INT8_ISA='") + env +
                     "' is not an int8 kernel (avx512-vnni, avx-vnni, avx512, avx2, avx2-maddubs or portable)");
     }
-    if (f.avx512_vnni) return Int8Isa::Avx512Vnni;
-    if (f.avx_vnni) return Int8Isa::Avx256Vnni;
-    if (f.avx512) return Int8Isa::Avx512;
-    if (f.avx2_fma) return Int8Isa::Avx2;
-    return Int8Isa::Portable;
+    if (f.avx512_vnni) return {Int8Isa::Avx512Vnni, false};
+    if (f.avx_vnni) return {Int8Isa::Avx256Vnni, false};
+    if (f.avx512) return {Int8Isa::Avx512, false};
+    if (f.avx2_fma) return {Int8Isa::Avx2, false};
+    return {Int8Isa::Portable, false};
+}
+
+const Int8Choice& int8_choice() {
+    static const Int8Choice c = choose_int8();  // a throw leaves it unset: the next call throws again
+    return c;
 }
 
 Tiles tiles(Bf16Isa isa) {
@@ -287,10 +297,6 @@ void drive(const std::uint32_t* a, long lda, int m, const GroupBuffer& data, int
     }
 }
 
-inline std::uint32_t bf16_pair(float even, float odd) {
-    return static_cast<std::uint32_t>(quant::to_bf16(even)) | (static_cast<std::uint32_t>(quant::to_bf16(odd)) << 16);
-}
-
 }  // namespace
 
 // ---- bf16 ----------------------------------------------------------------------------------
@@ -328,7 +334,7 @@ void pack_bf16_with(PackedBf16& p, int k, int n, Bf16Isa isa, At at) {
     p.isa = supported(isa) ? isa : best_bf16();
     p.nr = tiles(p.isa).nr;
     pack_groups(p.data, p.groups(), n, p.nr, [&](int g, int col) {
-        return bf16_pair(at(2 * g, col), 2 * g + 1 < k ? at(2 * g + 1, col) : 0.0f);
+        return quant::bf16_pair(at(2 * g, col), 2 * g + 1 < k ? at(2 * g + 1, col) : 0.0f);
     });
 }
 }  // namespace
@@ -360,10 +366,7 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
 
 // ---- int8 ----------------------------------------------------------------------------------
 
-Int8Isa best_int8() {
-    static const Int8Isa isa = choose_int8();  // a throw leaves it unset: the next call throws again
-    return isa;
-}
+Int8Isa best_int8() { return int8_choice().isa; }
 
 bool supported(Int8Isa isa) {
     const cpu::Features& f = cpu::usable();
@@ -379,10 +382,9 @@ bool supported(Int8Isa isa) {
 }
 
 Int8Isa int8_kernel(int bits) {
-    const Int8Isa best = best_int8();
-    const bool emulated = best == Int8Isa::Avx512 || best == Int8Isa::Avx2;
-    if (bits == 7 && emulated && !std::getenv("VITREG_INT8_ISA")) return Int8Isa::Avx2Maddubs;
-    return best;
+    const Int8Choice& c = int8_choice();
+    const bool emulated = c.isa == Int8Isa::Avx512 || c.isa == Int8Isa::Avx2;
+    return bits == 7 && emulated && !c.forced ? Int8Isa::Avx2Maddubs : c.isa;
 }
 
 const char* to_id(Int8Isa isa) {
@@ -414,7 +416,6 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
     PackedInt8 p;
     p.k = k;
     p.n = n;
-    p.bits = bits;
     p.isa = supported(isa) ? isa : int8_kernel(bits);
     if (p.isa == Int8Isa::Avx2Maddubs && bits != 7)
         throw Error("the vpmaddubsw kernel is exact for 7-bit weights only (VITREG_INT8_ISA=avx2-maddubs needs "

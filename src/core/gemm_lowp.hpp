@@ -74,7 +74,6 @@ struct PackedInt8 {
     int k = 0, n = 0, nr = 0;
     Int8Isa isa = Int8Isa::Portable;
     GroupBuffer data;                 // ceil(n / nr) panels of [ceil(k / 4)][nr] quads of int8
-    int bits = 8;                     // the weights' width: q in ±(2^(bits−1) − 1)
     std::vector<float> scale;         // [n] per output column: max|w| / (2^(bits−1) − 1)
     std::vector<std::int32_t> sums;   // [n] Σ_k q[k, n], for the activation zero point's term
     int groups() const { return (k + 3) / 4; }

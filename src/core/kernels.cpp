@@ -80,32 +80,33 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
     const int row_tiles = (rows + kRowTile - 1) / kRowTile;
     const std::size_t n = static_cast<std::size_t>(rows);
-    float* rounded_x = rounded ? gemm::at_least(scratch.rounded, n * in) : nullptr;
+    // fp32 kernels that read A as strips get it packed once here, not once per column tile
+    // (bf16-rounded there too); the others read it in place (or rounded into `rounded_x`).
+    const int strip = precision == Precision::Fp32 ? gemm::packed_strip(layer.wt) : 0;
+    float* packed = strip ? gemm::at_least(scratch.packed, n * in) : nullptr;
+    float* rounded_x = rounded && !strip ? gemm::at_least(scratch.rounded, n * in) : nullptr;
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
     float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
     std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
-    // fp32 kernels that read A as strips get it packed once here, not once per column tile.
-    const int strip = precision == Precision::Fp32 ? gemm::packed_strip(layer.wt) : 0;
-    float* packed = strip ? gemm::at_least(scratch.packed, n * in) : nullptr;
     const loops::Table& vec = loops::active();
     if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
             const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
             const float* src = x + static_cast<std::size_t>(r0) * in;
-            if (rounded) {
-                float* dst = rounded_x + static_cast<std::size_t>(r0) * in;
-                vec.round_bf16(src, static_cast<std::size_t>(rn) * in, dst);
-                src = dst;
-            }
-            if (strip)  // kRowTile is a multiple of every strip height, so tiles hold whole strips
-                gemm::pack_rows(src, in, rn, in, strip, packed + static_cast<std::size_t>(r0) * in);
+            const std::size_t values = static_cast<std::size_t>(rn) * in;
+            if (strip) {  // kRowTile is a multiple of every strip height, so tiles hold whole strips
+                float* dst = packed + static_cast<std::size_t>(r0) * in;
+                gemm::pack_rows(src, in, rn, in, strip, dst);
+                if (rounded) vec.round_bf16(dst, values, dst);  // in place, while it is in cache
+            } else if (rounded)
+                vec.round_bf16(src, values, rounded_x + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
             else if (precision == Precision::Int8)
                 gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
                                     low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
         });
-    if (rounded) x = rounded_x;
+    if (rounded_x) x = rounded_x;
     // Column tiles are whole kernel panels; row tiles a fixed height.
     const int panel_count = (width + nr - 1) / nr;
     const int panels_per_tile = std::max(1, kColTile / nr);

@@ -19,78 +19,48 @@ namespace {
 // Twelve independent accumulators: more than FMA latency × ports on every core we know (4 × 2),
 // so the loop is bound by throughput alone.
 constexpr int kChains = 12;
-volatile float g_sink_f;
-volatile int g_sink_i;
+volatile unsigned char g_sink;
+
+// What the loop computed, folded into a volatile, so that none of it can be left out.
+void keep(const void* values, std::size_t bytes) {
+    unsigned char x = 0;
+    for (std::size_t i = 0; i < bytes; ++i) x ^= static_cast<const unsigned char*>(values)[i];
+    g_sink = x;
+}
+
+// One measuring loop: kChains accumulators of type V, each replaced by STEP(acc, a, b) at every
+// iteration. Every step reads its accumulator, so nothing can be hoisted out of the loop.
+#define VITREG_PEAK_LOOP(NAME, TARGET, V, OPERAND, INIT, A, B, STEP)          \
+    __attribute__((target(TARGET))) void NAME(long iters) {                   \
+        V acc[kChains];                                                        \
+        for (int i = 0; i < kChains; ++i) acc[i] = INIT(i);                    \
+        const OPERAND a = A, b = B;                                            \
+        for (long n = 0; n < iters; ++n)                                       \
+            for (int i = 0; i < kChains; ++i) acc[i] = STEP(acc[i], a, b);     \
+        keep(acc, sizeof acc);                                                 \
+    }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) void fma256(long iters) {
-    __m256 acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i));
-    const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-4f);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-    float s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm256_cvtss_f32(acc[i]);
-    g_sink_f = s;
+// Without VNNI, int8 is u8 × s8 pairs to int16 (vpmaddubsw), pairs of those to int32 (vpmaddwd),
+// added: three instructions a group of four bytes, fed here by the accumulator itself.
+__attribute__((target("avx2"))) inline __m256i maddubs_step(__m256i acc, __m256i, __m256i b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(acc, b), _mm256_set1_epi16(1)));
 }
 
-__attribute__((target("avx512f"))) void fma512(long iters) {
-    __m512 acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-    const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-4f);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-    float s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
-    g_sink_f = s;
-}
-
-__attribute__((target("avx512f,avx512bf16"))) void dpbf16_512(long iters) {
-    __m512 acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i));
-    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x38d138d1);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    float s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm512_cvtss_f32(acc[i]);
-    g_sink_f = s;
-}
-
-__attribute__((target("avx512f,avx512vnni"))) void dpbusd512(long iters) {
-    __m512i acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_epi32(i);
-    const __m512i a = _mm512_set1_epi32(0x01010101), b = _mm512_set1_epi32(0x01ff01ff);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-    int s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm512_cvtsi512_si32(acc[i]);
-    g_sink_i = s;
-}
-
-__attribute__((target("avx2,avxvnni"))) void dpbusd256(long iters) {
-    __m256i acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
-    const __m256i a = _mm256_set1_epi32(0x01010101), b = _mm256_set1_epi32(0x01ff01ff);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], a, b);
-    int s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm256_cvtsi256_si32(acc[i]);
-    g_sink_i = s;
-}
-
-// Without VNNI: u8 × s8 pairs to int16 (vpmaddubsw), pairs of those to int32 (vpmaddwd), added.
-__attribute__((target("avx2"))) void maddubs256(long iters) {
-    __m256i acc[kChains];
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_epi32(i);
-    const __m256i a = _mm256_set1_epi32(0x01010101), b = _mm256_set1_epi32(0x01ff01ff), ones = _mm256_set1_epi16(1);
-    for (long n = 0; n < iters; ++n)
-        for (int i = 0; i < kChains; ++i)
-            acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
-    int s = 0;
-    for (int i = 0; i < kChains; ++i) s += _mm256_cvtsi256_si32(acc[i]);
-    g_sink_i = s;
-}
+VITREG_PEAK_LOOP(fma256, "avx2,fma", __m256, __m256, _mm256_set1_ps, _mm256_set1_ps(0.999f), _mm256_set1_ps(1e-4f),
+                 _mm256_fmadd_ps)
+VITREG_PEAK_LOOP(fma512, "avx512f", __m512, __m512, _mm512_set1_ps, _mm512_set1_ps(0.999f), _mm512_set1_ps(1e-4f),
+                 _mm512_fmadd_ps)
+VITREG_PEAK_LOOP(dpbf16_512, "avx512f,avx512bf16", __m512, __m512bh, _mm512_set1_ps,
+                 (__m512bh)_mm512_set1_epi32(0x3f803f80), (__m512bh)_mm512_set1_epi32(0x38d138d1), _mm512_dpbf16_ps)
+VITREG_PEAK_LOOP(dpbusd512, "avx512f,avx512vnni", __m512i, __m512i, _mm512_set1_epi32, _mm512_set1_epi32(0x01010101),
+                 _mm512_set1_epi32(0x01ff01ff), _mm512_dpbusd_epi32)
+VITREG_PEAK_LOOP(dpbusd256, "avx2,avxvnni", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x01010101),
+                 _mm256_set1_epi32(0x01ff01ff), _mm256_dpbusd_avx_epi32)
+VITREG_PEAK_LOOP(maddubs256, "avx2", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x01010101),
+                 _mm256_set1_epi32(0x01ff01ff), maddubs_step)
 #endif
+#undef VITREG_PEAK_LOOP
 
 // This thread's CPU time: a neighbour that takes the core away for a while does not count.
 double thread_seconds() {

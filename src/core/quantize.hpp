@@ -26,6 +26,11 @@ inline float from_bf16(std::uint16_t h) {
 
 inline float round_bf16(float x) { return from_bf16(to_bf16(x)); }
 
+// Two values as the 32-bit group vdpbf16ps reads: the even one in the low half.
+inline std::uint32_t bf16_pair(float even, float odd) {
+    return static_cast<std::uint32_t>(to_bf16(even)) | (static_cast<std::uint32_t>(to_bf16(odd)) << 16);
+}
+
 // An asymmetric uint8 mapping q = clamp(round(x / scale) + zero_point, 0, 255).
 struct AffineU8 {
     float scale = 1.0f;

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "gemm.hpp"
+
 // One body, three targets. Only the functions that vector_loops.inc defines take a target:
 // what they call comes inline from the headers above, compiled for the baseline, so no
 // out-of-line copy of a shared inline function can carry AVX code into the rest of the program.
