@@ -128,7 +128,7 @@ TEST_CASE("VITREG_ISA sets the kernel set the process runs, and says so") {
         CHECK(std::string(cpu::to_string(cpu::level())) == forced);
         if (cpu::level() != hw)
             CHECK(cpu::describe_level() == std::string(forced) + " (VITREG_ISA; the CPU has " + cpu::to_string(hw) + ")");
-        CHECK_FALSE(cpu::usable().avx_vnni && cpu::level() == cpu::Level::Avx2);  // a plain AVX2 + FMA CPU
+        if (cpu::level() == cpu::Level::Avx2) CHECK_FALSE(cpu::usable().avx_vnni);  // a plain AVX2 + FMA CPU
     } else {
         CHECK(cpu::level() == hw);
         CHECK(cpu::describe_level() == cpu::to_string(hw));
