@@ -136,6 +136,25 @@ def jpeg_bytes():
     return buf.getvalue()
 
 
+def webp_bytes(kind):
+    """Tiny WebP files by PIL (libwebp): lossy, lossless with alpha, a 2-frame animation."""
+    import io
+    from PIL import Image
+    rgb = np.stack(np.meshgrid(np.arange(8) * 30, np.arange(6) * 40) + [np.full((6, 8), 90)], -1).astype(np.uint8)
+    im = Image.fromarray(rgb)
+    buf = io.BytesIO()
+    if kind == "lossy":
+        im.save(buf, format="WEBP", quality=60)
+    elif kind == "lossless_alpha":
+        rgba = np.concatenate([rgb, np.full((6, 8, 1), 128, np.uint8)], -1)
+        rgba[::2, ::3, 3] = 0
+        Image.fromarray(rgba, "RGBA").save(buf, format="WEBP", lossless=True)
+    else:
+        im.save(buf, format="WEBP", save_all=True, append_images=[im.transpose(Image.Transpose.FLIP_LEFT_RIGHT)],
+                duration=100, quality=50)
+    return buf.getvalue()
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
     dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list")}
@@ -176,6 +195,9 @@ def main():
     put("image", "rgb.ppm", b"P6\n2 2\n255\n" + bytes(range(12)))
     put("image", "tiny.gif", bytes.fromhex("4749463839610200020080000000ffffff21f90401000000002c00000000020002000002028451003b"))
     put("image", "tiny.jpg", jpeg_bytes())
+    put("image", "lossy.webp", webp_bytes("lossy"))
+    put("image", "lossless_alpha.webp", webp_bytes("lossless_alpha"))
+    put("image", "anim.webp", webp_bytes("anim"))
     put("list", "plain.txt", "a.jpg\nb/c.png\n")
     put("list", "comments.txt", "# header\n\n  spaced name.jpg  \r\n\t#not a comment?\nlast-without-newline.png")
 

@@ -158,6 +158,17 @@ void image_file(const std::uint8_t* data, std::size_t size) {
         }
     } catch (const ImageError&) {
     }
+    // The other decode paths: EXIF orientation, PIL's own bands and open_clip's resize of them, a
+    // JPEG at a reduced DCT scale.
+    ResizeSpec clip = ResizeSpec::parse("short:28");
+    clip.pipeline = PixelPipeline::OpenClip;
+    clip.exif_transpose = true;
+    clip.draft = true;
+    try {
+        const Image image = decode_image_memory(data, size, "fuzz-input", decode_options(clip, 14, limits, "fuzz-input"));
+        (void)preprocess(image, clip, 14, {0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}, "fuzz-input");
+    } catch (const ImageError&) {
+    }
 }
 
 void input_list(const std::uint8_t* data, std::size_t size) {

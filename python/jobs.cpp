@@ -65,10 +65,23 @@ std::vector<std::string> input_list(const py::object& inputs) {
     return expanded;
 }
 
+// resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.
+ResizeSpec take_pixel_spec(Options& o) {
+    ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    const auto pipeline = o.take<std::string>("pipeline", "");
+    if (!pipeline.empty()) r.pipeline = parse_pixel_pipeline(pipeline);
+    r.resampler = parse_resampler(o.take<std::string>("resample", "pil"));
+    const auto decode = o.take<std::string>("decode", "exact");
+    if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
+    r.draft = decode == "draft";
+    r.exif_transpose = o.take<bool>("exif_transpose", false);
+    return r;
+}
+
 // What every batch job takes; defaults as on the command line.
 void take_batch_options(const PyModel& model, Options& o, BatchOptions& b, const std::string& out) {
     b.out_dir = out;
-    b.resize = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    b.resize = take_pixel_spec(o);
     const auto format = o.take<std::string>("format", "npy");
     if (format != "npy" && format != "safetensors") throw UsageError("format must be 'npy' or 'safetensors', not '" + format + "'");
     b.format = format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
@@ -157,7 +170,7 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
 py::object study(const py::object& configs, const py::object& images, const py::kwargs& kwargs) {
     Options o("study", kwargs);
     StudyOptions so;
-    so.resize = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    so.resize = take_pixel_spec(o);
     so.sizes = o.take<std::vector<int>>("sizes", {});
     const auto labels = o.take<py::object>("labels", py::none());
     if (!labels.is_none()) so.labels = path_of(labels);

@@ -171,9 +171,16 @@ py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_
     return out;
 }
 
-py::array_t<float> preprocess_image(const PyModel& self, const py::object& image, const std::string& resize) {
+py::array_t<float> preprocess_image(const PyModel& self, const py::object& image, const std::string& resize,
+                                    const std::optional<std::string>& pipeline, const std::string& resample,
+                                    const std::string& decode, bool exif_transpose) {
     const Config& c = self.model.config();
-    const ResizeSpec spec = ResizeSpec::parse(resize);
+    ResizeSpec spec = ResizeSpec::parse(resize);
+    if (pipeline) spec.pipeline = parse_pixel_pipeline(*pipeline);
+    spec.resampler = parse_resampler(resample);
+    if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
+    spec.draft = decode == "draft";
+    spec.exif_transpose = exif_transpose;
     Pixels px;
     if (py::isinstance<py::array>(image)) {
         const py::array a = image;
@@ -199,7 +206,7 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
     } else {
         const std::string path = py::str(py::module_::import("os").attr("fspath")(image));
         py::gil_scoped_release release;
-        px = preprocess(decode_image(path, self.image_limits), spec, c, path);
+        px = load_pixels(path, spec, c, self.image_limits);
     }
     const py::ssize_t h = px.height, w = px.width;
     return owning_array(std::move(px.chw), {3, h, w});
@@ -289,15 +296,24 @@ once (each forward releases the GIL).)")
              "height"_a, "width"_a, "Tokens of one image's forward at this input size: CLS, registers and patches.")
         .def("flops", [](const PyModel& self, int height, int width) { return self.model.flops_per_image(height, width); },
              "height"_a, "width"_a, "Multiply-adds x 2 of one image's forward at this input size.")
-        .def("preprocess", &preprocess_image, "image"_a, "resize"_a = "eval",
-             R"(An image as the model's input: float32 [3, height, width], normalized with the checkpoint's mean and std.
+        .def("preprocess", &preprocess_image, "image"_a, "resize"_a = "eval", "pipeline"_a = py::none(),
+             "resample"_a = "pil", "decode"_a = "exact", "exif_transpose"_a = false,
+             R"(An image as the model's input: float32 [3, height, width], the same values as the
+checkpoint's own PyTorch pipeline gives for the same file (PIL's decode and Image.resize, then
+ToTensor and Normalize with the checkpoint's mean and std).
 
-image   a path (str or os.PathLike) to an image file (PNG, JPEG, BMP, PNM, TGA, GIF), or a
-        uint8 array [height, width, 3] (RGB) or [height, width] (grey).
-resize  'eval' (the checkpoint's eval transform, bicubic antialiased: DINOv2's shortest edge to
-        256 and centre crop 224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest
-        edge to its input size and crop) | 'none' (crop right/bottom to whole patches) | 'WxH' |
-        'short:N' | 'long:N'.
+image     a path (str or os.PathLike) to an image file (JPEG, PNG, WebP, BMP, PNM, TGA, GIF), or
+          a uint8 array [height, width, 3] (RGB) or [height, width] (grey).
+resize    'eval' (the checkpoint's eval transform: DINOv2's shortest edge to 256 and centre crop
+          224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest edge to its
+          input size and crop; with the checkpoint's filter, bicubic unless its config names
+          another) | 'none' (crop right/bottom to whole patches) | 'WxH' | 'short:N' | 'long:N'.
+pipeline  None (the checkpoint's own) | 'torchvision' | 'timm' | 'hf' | 'open_clip': whose size,
+          crop and conversion rules.
+resample  'pil' (PIL's uint8 resize) | 'torch' (F.interpolate bicubic antialias on floats).
+decode    'exact' | 'draft' (JPEGs at a reduced DCT scale, as PIL's Image.draft: faster, other
+          pixels).
+exif_transpose  apply the file's EXIF orientation first (HF's load_image does).
 Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError for a bad array.)")
         .def("forward", &forward, "x"_a, "threads"_a = py::none(),
              R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:

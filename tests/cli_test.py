@@ -164,12 +164,12 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         for line in ["family        clip", "layout        open-clip", "mlp           quick_gelu (hidden 64)",
                      "pre_norm      yes", "biases        patch no, qkv yes", "projection    32 -> 16 (extract --project)",
-                     "resize eval   short side 32, center crop 32 (crop_pct 1)"]:
+                     "resize eval   open_clip: short side 32 bicubic, center crop 32 (crop_pct 1)"]:
             self.assertIn(line, r.stdout)
         r = vitreg("info", deit)
         self.assertEqual(r.returncode, 0, r.stderr)
         for line in ["family        timm", "class token   yes, without a position (no_embed_class)",
-                     "resize eval   short side 53, center crop 48 (crop_pct 0.9)", "projection    none"]:
+                     "resize eval   timm: short side 53 bicubic, center crop 48 (crop_pct 0.9)", "projection    none"]:
             self.assertIn(line, r.stdout)
         r = vitreg("info", avg)
         self.assertEqual(r.returncode, 0, r.stderr)

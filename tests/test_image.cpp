@@ -113,13 +113,25 @@ DecodeCost decode_in_child(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("the eval transform matches the reference (resize 256 bicubic antialias, crop 224)") {
+namespace {
+
+// --resample torch: the float path, F.interpolate(bicubic, antialias=True) as the reference runs it
+// (PIL's resize, the default, is checked against PIL itself in test_photos.cpp).
+ResizeSpec torch_spec(const std::string& text) {
+    ResizeSpec r = ResizeSpec::parse(text);
+    r.resampler = Resampler::Torch;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("--resample torch: the eval transform matches the reference (resize 256 bicubic antialias, crop 224)") {
     const SafetensorsFile f(fixture("preprocess.safetensors"));
     const Image img = decode_image(fixture("images/smooth_90x120.png"));
     REQUIRE(img.width == 120);
     REQUIRE(img.height == 90);
     Geometry g;
-    const Pixels px = preprocess(img, ResizeSpec::parse("eval"), 14, kMean, kStd, "smooth", &g);
+    const Pixels px = preprocess(img, torch_spec("eval"), 14, kMean, kStd, "smooth", &g);
     CHECK(g.resized_width == std::stoi(f.metadata().at("eval_resize_width")));
     CHECK(g.resized_height == std::stoi(f.metadata().at("eval_resize_height")));
     CHECK(g.crop_left == std::stoi(f.metadata().at("eval_crop_left")));  // 58.5 rounds to even
@@ -127,12 +139,12 @@ TEST_CASE("the eval transform matches the reference (resize 256 bicubic antialia
     CHECK(relative_error(px.chw, tensor(f, "eval")) < 1e-5);
 }
 
-TEST_CASE("long:N resizes the long side and rounds both down to whole patches") {
+TEST_CASE("--resample torch: long:N resizes the long side and rounds both down to whole patches") {
     const SafetensorsFile f(fixture("preprocess.safetensors"));
     const Image img = decode_image(fixture("images/smooth_90x120.png"));
     for (const std::string n : {"56", "75"}) {
         INFO("long:" << n);
-        const Pixels px = preprocess(img, ResizeSpec::parse("long:" + n), 14, kMean, kStd);
+        const Pixels px = preprocess(img, torch_spec("long:" + n), 14, kMean, kStd);
         CHECK(px.width == std::stoi(f.metadata().at("long_" + n + "_width")));
         CHECK(px.height == std::stoi(f.metadata().at("long_" + n + "_height")));
         CHECK(relative_error(px.chw, tensor(f, "long_" + n)) < 1e-5);
@@ -159,7 +171,7 @@ TEST_CASE("resize specs: none crops right/bottom, WxH and short:N") {
                       Catch::Contains("tiny.png") && Catch::Contains("no whole 14-pixel patch"));
 }
 
-TEST_CASE("a 16-bit grayscale PNG decodes to RGB with the high byte") {
+TEST_CASE("a 16-bit grayscale PNG decodes as PIL converts its mode I: values clipped at 255") {
     const SafetensorsFile f(fixture("preprocess.safetensors"));
     const auto want = tensor(f, "gray16_values");
     const Image img = decode_image(fixture("images/gray16_20x10.png"));

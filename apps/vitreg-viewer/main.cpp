@@ -5,6 +5,7 @@
 #include <memory>
 #include <opencv2/highgui.hpp>
 
+#include "../pixel_args.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/explorer.hpp"
@@ -105,7 +106,7 @@ bool handle_key(App& app, int key) {
 int run(int argc, char** argv) {
     CLI::App cli{"vitreg-viewer: an interactive attention-map explorer"};
     std::vector<std::string> positional;
-    std::string resize = "eval", snapshot, layer = "last", head = "mean", query = "cls", mode = "attention";
+    std::string snapshot, layer = "last", head = "mean", query = "cls", mode = "attention";
     std::vector<std::string> retrofits;
     int threads = 0;
     float opacity = 0.6f;
@@ -116,7 +117,8 @@ int run(int argc, char** argv) {
                    "@evict=LIST and @ttr=K:NEURONS), then the image")
         ->required()
         ->expected(2, 64);
-    cli.add_option("--resize", resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    vitreg::cli::PixelArgs pixels;
+    vitreg::cli::add_pixel_args(cli, pixels);
     cli.add_option("--attention", retrofits, "also run every checkpoint with these normalizers (retrofits), e.g. softmax1 sink")
         ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
     cli.add_option("--snapshot", snapshot, "render the view to this PNG and exit (no window)");
@@ -152,8 +154,7 @@ int run(int argc, char** argv) {
     if (!register_neurons.empty()) edit.register_neurons = parse_register_neurons(register_neurons);
     const std::string image_path = positional.back();
     positional.pop_back();
-    const Image image = decode_image(image_path);
-    const ResizeSpec spec = ResizeSpec::parse(resize);
+    const ResizeSpec spec = vitreg::cli::pixel_spec(pixels);
 
     // Each checkpoint as given, then with every --attention kind: n and p flip through them all.
     std::vector<std::string> specs = positional;
@@ -176,7 +177,7 @@ int run(int argc, char** argv) {
         c.model = std::make_unique<Model>(std::move(loaded));
         const Config& cfg = c.model->config();
         for (const auto& note : cfg.notes) std::cerr << "vitreg-viewer: note: " << note << "\n";
-        const Pixels px = preprocess(image, spec, cfg, image_path);
+        const Pixels px = load_pixels(image_path, spec, cfg, ImageLimits{});
         c.exploration = std::make_unique<render::Exploration>(*c.model, label, px, threads);
         app.configs.push_back(std::move(c));
     }

@@ -103,7 +103,7 @@ void register_bench(CLI::App& app, Command& run) {
                 resize.width = w;
                 resize.height = h;
                 for (const auto& f : files) {
-                    const Pixels px = preprocess(decode_image(f), resize, c, f);
+                    const Pixels px = load_pixels(f, resize, c, ImageLimits{});
                     pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());
                 }
                 a->batch = static_cast<int>(files.size());

@@ -176,7 +176,8 @@ void register_compare(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("compare", "the same images through several configurations, side by side");
     struct Args {
         std::vector<std::string> models, images;
-        std::string out, resize = "eval";
+        std::string out;
+        PixelArgs pixels;
         ArtifactRules rules;
         int threads = 0;
     };
@@ -186,13 +187,13 @@ void register_compare(CLI::App& app, Command& run) {
         ->required();
     cmd->add_option("--images", a->images, "image files, folders or @list.txt")->required();
     cmd->add_option("-o,--out", a->out, "output folder")->required();
-    cmd->add_option("--resize", a->resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
     cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
     cmd->callback([&run, a] {
         run = [a] {
-            const ResizeSpec resize = ResizeSpec::parse(a->resize);
+            const ResizeSpec resize = pixel_spec(a->pixels);
             const auto images = expand_inputs(a->images);
             if (images.empty()) throw UsageError("no images given");
             std::vector<Configuration> configs;

@@ -49,7 +49,8 @@ void register_info(CLI::App& app, Command& run) {
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
             row("mean / std", ms.str());
             std::ostringstream ev;
-            ev << "short side " << c.eval_resize() << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
+            ev << to_string(c.pipeline) << ": short side " << c.eval_resize() << " " << to_string(c.interpolation)
+               << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
             row("resize eval", ev.str());
             // Everything else the file states about itself (provenance, training, metrics).
             if (is_torch_file(m.path())) return 0;  // a state dict states nothing about itself

@@ -16,7 +16,8 @@ void register_maps(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("maps", "attention maps, patch-norm heatmaps and artifact statistics of one image");
     struct Args {
         ModelArgs model;
-        std::string image, out, layers = "all", heads = "all", query = "cls", resize = "eval";
+        std::string image, out, layers = "all", heads = "all", query = "cls";
+        PixelArgs pixels;
         bool rollout = false, save_attention = false, save_norms = false;
         float discard = 0.0f;
         ArtifactRules rules;
@@ -35,7 +36,7 @@ void register_maps(CLI::App& app, Command& run) {
     cmd->add_flag("--rollout", a->rollout, "also write rollout.png (Abnar & Zuidema)");
     cmd->add_option("--discard", a->discard, "rollout: zero this fraction of the smallest fused weights per layer")
         ->check(CLI::Range(0.0f, 0.99f));
-    cmd->add_option("--resize", a->resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     cmd->add_flag("--save-attention", a->save_attention, "write attention.npy [layers, heads, 1, tokens]");
     cmd->add_flag("--save-norms", a->save_norms, "write norms.npy [layers, tokens]");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
@@ -46,14 +47,14 @@ void register_maps(CLI::App& app, Command& run) {
         run = [a] {
             const Model m = load_model(a->model);
             const Config& c = m.config();
-            const ResizeSpec resize = ResizeSpec::parse(a->resize);
+            const ResizeSpec resize = pixel_spec(a->pixels);
             const TokenRef query = TokenRef::parse(a->query);
             const std::vector<int> layers = resolve_layers(a->layers, c.depth);
             const bool each_head = a->heads == "all";
             const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
 
             // Everything that can fail on the input fails here, before any file is written.
-            const Pixels px = preprocess(decode_image(a->image, a->limits.image), resize, c, a->image);
+            const Pixels px = load_pixels(a->image, resize, c, a->limits.image);
             m.check_tokens(px.height, px.width, a->limits.max_tokens, a->image);
             const int gh = px.height / c.patch, gw = px.width / c.patch;
             const int q = query.token_index(m.registers(), gh, gw, c.class_token);

@@ -60,7 +60,8 @@ void register_study(CLI::App& app, Command& run) {
                                             "activations, int8, eviction, retrofit, mass vs keys) measured per configuration");
     struct Args {
         std::vector<std::string> models, images;
-        std::string out, resize = "eval", sizes, labels;
+        std::string out, sizes, labels;
+        PixelArgs pixels;
         StudyOptions options;
         SafetensorsLimits limits;
         InputLimits input;
@@ -72,7 +73,7 @@ void register_study(CLI::App& app, Command& run) {
     cmd->add_option("--images", a->images, "image files, folders or @list.txt (even-numbered calibrate, odd-numbered evaluate)")
         ->required();
     cmd->add_option("-o,--out", a->out, "output folder")->required();
-    cmd->add_option("--resize", a->resize, "the main size: eval | none | WxH | short:N | long:N")->capture_default_str();
+    add_pixel_args(*cmd, a->pixels, "the main size: eval | none | WxH | short:N | long:N");
     cmd->add_option("--sizes", a->sizes, "square sides for mass against the number of keys, e.g. 112,224,448");
     cmd->add_option("--labels", a->labels, "JSON from image file name to label, to score the checkpoint's own head");
     cmd->add_option("--mad-k", a->options.rules.mad_k, "artifact tokens: norm > median + k*MAD")->capture_default_str();
@@ -85,7 +86,7 @@ void register_study(CLI::App& app, Command& run) {
     add_input_limit_args(*cmd, a->input);
     cmd->callback([&run, a] {
         run = [a] {
-            a->options.resize = ResizeSpec::parse(a->resize);
+            a->options.resize = pixel_spec(a->pixels);
             a->options.sizes = parse_sizes(a->sizes);
             a->options.labels = a->labels;
             a->options.max_tokens = a->input.max_tokens;

@@ -67,14 +67,14 @@ void add_calibration_args(CLI::App& cmd, CalibrationArgs& a, const std::string& 
     add_model_args(cmd, a.model);
     cmd.add_option("--images", a.images, "images: files, folders (recursive, sorted) or @list.txt")->required();
     cmd.add_option("-o,--out", a.out, out_help)->required();
-    cmd.add_option("--resize", a.resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    add_pixel_args(cmd, a.pixels);
     cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
     add_input_limit_args(cmd, a.limits);
 }
 
 CalibrationRun start_calibration(const CalibrationArgs& a) {
     CalibrationRun r{load_model(a.model), expand_inputs(a.images), {}, {}};
-    r.options.resize = ResizeSpec::parse(a.resize);
+    r.options.resize = pixel_spec(a.pixels);
     r.options.image_limits = a.limits.image;
     r.options.max_tokens = a.limits.max_tokens;
     r.options.threads = a.threads;
@@ -86,7 +86,7 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a) {
     add_model_args(cmd, a.model);
     cmd.add_option("INPUT", a.inputs, "image files, folders (recursive, sorted) or @list.txt")->required();
     cmd.add_option("-o,--out", a.out, "output folder")->required();
-    cmd.add_option("--resize", a.resize, "eval | none | WxH | short:N | long:N")->capture_default_str();
+    add_pixel_args(cmd, a.pixels);
     cmd.add_option("--format", a.format, "npy or safetensors")->check(CLI::IsMember({"npy", "safetensors"}))->capture_default_str();
     cmd.add_option("--batch", a.batch, "images per forward (same-size images share one)")->check(CLI::Range(1, 4096))->capture_default_str();
     cmd.add_option("--threads", a.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
@@ -107,7 +107,7 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a) {
 
 void fill_batch_options(const BatchArgs& a, BatchOptions& o) {
     o.out_dir = a.out;
-    o.resize = ResizeSpec::parse(a.resize);
+    o.resize = pixel_spec(a.pixels);
     o.format = a.format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
     o.batch = a.batch;
     o.threads = a.threads;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../pixel_args.hpp"
 #include "vitreg/batch_job.hpp"
 #include "vitreg/calibrate.hpp"
 #include "vitreg/image.hpp"
@@ -39,12 +40,14 @@ struct InputLimits {
 };
 void add_input_limit_args(CLI::App& cmd, InputLimits& limits);
 
+
 // What the commands that learn from a set of images take (calibrate-int8, calibrate-sink,
 // find-register-neurons): MODEL --images IMAGE... -o OUT, the resize, threads and input limits.
 struct CalibrationArgs {
     ModelArgs model;
     std::vector<std::string> images;
-    std::string out, resize = "eval";
+    std::string out;
+    PixelArgs pixels;
     int threads = 0;
     InputLimits limits;
 };
@@ -64,7 +67,8 @@ CalibrationRun start_calibration(const CalibrationArgs& args);
 struct BatchArgs {
     ModelArgs model;
     std::vector<std::string> inputs;
-    std::string out, resize = "eval", format = "npy";
+    std::string out, format = "npy";
+    PixelArgs pixels;
     int batch = 8, threads = 0;
     InputLimits limits;
     bool resume = false, overwrite = false;

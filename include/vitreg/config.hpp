@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/pil_resize.hpp"
 #include "vitreg/safetensors.hpp"
 
 namespace vitreg {
@@ -42,6 +43,15 @@ enum class Pool {
     Avg,    // the mean of the patch tokens (then fc_norm when the checkpoint has one)
 };
 
+// Whose eval transform prepares the pixels (DESIGN.md §11): all resize with PIL, they differ in
+// where the numbers come from, how the center crop rounds, and when the image becomes RGB.
+enum class PixelPipeline {
+    Torchvision,  // Resize(short) + CenterCrop, offsets rounded half to even (DINOv2's hub transform)
+    Timm,         // torchvision's, with the short side floor(input_size / crop_pct)
+    HF,           // the slow (PIL) image processors: the crop offset floored
+    OpenClip,     // torchvision's, resized in the file's own mode and converted to RGB after
+};
+
 // Which naming scheme the checkpoint uses.
 enum class Layout {
     Dinov2,   // dinov2 hub / timm names
@@ -57,9 +67,11 @@ std::string to_string(MlpKind m);
 std::string to_string(Layout l);
 std::string to_string(Family f);
 std::string to_string(Pool p);
+std::string to_string(PixelPipeline p);
 // Parse user-facing names; throw UsageError listing the accepted ones.
 AttentionKind parse_attention_kind(const std::string& s);
 PosInterp parse_pos_interp(const std::string& s);
+PixelPipeline parse_pixel_pipeline(const std::string& s);
 
 struct Config {
     Layout layout = Layout::Dinov2;
@@ -91,10 +103,13 @@ struct Config {
     Pool pool = Pool::Token;      // the model's own pooled feature: CLS, or the mean of the patches
     bool fc_norm = false;         // pooled = fc_norm(mean of the patch tokens) (timm global_pool='avg')
     int proj_dim = 0;             // E > 0: a projection proj [D, E], embedding = norm(CLS)·proj (CLIP)
-    // The eval transform (--resize eval): shortest side to floor(input_size / crop_pct), bicubic,
-    // then a center crop of input_size. DINOv2's 256 -> 224 is crop_pct 0.875; CLIP's is 1.
+    // The eval transform (--resize eval): shortest side to floor(input_size / crop_pct) with
+    // `interpolation`, then a center crop of input_size, by the rules of `pipeline`. DINOv2's
+    // 256 -> 224 is crop_pct 0.875; CLIP's is 1.
     int input_size = 224;
     double crop_pct = 0.875;
+    PixelPipeline pipeline = PixelPipeline::Torchvision;
+    ResizeFilter interpolation = ResizeFilter::Bicubic;
     std::array<float, 3> mean{0.485f, 0.456f, 0.406f};
     std::array<float, 3> std{0.229f, 0.224f, 0.225f};
     DType dtype = DType::F32;

@@ -59,7 +59,7 @@ void observe_images(const Model& model, const std::vector<std::string>& images, 
     if (images.empty()) throw UsageError("no calibration images");
     const Config& c = model.config();
     for (std::size_t i = 0; i < images.size(); ++i) {
-        const Pixels px = preprocess(decode_image(images[i], o.image_limits), o.resize, c, images[i]);
+        const Pixels px = load_pixels(images[i], o.resize, c, o.image_limits);
         model.check_tokens(px.height, px.width, o.max_tokens, images[i]);
         Trace t;
         model.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{o.threads, o.max_tokens});

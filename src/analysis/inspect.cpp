@@ -11,7 +11,7 @@ Inspection inspect(const Model& model, const std::string& image_path, const Resi
     const Config& c = model.config();
     Inspection in;
     in.image_path = image_path;
-    in.pixels = preprocess(decode_image(image_path), resize, c, image_path, &in.geometry);
+    in.pixels = load_pixels(image_path, resize, c, ImageLimits{}, &in.geometry);
     in.features = model.forward(in.pixels.chw.data(), 1, in.pixels.height, in.pixels.width, probe, in.trace,
                                 ForwardOptions{threads});
     return in;

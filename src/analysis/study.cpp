@@ -44,7 +44,7 @@ StudyImages StudyImages::files(const std::vector<std::string>& paths, const Imag
     StudyImages s;
     s.names = paths;
     s.load = [paths, limits](std::size_t i, const ResizeSpec& resize, const Config& c) {
-        return preprocess(decode_image(paths.at(i), limits), resize, c, paths.at(i));
+        return load_pixels(paths.at(i), resize, c, limits);
     };
     return s;
 }

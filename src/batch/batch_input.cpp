@@ -19,8 +19,7 @@ std::vector<Prepared> prepare(const Model& model, const std::string* paths, std:
         tbb::parallel_for(std::size_t(0), count, [&](std::size_t i) {
             const std::string& path = paths[i];
             try {
-                Pixels px = preprocess(decode_image(path, limits), resize, c, path,
-                                       &prepared[i].geometry);
+                Pixels px = load_pixels(path, resize, c, limits, &prepared[i].geometry);
                 model.check_tokens(px.height, px.width, max_tokens, path);
                 prepared[i].pixels = std::move(px);
             } catch (const Error& e) {

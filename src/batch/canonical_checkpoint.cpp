@@ -102,6 +102,9 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         meta["input_size"] = std::to_string(c.input_size);
         meta["crop_pct"] = number(c.crop_pct, 17);
     }
+    // The eval transform's rules, which the canonical names no longer tell.
+    if (c.pipeline != PixelPipeline::Torchvision) meta["image_pipeline"] = to_string(c.pipeline);
+    if (c.interpolation != ResizeFilter::Bicubic) meta["interpolation"] = to_string(c.interpolation);
     for (const auto& [k, v] : w.metadata) meta[k] = v;
     write_safetensors(out, tensors, meta);
 }

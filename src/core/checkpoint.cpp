@@ -698,17 +698,32 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
 
     // Preprocessing: the family's defaults, then what the configs beside the weights say, then
     // the metadata. CLIP's eval transform resizes the short side to the input and crops it.
+    // Whose transform: the layout's (a timm config beside any layout makes it timm's).
+    c.pipeline = c.layout == Layout::OpenClip                               ? PixelPipeline::OpenClip
+                 : c.layout == Layout::HF || c.layout == Layout::HFClip     ? PixelPipeline::HF
+                 : c.family == Family::Timm || c.layout == Layout::TimmReg ? PixelPipeline::Timm
+                                                                            : PixelPipeline::Torchvision;
+    if (pretrained) c.pipeline = PixelPipeline::Timm;
     if (c.family == Family::Clip) {
         c.mean = kClipMean;
         c.std = kClipStd;
         c.input_size = c.native_size();
         c.crop_pct = 1.0;
     }
+    // A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
+    const auto interpolation = [&](const nlohmann::json* v, const std::string& where) {
+        if (!v || !v->is_string()) return;
+        try {
+            c.interpolation = parse_resize_filter(v->get<std::string>());
+        } catch (const UsageError&) {
+            c.notes.push_back(where + " asks for '" + v->get<std::string>() + "' resizing; vitreg resizes " +
+                              to_string(c.interpolation));
+        }
+    };
     if (const auto* pc = dig(open_clip, {"preprocess_cfg"})) {
         if (const auto* m = dig(*pc, {"mean"})) c.mean = json_triple(*m, open_clip_file, "preprocess_cfg.mean");
         if (const auto* s = dig(*pc, {"std"})) c.std = json_triple(*s, open_clip_file, "preprocess_cfg.std");
-        if (const auto* i = dig(*pc, {"interpolation"}); i && i->is_string() && i->get<std::string>() != "bicubic")
-            c.notes.push_back("open_clip_config.json asks for " + i->get<std::string>() + " resizing; vitreg resizes bicubic");
+        interpolation(dig(*pc, {"interpolation"}), open_clip_file);
     }
     if (!preprocessor.is_null()) {
         if (const auto* m = dig(preprocessor, {"image_mean"})) c.mean = json_triple(*m, preprocessor_file, "image_mean");
@@ -720,6 +735,14 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             if (!v) return std::nullopt;
             return json_count(*v, preprocessor_file, key);
         };
+        // PIL's filter numbers, as HF's processors store them in "resample".
+        if (const auto* r = dig(preprocessor, {"resample"})) {
+            static const ResizeFilter kPil[] = {ResizeFilter::Nearest, ResizeFilter::Lanczos, ResizeFilter::Bilinear,
+                                                ResizeFilter::Bicubic, ResizeFilter::Box, ResizeFilter::Hamming};
+            const long k = json_count(*r, preprocessor_file, "resample");
+            if (k > 5) throw ConfigError(preprocessor_file + ": 'resample' " + std::to_string(k) + " is not a PIL filter (0-5)");
+            c.interpolation = kPil[k];
+        }
         const auto crop = side("crop_size", "height");
         const auto shortest = side("size", "shortest_edge");
         if (crop) c.input_size = static_cast<int>(*crop);
@@ -737,13 +760,18 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                                             "; --resize eval crops a square of the height");
             c.input_size = static_cast<int>(ih);
         }
-        if (const auto* i = dig(*pretrained, {"interpolation"}); i && i->is_string() && i->get<std::string>() != "bicubic")
-            c.notes.push_back("pretrained_cfg asks for " + i->get<std::string>() + " resizing; vitreg resizes bicubic");
+        interpolation(dig(*pretrained, {"interpolation"}), pf);
     }
     if (auto v = h.meta_triple("image_mean")) c.mean = *v;
     if (auto v = h.meta_triple("image_std")) c.std = *v;
     if (auto v = h.meta_float("crop_pct")) c.crop_pct = *v;
     if (auto v = h.meta_int("input_size")) c.input_size = static_cast<int>(*v);
+    try {
+        if (auto v = h.str("image_pipeline")) c.pipeline = parse_pixel_pipeline(*v);
+        if (auto v = h.str("interpolation")) c.interpolation = parse_resize_filter(*v);
+    } catch (const UsageError& e) {
+        throw ConfigError(fpath + ": metadata: " + e.what());
+    }
     for (float s : c.std)
         if (!(s > 0)) throw ConfigError(fpath + ": image_std must be positive");
     if (!(c.crop_pct > 0 && c.crop_pct <= 1)) throw ConfigError(fpath + ": crop_pct must lie in (0, 1]");

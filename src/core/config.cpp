@@ -44,6 +44,22 @@ std::string to_string(Family f) {
 
 std::string to_string(Pool p) { return p == Pool::Token ? "token" : "avg"; }
 
+std::string to_string(PixelPipeline p) {
+    switch (p) {
+        case PixelPipeline::Torchvision: return "torchvision";
+        case PixelPipeline::Timm: return "timm";
+        case PixelPipeline::HF: return "hf";
+        case PixelPipeline::OpenClip: return "open_clip";
+    }
+    return "?";
+}
+
+PixelPipeline parse_pixel_pipeline(const std::string& s) {
+    for (auto p : {PixelPipeline::Torchvision, PixelPipeline::Timm, PixelPipeline::HF, PixelPipeline::OpenClip})
+        if (s == to_string(p)) return p;
+    throw UsageError("unknown pipeline '" + s + "' (expected torchvision, timm, hf or open_clip)");
+}
+
 int Config::eval_resize() const {
     return static_cast<int>(std::floor(static_cast<double>(input_size) / crop_pct));
 }

@@ -8,11 +8,12 @@
 #include <fstream>
 #include <limits>
 
+#include "decoders.hpp"
 #include "stb_guards.hpp"
 #include "vitreg/error.hpp"
 
 // stb_image lives privately in this translation unit; no file I/O of its own. Only the formats
-// vitreg reads are compiled in: PSD and PIC are not (2.27's PIC reader dereferences NULL when
+// vitreg reads through it are compiled in (JPEG goes to libjpeg-turbo, WebP to libwebp): PSD and PIC are not (2.27's PIC reader dereferences NULL when
 // asked for 3 channels), nor HDR.
 #define STB_IMAGE_IMPLEMENTATION
 #define STB_IMAGE_STATIC
@@ -21,6 +22,7 @@
 #define STBI_NO_LINEAR
 #define STBI_NO_PSD
 #define STBI_NO_PIC
+#define STBI_NO_JPEG
 #define STBI_FAILURE_USERMSG
 // Every buffer stb allocates goes through the per-thread cap (stb_guards.hpp).
 #define STBI_MALLOC(size) ::vitreg::stb_malloc(size)
@@ -40,17 +42,16 @@
 
 namespace vitreg {
 
-namespace {
-
 void check_pixel_count(std::int64_t w, std::int64_t h, const std::string& name, const ImageLimits& limits) {
-    // Divided, not multiplied: a header may declare 2^32 - 1 on each side.
     if (w > 0 && h > limits.max_pixels / w)
         throw ImageError(name + ": image is " + std::to_string(w) + "x" + std::to_string(h) + ", over the limit of " +
                          std::to_string(limits.max_pixels) + " pixels");
 }
 
-// stb's header scan (stbi_info) allocates only fixed structures: the JPEG decoder's tables and
-// the GIF decoder's state, tens of KB.
+namespace {
+
+// stb's header scan (stbi_info) allocates only fixed structures: the GIF decoder's state, tens
+// of KB.
 constexpr std::size_t kHeaderScanCap = std::size_t(1) << 20;
 
 // The largest single buffer stb 2.27 allocates to decode a w x h file of `size` bytes (to 3
@@ -58,8 +59,6 @@ constexpr std::size_t kHeaderScanCap = std::size_t(1) << 20;
 //  - PNG: the IDAT data, grown by doubling to under 2 x the file; the inflated data, first sized
 //    for the image (at most (8w + 1) h: 16-bit RGBA plus a filter byte a row) and doubled when the
 //    stream runs longer (an interlaced one does, by under 2 x); pixels of at most 8 bytes;
-//  - JPEG: a plane per component padded to whole MCUs (at most 32 more pixels each way), 2 bytes
-//    a coefficient when progressive; 3 bytes a pixel out;
 //  - BMP, TGA, PNM, GIF's first frame: at most 4 bytes a pixel; a TGA palette, 65535 x 4 bytes;
 //  - to 8-bit RGB: 6 bytes a pixel from 16 bits, then 3.
 // So 16 bytes per padded pixel, twice the file, and 1 MiB for the fixed structures and palettes.
@@ -70,16 +69,30 @@ std::size_t stb_allocation_cap(int w, int h, std::size_t size) {
     return static_cast<std::size_t>(16 * padded + 2 * std::uint64_t(size) + kHeaderScanCap);
 }
 
-}  // namespace
+// PIL's mode for a PNG, from IHDR's bit depth and colour type.
+std::string png_mode(const std::uint8_t* data) {
+    const int depth = data[24], colour = data[25];
+    switch (colour) {
+        case 0: return depth == 1 ? "1" : depth == 16 ? "I" : "L";
+        case 2: return "RGB";
+        case 3: return "P";
+        case 4: return "LA";
+        default: return "RGBA";
+    }
+}
 
-Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std::string& name, const ImageLimits& limits) {
+// stb for PNG, BMP, PNM, TGA and GIF. Its conversions to RGB are PIL's (grey replicated, alpha
+// dropped, a palette looked up, 16 bits to their high byte) except 16-bit grey: PIL opens that as
+// 32-bit integers ("I") and its convert("RGB") clips them to 255.
+Image decode_with_stb(const std::uint8_t* data, std::size_t size, const std::string& name, const ImageLimits& limits,
+                      bool keep_native) {
     StbAllocCap cap(kHeaderScanCap);  // from here on, and its statistics describe this decode
-    if (size == 0) throw ImageError(name + ": empty file");
     if (size > static_cast<std::size_t>(std::numeric_limits<int>::max()))
         throw ImageError(name + ": file too large to decode");
     int w = 0, h = 0, comp = 0;
+    const bool png = size >= 26 && is_png(data, size);
     // stb refuses huge PNGs with a generic message; read IHDR's size to say what is wrong.
-    if (size >= 24 && is_png(data, size)) check_pixel_count(be32(data + 16), be32(data + 20), name, limits);
+    if (png) check_pixel_count(be32(data + 16), be32(data + 20), name, limits);
     check_before_stb(data, size, name);  // stb already parses headers and tables when asked for the size
     if (!stbi_info_from_memory(data, static_cast<int>(size), &w, &h, &comp)) {
         const char* why = stbi_failure_reason();
@@ -92,16 +105,15 @@ Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std:
     if (h < 0 && h != std::numeric_limits<int>::min() && size >= 2 && data[0] == 'B' && data[1] == 'M') h = -h;
     if (w <= 0 || h <= 0) throw ImageError(name + ": image has no pixels");
     check_pixel_count(w, h, name, limits);
-    // stb decodes a cut-off JPEG without complaint; its end-of-image marker tells.
-    if (size >= 2 && data[0] == 0xFF && data[1] == 0xD8) {
-        std::size_t end = size;
-        while (end > 2 && (data[end - 1] == 0x00 || data[end - 1] == 0x0A || data[end - 1] == 0x0D || data[end - 1] == 0x20)) --end;
-        if (end < 4 || data[end - 2] != 0xFF || data[end - 1] != 0xD9)
-            throw ImageError(name + ": truncated JPEG (no end-of-image marker)");
-    }
+    Image img;
+    img.mode = png ? png_mode(data) : comp == 1 ? "L" : comp == 2 ? "LA" : comp == 4 ? "RGBA" : "RGB";
+    const bool grey16 = img.mode == "I";
+    // PIL's own bands, where they are asked for and differ from RGB: PNG's RGBA and LA.
+    const int bands = keep_native && png && (img.mode == "RGBA" || img.mode == "LA") ? (img.mode == "LA" ? 2 : 4) : 3;
     int got_w = 0, got_h = 0, got_c = 0;
     cap.set(stb_allocation_cap(w, h, size));
-    unsigned char* px = stbi_load_from_memory(data, static_cast<int>(size), &got_w, &got_h, &got_c, 3);
+    void* px = grey16 ? static_cast<void*>(stbi_load_16_from_memory(data, static_cast<int>(size), &got_w, &got_h, &got_c, 1))
+                      : static_cast<void*>(stbi_load_from_memory(data, static_cast<int>(size), &got_w, &got_h, &got_c, bands));
     if (!px) {
         if (cap.refused())
             throw ImageError(name + ": cannot decode (its data would need more memory than a " + std::to_string(w) + "x" +
@@ -109,15 +121,50 @@ Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std:
         const char* why = stbi_failure_reason();
         throw ImageError(name + ": cannot decode (" + std::string(why ? why : "corrupt data") + ")");
     }
-    Image img;
     img.width = got_w;
     img.height = got_h;
-    img.rgb.assign(px, px + static_cast<std::size_t>(got_w) * got_h * 3);
+    const std::size_t n = static_cast<std::size_t>(got_w) * got_h;
+    if (grey16) {
+        const auto* v = static_cast<const std::uint16_t*>(px);
+        img.rgb.resize(n * 3);
+        for (std::size_t i = 0; i < n; ++i)
+            img.rgb[3 * i] = img.rgb[3 * i + 1] = img.rgb[3 * i + 2] = static_cast<std::uint8_t>(std::min<int>(v[i], 255));
+        if (keep_native) img.grey32.assign(v, v + n);
+    } else if (bands != 3) {
+        const auto* v = static_cast<const std::uint8_t*>(px);
+        img.native.assign(v, v + n * bands);
+        img.native_bands = bands;
+        img.rgb.resize(n * 3);
+        for (std::size_t i = 0; i < n; ++i)
+            for (int c = 0; c < 3; ++c) img.rgb[3 * i + c] = v[i * bands + (bands == 2 ? 0 : c)];
+    } else {
+        const auto* v = static_cast<const std::uint8_t*>(px);
+        img.rgb.assign(v, v + n * 3);
+    }
     stbi_image_free(px);
     return img;
 }
 
-Image decode_image(const std::string& path, const ImageLimits& limits) {
+}  // namespace
+
+Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std::string& name,
+                          const DecodeOptions& options) {
+    if (size == 0) throw ImageError(name + ": empty file");
+    Image img = is_jpeg(data, size)   ? decode_jpeg(data, size, name, options.limits, options.draft, options.keep_native)
+                : is_webp(data, size) ? decode_webp(data, size, name, options.limits, options.keep_native)
+                                      : decode_with_stb(data, size, name, options.limits, options.keep_native);
+    if (options.exif_transpose) apply_exif_orientation(img, exif_orientation(data, size));
+    return img;
+}
+
+Image decode_image_memory(const std::uint8_t* data, std::size_t size, const std::string& name, const ImageLimits& limits) {
+    DecodeOptions options;
+    options.limits = limits;
+    return decode_image_memory(data, size, name, options);
+}
+
+Image decode_image(const std::string& path, const DecodeOptions& options) {
+    const ImageLimits& limits = options.limits;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw ImageError(path + ": " + std::strerror(errno));
     if (S_ISDIR(st.st_mode)) throw ImageError(path + ": is a directory, not an image");
@@ -129,7 +176,13 @@ Image decode_image(const std::string& path, const ImageLimits& limits) {
     std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
     in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     if (static_cast<std::size_t>(in.gcount()) != bytes.size()) throw ImageError(path + ": read failed");
-    return decode_image_memory(bytes.data(), bytes.size(), path, limits);
+    return decode_image_memory(bytes.data(), bytes.size(), path, options);
+}
+
+Image decode_image(const std::string& path, const ImageLimits& limits) {
+    DecodeOptions options;
+    options.limits = limits;
+    return decode_image(path, options);
 }
 
 }  // namespace vitreg

@@ -5,6 +5,7 @@
 
 #include "vitreg/parse_number.hpp"
 #include "vitreg/error.hpp"
+#include "pil_convert.hpp"
 #include "vitreg/resample.hpp"
 
 namespace vitreg {
@@ -46,18 +47,33 @@ ResizeSpec ResizeSpec::for_model(const Config& config) const {
     ResizeSpec r = *this;
     r.eval_crop = config.input_size;
     r.eval_resize = std::max(config.eval_resize(), config.input_size);
+    if (!r.pipeline) r.pipeline = config.pipeline;
+    r.filter = config.interpolation;
     return r;
 }
 
 std::string ResizeSpec::to_string() const {
+    std::string s = "?";
     switch (mode) {
-        case Mode::Eval: return "eval";
-        case Mode::None: return "none";
-        case Mode::Exact: return std::to_string(width) + "x" + std::to_string(height);
-        case Mode::Short: return "short:" + std::to_string(size);
-        case Mode::Long: return "long:" + std::to_string(size);
+        case Mode::Eval: s = "eval"; break;
+        case Mode::None: s = "none"; break;
+        case Mode::Exact: s = std::to_string(width) + "x" + std::to_string(height); break;
+        case Mode::Short: s = "short:" + std::to_string(size); break;
+        case Mode::Long: s = "long:" + std::to_string(size); break;
     }
-    return "?";
+    if (pipeline) s += " pipeline=" + vitreg::to_string(*pipeline);
+    if (resampler != Resampler::Pil) s += " resample=" + vitreg::to_string(resampler);
+    if (draft) s += " decode=draft";
+    if (exif_transpose) s += " exif-transpose";
+    return s;
+}
+
+std::string to_string(Resampler r) { return r == Resampler::Pil ? "pil" : "torch"; }
+
+Resampler parse_resampler(const std::string& s) {
+    if (s == "pil") return Resampler::Pil;
+    if (s == "torch") return Resampler::Torch;
+    throw UsageError("unknown --resample '" + s + "' (expected pil or torch)");
 }
 
 namespace {
@@ -84,7 +100,8 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
     switch (spec.mode) {
         case ResizeSpec::Mode::Eval: {
             // torchvision Resize(256): the long side becomes int(256 * long / short);
-            // CenterCrop rounds half to even (Python round), as nearbyint does.
+            // CenterCrop rounds half to even (Python round), as nearbyint does; HF's
+            // processors floor.
             const int kShort = spec.eval_resize, kCrop = spec.eval_crop;
             if (sw <= sh) {
                 g.resized_width = kShort;
@@ -94,8 +111,10 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
                 g.resized_width = resized_side(static_cast<long long>(kShort) * sw / sh, name, sw, sh, spec, kShort);
             }
             g.width = g.height = kCrop;
-            g.crop_top = static_cast<int>(std::nearbyint((g.resized_height - kCrop) / 2.0));
-            g.crop_left = static_cast<int>(std::nearbyint((g.resized_width - kCrop) / 2.0));
+            const bool floor = spec.pipeline_or_default() == PixelPipeline::HF;
+            const auto offset = [floor](int spare) { return floor ? spare / 2 : static_cast<int>(std::nearbyint(spare / 2.0)); };
+            g.crop_top = offset(g.resized_height - kCrop);
+            g.crop_left = offset(g.resized_width - kCrop);
             if (kCrop % patch)
                 throw UsageError("--resize eval crops to " + std::to_string(kCrop) + ", not a multiple of the patch size " +
                                  std::to_string(patch) +
@@ -134,10 +153,89 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
     return g;
 }
 
-Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const std::array<float, 3>& mean,
-                  const std::array<float, 3>& std, const std::string& name, Geometry* geometry) {
-    const Geometry g = plan_geometry(image.width, image.height, spec, patch, name);
-    if (geometry) *geometry = g;
+Image resize_and_crop(const Image& image, const ResizeSpec& spec, const Geometry& g) {
+    Image out;
+    out.width = g.width;
+    out.height = g.height;
+    out.mode = "RGB";
+    if (g.resized_width == image.width && g.resized_height == image.height) {
+        out.rgb.resize(static_cast<std::size_t>(g.width) * g.height * 3);
+        for (int y = 0; y < g.height; ++y)
+            std::copy_n(image.rgb.data() + (static_cast<std::size_t>(y + g.crop_top) * image.width + g.crop_left) * 3,
+                        static_cast<std::size_t>(g.width) * 3, out.rgb.data() + static_cast<std::size_t>(y) * g.width * 3);
+        return out;
+    }
+    // open_clip resizes the image as opened and converts it after: PIL resizes palette and
+    // bilevel images NEAREST (which commutes with the palette lookup), RGBA and LA premultiplied,
+    // CMYK as its ink bands, 16-bit grey as 32-bit integers.
+    const bool as_opened = spec.pipeline_or_default() == PixelPipeline::OpenClip;
+    ResizeFilter filter = spec.filter;
+    if (as_opened && (image.mode == "P" || image.mode == "1")) filter = ResizeFilter::Nearest;
+    const ResizeWindow window{g.crop_left, g.crop_top, g.width, g.height};
+    const std::size_t n = static_cast<std::size_t>(g.width) * g.height;
+    if (as_opened && !image.grey32.empty()) {
+        const auto v = pil_resize_grey32(image.grey32, image.width, image.height, g.resized_width, g.resized_height, filter, window);
+        out.rgb.resize(n * 3);
+        for (std::size_t i = 0; i < n; ++i) out.rgb[3 * i] = out.rgb[3 * i + 1] = out.rgb[3 * i + 2] = pil::clip8(v[i]);
+        return out;
+    }
+    if (as_opened && image.native_bands) {
+        const int nb = image.native_bands;
+        const bool alpha = image.mode != "CMYK";
+        Bands in{image.width, image.height, nb, image.native};
+        if (alpha)
+            for (std::size_t i = 0; i < in.data.size(); i += nb) pil::premultiply(&in.data[i], nb);
+        Bands r = pil_resize(in, g.resized_width, g.resized_height, filter, window);
+        out.rgb.resize(n * 3);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::uint8_t* p = &r.data[i * nb];
+            if (!alpha) {
+                pil::cmyk_to_rgb(p, &out.rgb[3 * i]);
+                continue;
+            }
+            pil::unpremultiply(p, nb);
+            for (int c = 0; c < 3; ++c) out.rgb[3 * i + c] = p[nb == 2 ? 0 : c];
+        }
+        return out;
+    }
+    Bands in;
+    in.width = image.width;
+    in.height = image.height;
+    in.bands = 3;
+    in.data = image.rgb;  // a copy: Bands owns its bytes
+    Bands r = pil_resize(in, g.resized_width, g.resized_height, filter, window);
+    out.rgb = std::move(r.data);
+    return out;
+}
+
+namespace {
+
+// torchvision's ToTensor then Normalize, in float32 and in its order.
+float normalized(float v, float mean, float std) { return (v / 255.0f - mean) / std; }
+
+}  // namespace
+
+Pixels normalize(const Image& image, const std::array<float, 3>& mean, const std::array<float, 3>& std) {
+    Pixels px;
+    px.width = image.width;
+    px.height = image.height;
+    const std::size_t plane = static_cast<std::size_t>(image.width) * image.height;
+    px.chw.resize(3 * plane);
+    for (int c = 0; c < 3; ++c) {
+        float table[256];  // one value per level: the same float32 steps, done once
+        for (int v = 0; v < 256; ++v) table[v] = normalized(static_cast<float>(v), mean[c], std[c]);
+        float* dst = px.chw.data() + c * plane;
+        for (std::size_t i = 0; i < plane; ++i) dst[i] = table[image.rgb[3 * i + c]];
+    }
+    return px;
+}
+
+namespace {
+
+// --resample torch: F.interpolate(bicubic, antialias=True) on the float image, rows and columns
+// the crop keeps only, then the same normalization.
+Pixels torch_resample(const Image& image, const Geometry& g, const std::array<float, 3>& mean,
+                      const std::array<float, 3>& std) {
     const std::size_t n = static_cast<std::size_t>(image.width) * image.height * 3;
     std::vector<float> src(n);
     std::transform(image.rgb.begin(), image.rgb.begin() + static_cast<std::ptrdiff_t>(n), src.begin(),
@@ -150,7 +248,6 @@ Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const s
         top = g.crop_top;
         left = g.crop_left;
     } else {
-        // Resample only the rows and columns the crop keeps.
         auto ys = cubic_antialias_axis(image.height, g.resized_height);
         auto xs = cubic_antialias_axis(image.width, g.resized_width);
         ys = ResampleAxis(ys.begin() + g.crop_top, ys.begin() + g.crop_top + g.height);
@@ -162,14 +259,36 @@ Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const s
     px.height = g.height;
     px.chw.resize(static_cast<std::size_t>(3) * g.width * g.height);
     for (int c = 0; c < 3; ++c) {
-        const float a = 1.0f / (255.0f * std[c]), b = -mean[c] / std[c];
         float* dst = px.chw.data() + static_cast<std::size_t>(c) * g.width * g.height;
         for (int y = 0; y < g.height; ++y)
             for (int x = 0; x < g.width; ++x)
                 dst[static_cast<std::size_t>(y) * g.width + x] =
-                    hwc[(static_cast<std::size_t>(y + top) * stride_w + x + left) * 3 + c] * a + b;
+                    normalized(hwc[(static_cast<std::size_t>(y + top) * stride_w + x + left) * 3 + c], mean[c], std[c]);
     }
     return px;
+}
+
+}  // namespace
+
+Pixels preprocess(const Image& image, const ResizeSpec& spec, int patch, const std::array<float, 3>& mean,
+                  const std::array<float, 3>& std, const std::string& name, Geometry* geometry) {
+    const Geometry g = plan_geometry(image.width, image.height, spec, patch, name);
+    if (geometry) *geometry = g;
+    if (spec.resampler == Resampler::Torch) return torch_resample(image, g, mean, std);
+    return normalize(resize_and_crop(image, spec, g), mean, std);
+}
+
+DecodeOptions decode_options(const ResizeSpec& spec, int patch, const ImageLimits& limits, const std::string& name) {
+    DecodeOptions o;
+    o.limits = limits;
+    o.exif_transpose = spec.exif_transpose;
+    o.keep_native = spec.pipeline_or_default() == PixelPipeline::OpenClip;
+    if (spec.draft)
+        o.draft = [spec, patch, name](int w, int h) {
+            const Geometry g = plan_geometry(w, h, spec, patch, name);
+            return std::pair{g.resized_width, g.resized_height};
+        };
+    return o;
 }
 
 }  // namespace vitreg
@@ -179,6 +298,13 @@ namespace vitreg {
 Pixels preprocess(const Image& image, const ResizeSpec& spec, const Config& config, const std::string& name,
                   Geometry* geometry) {
     return preprocess(image, spec.for_model(config), config.patch, config.mean, config.std, name, geometry);
+}
+
+Pixels load_pixels(const std::string& path, const ResizeSpec& spec, const Config& config, const ImageLimits& limits,
+                   Geometry* geometry) {
+    const ResizeSpec s = spec.for_model(config);
+    const Image image = decode_image(path, decode_options(s, config.patch, limits, path));
+    return preprocess(image, s, config.patch, config.mean, config.std, path, geometry);
 }
 
 }  // namespace vitreg

@@ -1,7 +1,6 @@
 #pragma once
 // Checks on the bytes of an image before Debian's stb_image 2.27 sees them, for faults that
 // fuzz_image found in that version or that are public against it (fixed upstream later):
-//  - a JPEG Huffman table (DHT) declaring more than 256 codes overruns stb's fixed tables;
 //  - a PNM header number with too many digits overflows stb's int parser (undefined behaviour);
 //  - a 16-bit PNM (maximum value > 255) overruns the buffer stb sizes for 8 bits;
 //  - a PNG chunk declaring more bytes than the file holds makes stb reserve that much (up to
