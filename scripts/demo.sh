@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh vitreg
+scripts/build.sh vitreg vitreg_python  # the command, and `import vitreg` (build/python) for the README's Python section
 vitreg=build/apps/vitreg
 family=(softmax softmax-reg4 softmax1 softmax1-reg4 sink)
 models=()
@@ -28,3 +28,5 @@ echo "retrofit, mass against the number of keys): open out/demo/study/study.html
 echo "out/demo/study/study.json (docs/study.md) and study.csv."
 echo
 echo "Features: out/demo/features/{cls,pooled,registers}.npy, patch/<row>.npy, manifest.jsonl"
+echo
+echo "Python: PYTHONPATH=build/python python3 -c 'import vitreg; print(vitreg.Model(\"vitreg-untrained-s14-d192-reg4\"))'"

@@ -245,6 +245,31 @@ TEST_CASE("bad image files fail with the file name and the reason") {
     CHECK_THROWS_WITH(decode_image(dir.path()), Catch::Contains("is a directory"));
 }
 
+TEST_CASE("JPEG: a huge header and a progressive scan bomb are refused, memory and time bounded") {
+    TempDir dir;
+    // A real file whose frame header (SOF) claims 60000 x 60000: refused from the header alone.
+    std::string jpg = read_bytes(fixture("photos/files/jpeg_420_67x45.jpg"));
+    const std::size_t sof = jpg.find("\xff\xc0");
+    REQUIRE(sof != std::string::npos);
+    for (std::size_t at : {sof + 5, sof + 7}) jpg[at] = '\xea', jpg[at + 1] = '\x60';  // height, width 60000
+    write_bytes(dir / "huge.jpg", jpg);
+    const DecodeCost huge = decode_in_child(dir / "huge.jpg");
+    CHECK_THAT(huge.outcome, Catch::Contains("huge.jpg: image is 60000x60000, over the limit"));
+    CHECK(huge.growth_mb < 50);
+    // A progressive file whose last scan repeats 1200 times: each repeat is another pass over the
+    // coefficients (libjpeg only warns), so the count is bounded.
+    const std::string prog = read_bytes(fixture("photos/files/jpeg_progressive_420_71x53.jpg"));
+    const std::size_t last_scan = prog.rfind("\xff\xda"), eoi = prog.rfind("\xff\xd9");
+    REQUIRE(last_scan < eoi);
+    std::string bomb = prog.substr(0, last_scan);
+    for (int i = 0; i < 1200; ++i) bomb += prog.substr(last_scan, eoi - last_scan);
+    bomb += prog.substr(eoi);
+    write_bytes(dir / "scans.jpg", bomb);
+    const DecodeCost scans = decode_in_child(dir / "scans.jpg");
+    CHECK_THAT(scans.outcome, Catch::Contains("scans.jpg: corrupt JPEG (more than 1000 progressive scans)"));
+    CHECK(scans.seconds < 5);
+}
+
 TEST_CASE("a PNG chunk longer than the file is refused before stb reserves it") {
     const std::string path = regression("png-idat-declares-2gb.png");  // 6x4; IDAT declares 2^31 - 1 bytes
     const std::string refusal =

@@ -22,6 +22,14 @@ struct Bands {
     std::vector<std::uint8_t> data;  // [height, width, bands]
 };
 
+// Bands read in place (a decoded image's pixels, without a copy).
+struct BandsView {
+    const std::uint8_t* data = nullptr;
+    int width = 0, height = 0, bands = 3;
+    BandsView(const std::uint8_t* d, int w, int h, int b) : data(d), width(w), height(h), bands(b) {}
+    BandsView(const Bands& b) : data(b.data.data()), width(b.width), height(b.height), bands(b.bands) {}  // NOLINT: implicit on purpose
+};
+
 // The part of PIL's out_width x out_height result that a crop keeps: columns [left, left + width),
 // rows [top, top + height). Only those are computed; their bytes are those of the whole resize.
 struct ResizeWindow {
@@ -31,7 +39,7 @@ struct ResizeWindow {
 // PIL's `image.resize((out_width, out_height), filter)` restricted to `window` (the whole result
 // when window.width == 0). Bands are resized independently, as PIL does for L, RGB and CMYK (the
 // caller premultiplies alpha, as PIL does for RGBA and LA).
-Bands pil_resize(const Bands& in, int out_width, int out_height, ResizeFilter filter, ResizeWindow window = {});
+Bands pil_resize(const BandsView& in, int out_width, int out_height, ResizeFilter filter, ResizeWindow window = {});
 // The same for a 32-bit integer grey image (PIL's mode I, a 16-bit PNG's): double weights and
 // sums, rounded half away from zero, not clipped.
 std::vector<std::int32_t> pil_resize_grey32(const std::vector<std::int32_t>& in, int width, int height, int out_width,

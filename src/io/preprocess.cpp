@@ -198,12 +198,8 @@ Image resize_and_crop(const Image& image, const ResizeSpec& spec, const Geometry
         }
         return out;
     }
-    Bands in;
-    in.width = image.width;
-    in.height = image.height;
-    in.bands = 3;
-    in.data = image.rgb;  // a copy: Bands owns its bytes
-    Bands r = pil_resize(in, g.resized_width, g.resized_height, filter, window);
+    Bands r = pil_resize(BandsView(image.rgb.data(), image.width, image.height, 3), g.resized_width, g.resized_height,
+                         filter, window);
     out.rgb = std::move(r.data);
     return out;
 }
