@@ -285,3 +285,50 @@ TEST_CASE("pooled and embedding of an image do not depend on its batch or the th
             CHECK(std::vector<float>(both.embedding_of(0), both.embedding_of(0) + m.config().proj_dim) == alone.embedding);
     }
 }
+
+TEST_CASE("a config naming a model vitreg does not run is refused by that name, never read as a neighbour") {
+    // Each family's neighbour: the same tensor names, a config that says something else.
+    TempDir dir;
+    const auto folder_with = [&](const std::string& name, const char* source, const std::string& file,
+                                 const std::function<void(json&)>& edit) {
+        const std::string d = dir / name;
+        REQUIRE(std::system(("cp -r '" + fixture(source) + "' '" + d + "'").c_str()) == 0);
+        json j = json::parse(read_bytes(d + "/" + file));
+        edit(j);
+        write_bytes(d + "/" + file, j.dump());
+        return d;
+    };
+    // SigLIP as CLIP: a SiglipModel folder has HF CLIP's tensor names and no activation in its config.
+    const std::string siglip = folder_with("siglip", kHfClip, "config.json", [](json& j) {
+        j["model_type"] = "siglip";
+        j["architectures"] = {"SiglipModel"};
+    });
+    CHECK_THROWS_WITH(Checkpoint(siglip), Catch::Contains("config.json: model_type 'siglip' is not a model vitreg runs") &&
+                                              Catch::Contains("clip_vision_model"));
+    const std::string siglip_arch = folder_with("siglip_arch", kHfClip, "config.json", [](json& j) {
+        j["architectures"] = {"SiglipVisionModel"};
+    });
+    CHECK_THROWS_WITH(Checkpoint(siglip_arch), Catch::Contains("architectures names 'SiglipVisionModel'"));
+    // DINOv3 as DINOv2.
+    const std::string dinov3 = folder_with("dinov3", "models/hf_dinov2", "config.json", [](json& j) {
+        j["model_type"] = "dinov3_vit";
+        j["architectures"] = {"DINOv3ViTModel"};
+    });
+    CHECK_THROWS_WITH(Checkpoint(dinov3), Catch::Contains("model_type 'dinov3_vit' is not a model vitreg runs"));
+    // A config naming the other family than its tensors.
+    const std::string crossed = folder_with("crossed", "models/hf_dinov2", "config.json", [](json& j) { j["model_type"] = "clip"; });
+    CHECK_THROWS_WITH(Checkpoint(crossed), Catch::Contains("model_type 'clip' does not match the tensors beside it (hf names)"));
+    // EVA-02, a SigLIP tower and a distilled DeiT as timm ViTs.
+    for (const std::string arch : {"eva02_small_patch14_224", "vit_base_patch16_siglip_224", "deit_small_distilled_patch16_224"}) {
+        INFO(arch);
+        const std::string d = folder_with(arch, kDeit3, "config.json", [&](json& j) { j["architecture"] = arch; });
+        CHECK_THROWS_WITH(Checkpoint(d), Catch::Contains("timm architecture '" + arch + "'"));
+    }
+    // An open_clip config whose tower is timm's.
+    const std::string timm_tower = folder_with("timm_tower", kOpenClip, "open_clip_config.json", [](json& j) {
+        j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_so400m_patch14_siglip_384";
+    });
+    CHECK_THROWS_WITH(Checkpoint(timm_tower), Catch::Contains("the vision tower is timm's 'vit_so400m_patch14_siglip_384'"));
+    // What vitreg runs still loads.
+    for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip}) CHECK_NOTHROW(Checkpoint(fixture(ok)));
+}

@@ -125,7 +125,7 @@ ResizeSpec torch_spec(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("--resample torch: the eval transform matches the reference (resize 256 bicubic antialias, crop 224)") {
+TEST_CASE("the float resampler (--resample torch): the eval transform matches the reference (resize 256 bicubic antialias, crop 224)") {
     const SafetensorsFile f(fixture("preprocess.safetensors"));
     const Image img = decode_image(fixture("images/smooth_90x120.png"));
     REQUIRE(img.width == 120);
@@ -139,7 +139,7 @@ TEST_CASE("--resample torch: the eval transform matches the reference (resize 25
     CHECK(relative_error(px.chw, tensor(f, "eval")) < 1e-5);
 }
 
-TEST_CASE("--resample torch: long:N resizes the long side and rounds both down to whole patches") {
+TEST_CASE("the float resampler (--resample torch): long:N resizes the long side and rounds both down to whole patches") {
     const SafetensorsFile f(fixture("preprocess.safetensors"));
     const Image img = decode_image(fixture("images/smooth_90x120.png"));
     for (const std::string n : {"56", "75"}) {

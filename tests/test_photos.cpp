@@ -150,7 +150,7 @@ TEST_CASE("each pipeline's resize and crop: torchvision, timm, HF and open_clip"
     CHECK(open_clip >= 30);
 }
 
-TEST_CASE("--decode draft is PIL's Image.draft: libjpeg's reduced DCT scale", "[photos]") {
+TEST_CASE("draft decoding (--decode draft) is PIL's Image.draft: libjpeg's reduced DCT scale", "[photos]") {
     const auto& drafts = cases().at("draft");
     REQUIRE(drafts.size() >= 10);
     for (const auto& c : drafts) {

@@ -393,9 +393,85 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
     return out;
 }
 
+namespace {
+
+// What the configs beside the weights may name (DESIGN.md §7, §10): anything else is refused by
+// its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
+const char* const kRuns =
+    "vitreg runs HF model_type dinov2, dinov2_with_registers, clip and clip_vision_model; timm's vit_*, "
+    "deit_* and deit3_* architectures; open_clip's own ViT towers";
+
+// The HF model types vitreg runs, and the layout of their tensors.
+std::optional<Layout> hf_model_type_layout(const std::string& t) {
+    if (t == "dinov2" || t == "dinov2_with_registers") return Layout::HF;
+    if (t == "clip" || t == "clip_vision_model") return Layout::HFClip;
+    return std::nullopt;
+}
+
+bool known_hf_architecture(const std::string& a) {
+    for (const char* k : {"Dinov2Model", "Dinov2WithRegistersModel", "Dinov2ForImageClassification",
+                          "Dinov2WithRegistersForImageClassification", "CLIPModel", "CLIPVisionModel",
+                          "CLIPVisionModelWithProjection"})
+        if (a == k) return true;
+    return false;
+}
+
+// timm names the family first; these variants change what the tensors mean (an attention-pool
+// head, a distillation token, rotary positions).
+std::string unknown_timm_architecture(const std::string& a) {
+    const bool family = starts_with(a, "vit_") || starts_with(a, "deit_") || starts_with(a, "deit3_");
+    if (!family) return "is not a ViT vitreg runs";
+    for (const char* v : {"siglip", "distilled", "rope"})
+        if (a.find(v) != std::string::npos) return "is a " + std::string(v) + " variant, which vitreg does not run";
+    return {};
+}
+
+// Refuses a checkpoint whose config.json or open_clip_config.json names a model vitreg does not
+// run, or one its tensors' layout contradicts. `layout` is what the tensor names say (none: no
+// layout vitreg knows).
+void refuse_unknown_model(const std::string& dir, const std::optional<Layout>& layout, int depth_limit) {
+    const std::string cfg_file = dir + "/config.json";
+    if (is_file(cfg_file)) {
+        const nlohmann::json j = read_config_json(cfg_file, depth_limit);
+        if (const auto* type = dig(j, {"model_type"}); type && type->is_string()) {
+            const std::string t = type->get<std::string>();
+            const auto want = hf_model_type_layout(t);
+            if (!want) throw ConfigError(cfg_file + ": model_type '" + t + "' is not a model vitreg runs (" + kRuns + ")");
+            // HF-named tensors must be the family the config names (a vitreg-converted file beside
+            // its HF config.json carries its own metadata and is not held to it).
+            const bool hf_names = layout && (*layout == Layout::HF || *layout == Layout::HFClip);
+            if (hf_names && *layout != *want)
+                throw ConfigError(cfg_file + ": model_type '" + t + "' does not match the tensors beside it (" +
+                                  to_string(*layout) + " names)");
+        }
+        if (const auto* arch = dig(j, {"architectures"}); arch && arch->is_array())
+            for (const auto& a : *arch)
+                if (a.is_string() && !known_hf_architecture(a.get<std::string>()))
+                    throw ConfigError(cfg_file + ": architectures names '" + a.get<std::string>() +
+                                      "', not a model vitreg runs (" + kRuns + ")");
+        if (const auto* a = dig(j, {"architecture"}); a && a->is_string()) {
+            const std::string why = unknown_timm_architecture(a->get<std::string>());
+            if (!why.empty())
+                throw ConfigError(cfg_file + ": timm architecture '" + a->get<std::string>() + "' " + why + " (" + kRuns +
+                                  ")");
+        }
+    }
+    const std::string clip_file = dir + "/open_clip_config.json";
+    if (is_file(clip_file)) {
+        const nlohmann::json j = read_config_json(clip_file, depth_limit);
+        if (const auto* t = dig(j, {"model_cfg", "vision_cfg", "timm_model_name"}); t && t->is_string() && !t->get<std::string>().empty())
+            throw ConfigError(clip_file + ": the vision tower is timm's '" + t->get<std::string>() +
+                              "', not open_clip's own ViT (" + kRuns + ")");
+    }
+}
+
+}  // namespace
+
 Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overrides) {
     const std::string& fpath = file_->path();
     auto match = detect_layout(*file_);
+    refuse_unknown_model(dir, match ? std::optional<Layout>(match->layout) : std::nullopt,
+                         overrides.limits.max_json_depth);
     if (!match)
         throw CheckpointError(fpath + ": not a ViT checkpoint vitreg knows (no 'patch_embed.proj.weight', "
                                       "'embeddings.patch_embeddings.projection.weight', "
