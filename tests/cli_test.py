@@ -166,6 +166,12 @@ class CliTest(unittest.TestCase):
                      "pre_norm      yes", "biases        patch no, qkv yes", "projection    32 -> 16 (extract --project)",
                      "resize eval   open_clip: short side 32 bicubic, center crop 32 (crop_pct 1)"]:
             self.assertIn(line, r.stdout)
+        r = vitreg("info", os.path.join(FIXTURES, "models", "hf_siglip_full"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for line in ["family        siglip", "layout        hf-siglip", "mlp           gelu_tanh (hidden 192)",
+                     "pool          map (pooled = the attention-pool head's probe over every token)",
+                     "resize eval   hf: 32x32 bicubic, no crop"]:
+            self.assertIn(line, r.stdout)
         r = vitreg("info", deit)
         self.assertEqual(r.returncode, 0, r.stderr)
         for line in ["family        timm", "class token   yes, without a position (no_embed_class)",

@@ -47,7 +47,8 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
                                        "models/sink_reg2_f32.safetensors", "models/softmax1_f32.safetensors", "models/hf_clip",
                                        "models/open_clip_quickgelu", "models/open_clip_gelu_f16", "models/timm_deit3",
                                        "models/timm_avg_fcnorm", "models/timm_clip_f16.safetensors",
-                                       "models/timm_noqkvbias.safetensors", "torch/teacher_module.pth");
+                                       "models/timm_noqkvbias.safetensors", "torch/teacher_module.pth", "models/hf_siglip",
+                                       "models/hf_siglip_full");
     INFO(model);
     TempDir dir;
     const std::string out = dir / "converted.safetensors";

@@ -64,6 +64,32 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
         if (n.rfind("vision_model.", 0) == 0 || n == "visual_projection.weight") vision += hf_file.get(n).numel();
     CHECK(hf.parameters == vision);
 
+    // SigLIP (DESIGN.md §10): CLIP's names without a class token, tanh GELU, the MAP head, a squash.
+    for (const char* folder : {"models/hf_siglip", "models/hf_siglip_full"}) {
+        INFO(folder);
+        const Config sg = Checkpoint(fixture(folder)).config();
+        CHECK(sg.layout == Layout::HFSiglip);
+        CHECK(sg.family == Family::Siglip);
+        CHECK(sg.mlp == MlpKind::GeluTanh);  // the full SiglipModel's vision_config names none: HF's default
+        CHECK(sg.pool == Pool::Map);
+        CHECK_FALSE(sg.class_token);
+        CHECK_FALSE(sg.pos_embed_class);
+        CHECK_FALSE(sg.pre_norm);
+        CHECK_FALSE(sg.layer_scale);
+        CHECK(sg.eps == Approx(1e-6));
+        CHECK(sg.pos_interp == PosInterp::Size);
+        CHECK(sg.pipeline == PixelPipeline::HF);
+        CHECK(sg.eval_squash);
+        CHECK(sg.input_size == 32);
+        CHECK(sg.mean[1] == Approx(0.5));
+        CHECK(sg.std[2] == Approx(0.5));
+        const SafetensorsFile file(fixture(std::string(folder) + "/model.safetensors"));
+        std::int64_t vision = 0;
+        for (const auto& n : file.names())
+            if (n.rfind("vision_model.", 0) == 0) vision += file.get(n).numel();
+        CHECK(sg.parameters == vision);  // a SiglipModel's text tower is not counted
+    }
+
     const Config oc = Checkpoint(fixture(kOpenClip)).config();
     CHECK(oc.layout == Layout::OpenClip);
     CHECK(oc.family == Family::Clip);
@@ -156,6 +182,9 @@ TEST_CASE("the eval resize follows each checkpoint's transform, and stays 256 ->
     const Pixels px = preprocess(img, eval, hf, "x", &g);
     CHECK(px.chw[0] == Approx((128.0 / 255 - 0.5) / 0.25).margin(1e-6));
     CHECK(px.chw[2 * 32 * 32] == Approx((128.0 / 255 - 0.4) / 0.35).margin(1e-6));
+    // SigLIP's processor squashes the whole image to the input, nothing cropped.
+    preprocess(img, eval, Checkpoint(fixture("models/hf_siglip")).config(), "x", &g);
+    CHECK((g.resized_width == 32 && g.resized_height == 32 && g.crop_left == 0 && g.crop_top == 0 && g.width == 32));
 }
 
 TEST_CASE("without a class token, cls is the pooled feature: fc_norm of the mean patch") {
@@ -298,17 +327,20 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
         write_bytes(d + "/" + file, j.dump());
         return d;
     };
-    // SigLIP as CLIP: a SiglipModel folder has HF CLIP's tensor names and no activation in its config.
+    // SigLIP's names beside CLIP's tensors (a SiglipModel folder has HF CLIP's names, save the class
+    // token): the config wins, and the tensors do not match it.
     const std::string siglip = folder_with("siglip", kHfClip, "config.json", [](json& j) {
         j["model_type"] = "siglip";
         j["architectures"] = {"SiglipModel"};
     });
-    CHECK_THROWS_WITH(Checkpoint(siglip), Catch::Contains("config.json: model_type 'siglip' is not a model vitreg runs") &&
-                                              Catch::Contains("clip_vision_model"));
+    CHECK_THROWS_WITH(Checkpoint(siglip),
+                      Catch::Contains("config.json: model_type 'siglip' does not match the tensors beside it (hf-clip names)"));
     const std::string siglip_arch = folder_with("siglip_arch", kHfClip, "config.json", [](json& j) {
         j["architectures"] = {"SiglipVisionModel"};
     });
-    CHECK_THROWS_WITH(Checkpoint(siglip_arch), Catch::Contains("architectures names 'SiglipVisionModel'"));
+    CHECK_THROWS_WITH(Checkpoint(siglip_arch), Catch::Contains("architectures names 'SiglipVisionModel' does not match"));
+    const std::string eva_hf = folder_with("eva_hf", kHfClip, "config.json", [](json& j) { j["architectures"] = {"EvaModel"}; });
+    CHECK_THROWS_WITH(Checkpoint(eva_hf), Catch::Contains("architectures names 'EvaModel' is not a model vitreg runs"));
     // DINOv3 as DINOv2.
     const std::string dinov3 = folder_with("dinov3", "models/hf_dinov2", "config.json", [](json& j) {
         j["model_type"] = "dinov3_vit";
@@ -330,5 +362,7 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
     });
     CHECK_THROWS_WITH(Checkpoint(timm_tower), Catch::Contains("the vision tower is timm's 'vit_so400m_patch14_siglip_384'"));
     // What vitreg runs still loads.
-    for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip}) CHECK_NOTHROW(Checkpoint(fixture(ok)));
+    for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip, "models/hf_siglip",
+                           "models/hf_siglip_full"})
+        CHECK_NOTHROW(Checkpoint(fixture(ok)));
 }

@@ -62,16 +62,19 @@ TEST_CASE("vector loops: every kernel set against double precision") {
                 for (int i = 0; i < n; ++i)
                     CHECK(out[i] == Approx((x[i] - mean) / std::sqrt(var + 1e-6) * w[i] + b[i]).margin(2e-5));
             }
-            {  // GELU (erf), QuickGELU, SiLU gating
-                std::vector<float> g = x, q = x, s(n);
+            {  // GELU (erf), QuickGELU, GELU (tanh), SiLU gating
+                std::vector<float> g = x, q = x, th = x, s(n);
                 const std::vector<float> gate = normal_values(n, 1.0f, 4);
                 t.gelu(g.data(), 1, n, n);
                 t.quick_gelu(q.data(), 1, n, n);
+                t.gelu_tanh(th.data(), 1, n, n);
                 t.silu_mul(x.data(), gate.data(), n, s.data());
                 for (int i = 0; i < n; ++i) {
                     const double v = x[i];
                     CHECK(g[i] == Approx(0.5 * v * (1 + std::erf(v / std::sqrt(2.0)))).margin(2e-6));
                     CHECK(q[i] == Approx(v / (1 + std::exp(-1.702 * v))).margin(2e-6));
+                    CHECK(th[i] == Approx(0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))))
+                                       .margin(2e-6));
                     CHECK(s[i] == Approx(v / (1 + std::exp(-v)) * gate[i]).margin(2e-6));
                 }
             }

@@ -32,8 +32,9 @@ void register_info(CLI::App& app, Command& run) {
             row("biases", std::string("patch ") + (c.patch_bias ? "yes" : "no") + ", qkv " + (c.qkv_bias ? "yes" : "no"));
             row("final norm", c.final_norm ? "yes" : "no (identity)");
             row("pool", to_string(c.pool) + (c.fc_norm ? " + fc_norm" : "") +
-                            (c.pool == Pool::Avg ? " (pooled = mean of the patch tokens" + std::string(c.fc_norm ? ", fc_norm'd)" : ")")
-                                                 : " (pooled.npy: the mean of the patch tokens)"));
+                            (c.pool == Pool::Avg   ? " (pooled = mean of the patch tokens" + std::string(c.fc_norm ? ", fc_norm'd)" : ")")
+                             : c.pool == Pool::Map ? " (pooled = the attention-pool head's probe over every token)"
+                                                   : " (pooled.npy: the mean of the patch tokens)"));
             row("projection", c.proj_dim > 0 ? std::to_string(c.dim) + " -> " + std::to_string(c.proj_dim) + " (extract --project)"
                                              : std::string("none"));
             row("attention", to_string(c.attention) + (c.retrofit() ? " (retrofit; trained with " + to_string(c.trained_attention) + ")" : ""));
@@ -49,8 +50,12 @@ void register_info(CLI::App& app, Command& run) {
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
             row("mean / std", ms.str());
             std::ostringstream ev;
-            ev << to_string(c.pipeline) << ": short side " << c.eval_resize() << " " << to_string(c.interpolation)
-               << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
+            if (c.eval_squash)
+                ev << to_string(c.pipeline) << ": " << c.input_size << "x" << c.input_size << " " << to_string(c.interpolation)
+                   << ", no crop";
+            else
+                ev << to_string(c.pipeline) << ": short side " << c.eval_resize() << " " << to_string(c.interpolation)
+                   << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
             row("resize eval", ev.str());
             // Everything else the file states about itself (provenance, training, metrics).
             if (is_torch_file(m.path())) return 0;  // a state dict states nothing about itself

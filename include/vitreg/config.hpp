@@ -31,16 +31,18 @@ enum class MlpKind {
     Gelu,       // exact (erf) GELU
     QuickGelu,  // x * sigmoid(1.702 x): OpenAI-trained CLIP
     SwiGlu,
+    GeluTanh,   // GELU's tanh approximation (gelu_pytorch_tanh): SigLIP
 };
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
 // never branches on it; it reads the flags below (DESIGN.md §7).
-enum class Family { Dinov2, Timm, Clip };
+enum class Family { Dinov2, Timm, Clip, Siglip };
 
 // What the model's own head reads (timm's global_pool).
 enum class Pool {
     Token,  // the class token
     Avg,    // the mean of the patch tokens (then fc_norm when the checkpoint has one)
+    Map,    // an attention-pool head: a learned probe attends over the final-normed tokens (SigLIP)
 };
 
 // Whose eval transform prepares the pixels (DESIGN.md §11): all resize with PIL, they differ in
@@ -59,6 +61,7 @@ enum class Layout {
     HF,       // HF transformers Dinov2Model / Dinov2WithRegistersModel
     OpenClip, // OpenAI / OpenCLIP `visual.*` (+ open_clip_config.json)
     HFClip,   // HF transformers CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`
+    HFSiglip, // HF transformers SiglipVisionModel / SiglipModel `vision_model.*` (no class token, a MAP head)
 };
 
 std::string to_string(AttentionKind k);
@@ -108,6 +111,7 @@ struct Config {
     // 256 -> 224 is crop_pct 0.875; CLIP's is 1.
     int input_size = 224;
     double crop_pct = 0.875;
+    bool eval_squash = false;  // the eval transform resizes to input_size x input_size, no crop (SigLIP)
     PixelPipeline pipeline = PixelPipeline::Torchvision;
     ResizeFilter interpolation = ResizeFilter::Bicubic;
     std::array<float, 3> mean{0.485f, 0.456f, 0.406f};

@@ -81,6 +81,16 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
             copy(b + "attn.sinks", {c.heads});
     }
     if (c.final_norm) norm("norm");
+    if (c.pool == Pool::Map) {  // the attention-pool head
+        const auto& fc1 = *ck.parts("attn_pool.mlp.fc1.weight").front();
+        const std::int64_t head_hidden = fc1.shape.at(0);
+        copy("attn_pool.latent", {1, 1, D});
+        linear("attn_pool.qkv", 3 * D, D);
+        linear("attn_pool.proj", D, D);
+        norm("attn_pool.norm");
+        linear("attn_pool.mlp.fc1", head_hidden, D);
+        linear("attn_pool.mlp.fc2", D, head_hidden);
+    }
     for (auto& [name, t] : tensors) t.data = data[name].data();
 
     std::map<std::string, std::string> meta = {
@@ -97,7 +107,8 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (c.evict_sink && !w.sinks) meta["evict"] = "sink";  // new logits: the caller says whether they evict
     // What the canonical names do not say about the other families (DESIGN.md §7).
     if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
-    if (c.mlp == MlpKind::QuickGelu) meta["act"] = to_string(c.mlp);
+    if (c.mlp == MlpKind::QuickGelu || c.mlp == MlpKind::GeluTanh) meta["act"] = to_string(c.mlp);
+    if (c.eval_squash) meta["eval_squash"] = "1";
     if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
         meta["input_size"] = std::to_string(c.input_size);
         meta["crop_pct"] = number(c.crop_pct, 17);

@@ -53,8 +53,12 @@ std::optional<LayoutMatch> detect_layout(const TensorFile& f) {
     }
     // CLIP: HF names start at `vision_model.` (the projection sits beside it); OpenCLIP's at `visual.`.
     for (const auto& name : f.names()) {
-        if (ends_with(name, hf_clip_marker))
-            return LayoutMatch{Layout::HFClip, name.substr(0, name.size() - hf_clip_marker.size())};
+        if (ends_with(name, hf_clip_marker)) {
+            // SigLIP's tower has CLIP's names but no class token (and a MAP head).
+            const std::string prefix = name.substr(0, name.size() - hf_clip_marker.size());
+            const bool cls = f.has(prefix + "vision_model.embeddings.class_embedding");
+            return LayoutMatch{cls ? Layout::HFClip : Layout::HFSiglip, prefix};
+        }
         if (ends_with(name, open_clip_marker))
             return LayoutMatch{Layout::OpenClip, name.substr(0, name.size() - std::string("conv1.weight").size())};
     }
@@ -137,6 +141,19 @@ const NamePairs kHfClipTop = {
     {"norm_pre.", "vision_model.pre_layrnorm."},  // sic
     {"norm.", "vision_model.post_layernorm."},
     {"proj", "visual_projection.weight"},
+};
+// SigLIP's tower: CLIP's block names, no class token or pre-norm, and the attention-pool head
+// (canonical names timm's AttentionPoolLatent's, with q, k and v as one in_proj).
+const NamePairs kHfSiglipTop = {
+    {"pos_embed", "vision_model.embeddings.position_embedding.weight"},
+    {"patch_embed.proj.", "vision_model.embeddings.patch_embedding."},
+    {"norm.", "vision_model.post_layernorm."},
+    {"attn_pool.latent", "vision_model.head.probe"},
+    {"attn_pool.qkv.weight", "vision_model.head.attention.in_proj_weight"},
+    {"attn_pool.qkv.bias", "vision_model.head.attention.in_proj_bias"},
+    {"attn_pool.proj.", "vision_model.head.attention.out_proj."},
+    {"attn_pool.norm.", "vision_model.head.layernorm."},
+    {"attn_pool.mlp.", "vision_model.head.mlp."},
 };
 const NamePairs kHfClipBlock = {
     {"norm1.", "layer_norm1."},         {"norm2.", "layer_norm2."}, {"attn.proj.", "self_attn.out_proj."},
@@ -346,6 +363,9 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
         case Layout::HFClip:
             names = table_names(canonical, kHfClipTop, "vision_model.encoder.layers.", kHfClipBlock, true);
             break;
+        case Layout::HFSiglip:
+            names = table_names(canonical, kHfSiglipTop, "vision_model.encoder.layers.", kHfClipBlock, true);
+            break;
     }
     if (canonical == "proj" && !proj_source_.empty()) names = {proj_source_};
     for (auto& n : names) n = prefix_ + n;
@@ -398,22 +418,28 @@ namespace {
 // What the configs beside the weights may name (DESIGN.md §7, §10): anything else is refused by
 // its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
 const char* const kRuns =
-    "vitreg runs HF model_type dinov2, dinov2_with_registers, clip and clip_vision_model; timm's vit_*, "
+    "vitreg runs HF model_type dinov2, dinov2_with_registers, clip, clip_vision_model, siglip and "
+    "siglip_vision_model; timm's vit_*, "
     "deit_* and deit3_* architectures; open_clip's own ViT towers";
 
 // The HF model types vitreg runs, and the layout of their tensors.
 std::optional<Layout> hf_model_type_layout(const std::string& t) {
     if (t == "dinov2" || t == "dinov2_with_registers") return Layout::HF;
     if (t == "clip" || t == "clip_vision_model") return Layout::HFClip;
+    if (t == "siglip" || t == "siglip_vision_model") return Layout::HFSiglip;
     return std::nullopt;
 }
 
-bool known_hf_architecture(const std::string& a) {
+// The HF model classes vitreg runs, and the layout of their tensors.
+std::optional<Layout> hf_architecture_layout(const std::string& a) {
     for (const char* k : {"Dinov2Model", "Dinov2WithRegistersModel", "Dinov2ForImageClassification",
-                          "Dinov2WithRegistersForImageClassification", "CLIPModel", "CLIPVisionModel",
-                          "CLIPVisionModelWithProjection"})
-        if (a == k) return true;
-    return false;
+                          "Dinov2WithRegistersForImageClassification"})
+        if (a == k) return Layout::HF;
+    for (const char* k : {"CLIPModel", "CLIPVisionModel", "CLIPVisionModelWithProjection"})
+        if (a == k) return Layout::HFClip;
+    for (const char* k : {"SiglipModel", "SiglipVisionModel"})
+        if (a == k) return Layout::HFSiglip;
+    return std::nullopt;
 }
 
 // timm names the family first; these variants change what the tensors mean (an attention-pool
@@ -433,22 +459,21 @@ void refuse_unknown_model(const std::string& dir, const std::optional<Layout>& l
     const std::string cfg_file = dir + "/config.json";
     if (is_file(cfg_file)) {
         const nlohmann::json j = read_config_json(cfg_file, depth_limit);
-        if (const auto* type = dig(j, {"model_type"}); type && type->is_string()) {
-            const std::string t = type->get<std::string>();
-            const auto want = hf_model_type_layout(t);
-            if (!want) throw ConfigError(cfg_file + ": model_type '" + t + "' is not a model vitreg runs (" + kRuns + ")");
-            // HF-named tensors must be the family the config names (a vitreg-converted file beside
-            // its HF config.json carries its own metadata and is not held to it).
-            const bool hf_names = layout && (*layout == Layout::HF || *layout == Layout::HFClip);
+        // HF-named tensors must be the family the config names (a vitreg-converted file beside
+        // its HF config.json carries its own metadata and is not held to it).
+        const bool hf_names =
+            layout && (*layout == Layout::HF || *layout == Layout::HFClip || *layout == Layout::HFSiglip);
+        const auto check = [&](const std::string& what, const std::string& name, const std::optional<Layout>& want) {
+            if (!want) throw ConfigError(cfg_file + ": " + what + " '" + name + "' is not a model vitreg runs (" + kRuns + ")");
             if (hf_names && *layout != *want)
-                throw ConfigError(cfg_file + ": model_type '" + t + "' does not match the tensors beside it (" +
+                throw ConfigError(cfg_file + ": " + what + " '" + name + "' does not match the tensors beside it (" +
                                   to_string(*layout) + " names)");
-        }
+        };
+        if (const auto* type = dig(j, {"model_type"}); type && type->is_string())
+            check("model_type", type->get<std::string>(), hf_model_type_layout(type->get<std::string>()));
         if (const auto* arch = dig(j, {"architectures"}); arch && arch->is_array())
             for (const auto& a : *arch)
-                if (a.is_string() && !known_hf_architecture(a.get<std::string>()))
-                    throw ConfigError(cfg_file + ": architectures names '" + a.get<std::string>() +
-                                      "', not a model vitreg runs (" + kRuns + ")");
+                if (a.is_string()) check("architectures names", a.get<std::string>(), hf_architecture_layout(a.get<std::string>()));
         if (const auto* a = dig(j, {"architecture"}); a && a->is_string()) {
             const std::string why = unknown_timm_architecture(a->get<std::string>());
             if (!why.empty())
@@ -481,6 +506,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     prefix_ = match->prefix;
     config_.layout = c.layout;  // source_names() needs the layout from here on
     const bool clip_layout = c.layout == Layout::OpenClip || c.layout == Layout::HFClip;
+    const bool hf_tower = c.layout == Layout::HFClip || c.layout == Layout::HFSiglip;  // `vision_model.` of a two-tower model
     const bool timm_names = c.layout == Layout::Dinov2 || c.layout == Layout::TimmReg;
 
     // Hyper-parameters beside the weights: HF's config.json (for HF CLIP its vision_config),
@@ -490,11 +516,11 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     nlohmann::json top, open_clip, timm, preprocessor;
     const std::string open_clip_file = dir + "/open_clip_config.json", preprocessor_file = dir + "/preprocessor_config.json";
     const int depth_limit = overrides.limits.max_json_depth;
-    if (c.layout == Layout::HF || c.layout == Layout::HFClip) {
+    if (c.layout == Layout::HF || hf_tower) {
         if (!is_file(h.cfg_file))
             throw ConfigError(fpath + ": HF layout needs a sibling config.json (looked for " + h.cfg_file + ")");
         h.cfg = read_config_json(h.cfg_file, depth_limit);
-        if (c.layout == Layout::HFClip) {
+        if (hf_tower) {
             top = h.cfg;
             if (top.contains("vision_config")) {
                 if (!top["vision_config"].is_object()) throw ConfigError(h.cfg_file + ": 'vision_config' is not an object");
@@ -588,7 +614,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         if (*f == "dinov2") c.family = Family::Dinov2;
         else if (*f == "timm") c.family = Family::Timm;
         else if (*f == "clip") c.family = Family::Clip;
-        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, timm or clip)");
+        else if (*f == "siglip") c.family = Family::Siglip;
+        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, timm, clip or siglip)");
+    } else if (c.layout == Layout::HFSiglip) {
+        c.family = Family::Siglip;
     } else if (clip_layout) {
         c.family = Family::Clip;
     } else if (c.layout == Layout::HF) {
@@ -608,6 +637,14 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (const auto* g = dig(timm, {"global_pool"}); g && g->is_string()) {
         if (g->get<std::string>() == "avg") c.pool = Pool::Avg;
         else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
+    }
+    // An attention-pool head (SigLIP's MAP) is the model's own pooled feature.
+    if (has("attn_pool.latent")) {
+        const auto& l = *parts("attn_pool.latent").front();
+        if (squeezed(l.shape) != std::vector<std::int64_t>{c.dim})
+            throw CheckpointError(fpath + ": tensor '" + l.name + "' has shape " + l.shape_string() + ", expected [1, 1, " +
+                                  std::to_string(c.dim) + "]");
+        c.pool = Pool::Map;
     }
 
     // The projection of CLIP: OpenCLIP's proj [D, E], HF's visual_projection [E, D], timm's head
@@ -653,8 +690,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.heads = static_cast<int>(c.dim / head_width);
         if (c.dim % head_width) throw ConfigError(open_clip_file + ": head_width " + std::to_string(head_width) +
                                                   " does not divide the width " + std::to_string(c.dim));
-    } else if (c.layout == Layout::HFClip) {
-        c.heads = 12;  // transformers' CLIPVisionConfig default, which config.json leaves out
+    } else if (hf_tower) {
+        c.heads = 12;  // transformers' CLIPVisionConfig and SiglipVisionConfig default, which config.json leaves out
         c.notes.push_back("num_attention_heads not in config.json; HF's default 12");
     } else if (const auto* n = dig(timm, {"model_args", "num_heads"})) {
         c.heads = static_cast<int>(json_count(*n, h.cfg_file, "model_args.num_heads"));
@@ -675,7 +712,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (auto v = h.cfg_int("num_register_tokens")) agree(h.cfg_file, "num_register_tokens", *v, c.registers);
     if (h.cfg.is_object() && h.cfg.contains("use_swiglu_ffn") && h.cfg["use_swiglu_ffn"].is_boolean())
         agree(h.cfg_file, "use_swiglu_ffn", h.cfg["use_swiglu_ffn"].get<bool>(), c.mlp == MlpKind::SwiGlu);
-    if (c.layout == Layout::HFClip) {
+    if (hf_tower) {
         if (auto v = h.cfg_int("image_size")) agree(h.cfg_file, "image_size", *v, c.native_size());
         const auto* e = dig(h.cfg, {"projection_dim"}) ? dig(h.cfg, {"projection_dim"}) : dig(top, {"projection_dim"});
         if (e && c.proj_dim) agree(h.cfg_file, "projection_dim", json_count(*e, h.cfg_file, "projection_dim"), c.proj_dim);
@@ -693,12 +730,20 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     // The activation: SwiGLU from the tensors; QuickGELU where the checkpoint says so (OpenAI's
     // CLIP weights; HF's CLIPVisionConfig and OpenCLIP without a config default to it).
     if (c.mlp != MlpKind::SwiGlu) {
-        bool quick = false;
+        bool quick = false, tanh = false;
         std::string why;
         if (auto a = h.str("act")) {
-            if (*a != "gelu" && *a != "quick_gelu")
-                throw ConfigError(fpath + ": metadata act='" + *a + "' (expected gelu or quick_gelu)");
+            if (*a != "gelu" && *a != "quick_gelu" && *a != "gelu_tanh")
+                throw ConfigError(fpath + ": metadata act='" + *a + "' (expected gelu, quick_gelu or gelu_tanh)");
             quick = *a == "quick_gelu";
+            tanh = *a == "gelu_tanh";
+        } else if (c.layout == Layout::HFSiglip) {
+            // SiglipVisionConfig's default, which a SiglipModel's vision_config may leave out.
+            const std::string act = h.cfg_str("hidden_act").value_or("gelu_pytorch_tanh");
+            tanh = act == "gelu_pytorch_tanh" || act == "gelu_new";
+            quick = act == "quick_gelu";
+            if (!tanh && !quick && act != "gelu")
+                throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu, gelu_pytorch_tanh or quick_gelu)");
         } else if (c.layout == Layout::HFClip) {
             const std::string act = h.cfg_str("hidden_act").value_or("quick_gelu");
             if (act != "gelu" && act != "quick_gelu")
@@ -717,6 +762,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             quick = contains(architecture, "quickgelu") || (act && act->is_string() && act->get<std::string>() == "quick_gelu");
         }
         if (quick) c.mlp = MlpKind::QuickGelu;
+        if (tanh) c.mlp = MlpKind::GeluTanh;
         if (!why.empty()) c.notes.push_back(why);
     }
 
@@ -753,7 +799,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         }
     } else if (c.layout == Layout::HF) {
         c.pos_interp = c.registers > 0 ? PosInterp::Antialias : PosInterp::Size;
-    } else if (c.layout == Layout::HFClip) {
+    } else if (hf_tower) {
         c.pos_interp = PosInterp::Size;
     } else if (c.layout == Layout::OpenClip || c.family != Family::Dinov2 || !architecture.empty()) {
         c.pos_interp = PosInterp::Antialias;  // (a timm hub config: timm's own DINOv2 resamples so too)
@@ -776,7 +822,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     // the metadata. CLIP's eval transform resizes the short side to the input and crops it.
     // Whose transform: the layout's (a timm config beside any layout makes it timm's).
     c.pipeline = c.layout == Layout::OpenClip                               ? PixelPipeline::OpenClip
-                 : c.layout == Layout::HF || c.layout == Layout::HFClip     ? PixelPipeline::HF
+                 : c.layout == Layout::HF || hf_tower                       ? PixelPipeline::HF
                  : c.family == Family::Timm || c.layout == Layout::TimmReg ? PixelPipeline::Timm
                                                                             : PixelPipeline::Torchvision;
     if (pretrained) c.pipeline = PixelPipeline::Timm;
@@ -785,6 +831,12 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.std = kClipStd;
         c.input_size = c.native_size();
         c.crop_pct = 1.0;
+    }
+    if (c.family == Family::Siglip) {  // SiglipImageProcessor: squash to the input, no crop, mean = std = 0.5
+        c.mean = c.std = {0.5f, 0.5f, 0.5f};
+        c.input_size = c.native_size();
+        c.crop_pct = 1.0;
+        c.eval_squash = true;
     }
     // A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
     const auto interpolation = [&](const nlohmann::json* v, const std::string& where) {
@@ -819,6 +871,9 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             if (k > 5) throw ConfigError(preprocessor_file + ": 'resample' " + std::to_string(k) + " is not a PIL filter (0-5)");
             c.interpolation = kPil[k];
         }
+        // SigLIP's {"height", "width"}: the squash's side.
+        if (const auto* sz = dig(preprocessor, {"size", "height"}); sz && c.eval_squash)
+            c.input_size = static_cast<int>(json_count(*sz, preprocessor_file, "size.height"));
         const auto crop = side("crop_size", "height");
         const auto shortest = side("size", "shortest_edge");
         if (crop) c.input_size = static_cast<int>(*crop);
@@ -842,6 +897,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (auto v = h.meta_triple("image_std")) c.std = *v;
     if (auto v = h.meta_float("crop_pct")) c.crop_pct = *v;
     if (auto v = h.meta_int("input_size")) c.input_size = static_cast<int>(*v);
+    if (auto v = h.str("eval_squash")) c.eval_squash = *v == "1";
     try {
         if (auto v = h.str("image_pipeline")) c.pipeline = parse_pixel_pipeline(*v);
         if (auto v = h.str("interpolation")) c.interpolation = parse_resize_filter(*v);
@@ -854,9 +910,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (c.input_size <= 0) throw ConfigError(fpath + ": input_size must be positive");
 
     for (const auto& name : file_->names()) {
-        const bool tower = c.layout == Layout::HFClip
-                               ? starts_with(name, prefix_ + "vision_model.") || name == prefix_ + "visual_projection.weight"
-                               : starts_with(name, prefix_);
+        const bool tower = hf_tower ? starts_with(name, prefix_ + "vision_model.") || name == prefix_ + "visual_projection.weight"
+                                    : starts_with(name, prefix_);
         if (tower) c.parameters += file_->get(name).numel();
     }
     return c;

@@ -29,6 +29,7 @@ std::string to_string(MlpKind m) {
         case MlpKind::Gelu: return "gelu";
         case MlpKind::QuickGelu: return "quick_gelu";
         case MlpKind::SwiGlu: return "swiglu";
+        case MlpKind::GeluTanh: return "gelu_tanh";
     }
     return "?";
 }
@@ -38,11 +39,12 @@ std::string to_string(Family f) {
         case Family::Dinov2: return "dinov2";
         case Family::Timm: return "timm";
         case Family::Clip: return "clip";
+        case Family::Siglip: return "siglip";
     }
     return "?";
 }
 
-std::string to_string(Pool p) { return p == Pool::Token ? "token" : "avg"; }
+std::string to_string(Pool p) { return p == Pool::Token ? "token" : p == Pool::Avg ? "avg" : "map"; }
 
 std::string to_string(PixelPipeline p) {
     switch (p) {
@@ -71,6 +73,7 @@ std::string to_string(Layout l) {
         case Layout::HF: return "hf";
         case Layout::OpenClip: return "open-clip";
         case Layout::HFClip: return "hf-clip";
+        case Layout::HFSiglip: return "hf-siglip";
     }
     return "?";
 }

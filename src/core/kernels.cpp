@@ -139,6 +139,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
         }
         if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rn, cn, width);
         else if (epilogue == Epilogue::BiasQuickGelu) vec.quick_gelu(tile, rn, cn, width);
+        else if (epilogue == Epilogue::BiasGeluTanh) vec.gelu_tanh(tile, rn, cn, width);
     });
 }
 

@@ -56,6 +56,7 @@ enum class Epilogue {
     Bias,          // out = y + b
     BiasGelu,      // out = gelu(y + b), exact erf GELU
     BiasQuickGelu, // out = z * sigmoid(1.702 z), z = y + b (OpenAI CLIP's QuickGELU)
+    BiasGeluTanh,  // out = gelu_tanh(y + b), GELU's tanh approximation (SigLIP)
     ScaledResidual  // out += scale ⊙ (y + b)   (LayerScale and the residual add)
 };
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "attention_pool.hpp"
 #include "kernels.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
@@ -98,6 +99,7 @@ struct Model::Impl {
     Norm norm;                   // config.final_norm
     Norm fc_norm;                // config.fc_norm
     RowMatrix proj;              // [D, E] when config.proj_dim
+    AttentionPool attn_pool;     // config.pool == Pool::Map
 
     mutable std::mutex pos_mutex;
     mutable std::map<std::pair<int, int>, std::shared_ptr<const std::vector<float>>> pos_cache;
@@ -204,6 +206,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     }
     if (c.final_norm) impl->norm = load_norm(ck, "norm", D);
     if (c.fc_norm) impl->fc_norm = load_norm(ck, "fc_norm", D);
+    if (c.pool == Pool::Map) impl->attn_pool = AttentionPool::load(ck, c);
     if (c.proj_dim > 0) {
         const auto w = ck.load("proj", {D, c.proj_dim});
         impl->proj = Eigen::Map<const RowMatrix>(w.data(), D, c.proj_dim);
@@ -508,7 +511,10 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
             linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
             kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
         } else {
-            linear(normed, rows, blk.fc1, hidden, c.mlp == MlpKind::QuickGelu ? Epilogue::BiasQuickGelu : Epilogue::BiasGelu);
+            linear(normed, rows, blk.fc1, hidden,
+                   c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
+                   : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
+                                                : Epilogue::BiasGelu);
         }
         for (const auto& n : edit.register_neurons)
             if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, P + c.registers, K);
@@ -548,6 +554,11 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         std::copy(mean.begin(), mean.end(), f.pooled.begin() + static_cast<std::size_t>(b) * D);
     }
     if (c.fc_norm) kernels::layer_norm(f.pooled.data(), batch, D, fc_norm, c.eps, f.pooled.data());
+    // An attention-pool head reads every final-normed token (test-time registers included).
+    if (c.pool == Pool::Map)
+        for (int b = 0; b < batch; ++b)
+            attn_pool.pool(normed + static_cast<std::size_t>(b) * N * D, N, c.eps, c.mlp,
+                           f.pooled.data() + static_cast<std::size_t>(b) * D);
     if (!P) f.cls = f.pooled;
     if (c.proj_dim > 0) {
         f.embedding_dim = c.proj_dim;

@@ -21,9 +21,11 @@ struct Table {
     float (*normalize_attention)(float* z, std::size_t n, AttentionKind kind, float sink);
     // out = (x − mean) / √(var + eps) · w + b over one row of n.
     void (*layer_norm_row)(const float* x, int n, const float* w, const float* b, float eps, float* out);
-    // In place over rows × cols (row stride ld): exact-erf GELU, and QuickGELU z·σ(1.702 z).
+    // In place over rows × cols (row stride ld): exact-erf GELU, QuickGELU z·σ(1.702 z), and
+    // GELU's tanh approximation.
     void (*gelu)(float* x, int rows, int cols, long ld);
     void (*quick_gelu)(float* x, int rows, int cols, long ld);
+    void (*gelu_tanh)(float* x, int rows, int cols, long ld);
     // out = silu(a) · b over n.
     void (*silu_mul)(const float* a, const float* b, int n, float* out);
     // out[i] = bf16-rounded x[i] (as float), and bf16 pairs (even | odd << 16) of a row of k.

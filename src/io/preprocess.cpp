@@ -47,6 +47,7 @@ ResizeSpec ResizeSpec::for_model(const Config& config) const {
     ResizeSpec r = *this;
     r.eval_crop = config.input_size;
     r.eval_resize = std::max(config.eval_resize(), config.input_size);
+    r.eval_squash = config.eval_squash;
     if (!r.pipeline) r.pipeline = config.pipeline;
     r.filter = config.interpolation;
     return r;
@@ -103,6 +104,13 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
             // CenterCrop rounds half to even (Python round), as nearbyint does; HF's
             // processors floor.
             const int kShort = spec.eval_resize, kCrop = spec.eval_crop;
+            if (spec.eval_squash) {  // SigLIP's processor: both sides to the input, nothing cropped
+                g.resized_width = g.resized_height = g.width = g.height = kCrop;
+                if (kCrop % patch)
+                    throw UsageError("--resize eval squashes to " + std::to_string(kCrop) +
+                                     ", not a multiple of the patch size " + std::to_string(patch));
+                return g;
+            }
             if (sw <= sh) {
                 g.resized_width = kShort;
                 g.resized_height = resized_side(static_cast<long long>(kShort) * sh / sw, name, sw, sh, spec, kShort);

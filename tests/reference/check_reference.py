@@ -25,6 +25,11 @@
   i. the other families (DESIGN §7): QuickGELU by hand, the second forward on every family
      fixture spec, one CLIP tower in the open_clip, hf_clip and timm layouts (configs and text
      towers included) loading to the same facts and outputs, no_embed_class as a zero class row;
+     SigLIP (DESIGN §10): tanh GELU by its formula, the hf_siglip layout's names both ways, the
+     HF SigLIP tower rebuilt from torch.nn modules (Conv2d, LayerNorm, Linear, an explicit
+     softmax attention, MultiheadAttention for the MAP head) from the fixtures' HF tensors against the
+     reference, SiglipVisionModel and SiglipModel folders loading to one config and the same
+     outputs, the layout and config rules (probe, model_type, defaults, refusals);
   h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
      and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
      weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
@@ -166,7 +171,8 @@ def check_design_resampling():
 
 def alt_forward(cfg, w, images):
     """A second forward, written apart from the reference's; the other families' flags too
-    (no class token, no_embed_class, norm_pre, missing biases, QuickGELU, fc_norm, proj)."""
+    (no class token, no_embed_class, norm_pre, missing biases, QuickGELU, tanh GELU, fc_norm,
+    proj, the attention-pool head attn_pool.*)."""
     x = images.double()
     B, _, H, W = x.shape
     p, D, R = cfg.patch, cfg.dim, cfg.registers
@@ -231,6 +237,10 @@ def alt_forward(cfg, w, images):
             u = lin(hn, b + "mlp.fc1")
             g = u / (1 + torch.exp(-1.702 * u))
             m = lin(g, b + "mlp.fc2")
+        elif cfg.mlp == "gelu_tanh":
+            u = lin(hn, b + "mlp.fc1")
+            g = gelu_tanh_formula(u)
+            m = lin(g, b + "mlp.fc2")
         else:
             u = lin(hn, b + "mlp.fc1")
             g = 0.5 * u * (1 + torch.erf(u / math.sqrt(2)))
@@ -256,11 +266,28 @@ def alt_forward(cfg, w, images):
     pooled = xn[:, C + R:].sum(dim=1) / (h0 * w0)
     if "fc_norm.weight" in w:
         pooled = ln(pooled, "fc_norm")
+    if "attn_pool.latent" in w:  # one latent query per head over every token, then its MLP
+        q = lin(w["attn_pool.latent"][0, :1], "attn_pool.q")               # [1, D]
+        kv = lin(xn, "attn_pool.kv")
+        heads = []
+        for h in range(cfg.heads):
+            qh, kh, vh = q[:, h * hd:(h + 1) * hd], kv[..., h * hd:(h + 1) * hd], kv[..., D + h * hd:D + (h + 1) * hd]
+            a = torch.softmax(torch.einsum("qd,bmd->bqm", qh, kh) / math.sqrt(hd), dim=-1)
+            heads.append(torch.einsum("bqm,bmd->bqd", a, vh))
+        o = lin(torch.cat(heads, dim=-1), "attn_pool.proj")[:, 0]
+        u = lin(ln(o, "attn_pool.norm"), "attn_pool.mlp.fc1")
+        pooled = o + lin(gelu_tanh_formula(u) if cfg.mlp == "gelu_tanh" else
+                         0.5 * u * (1 + torch.erf(u / math.sqrt(2))), "attn_pool.mlp.fc2")
     out = {"cls": xn[:, 0] if C else pooled, "registers": xn[:, C:C + R], "patches": xn[:, C + R:],
            "pooled": pooled, "prenorm": x, "trace": trace}
     if "proj" in w:
         out["embedding"] = torch.einsum("bd,de->be", out["cls"], w["proj"])
     return out
+
+
+def gelu_tanh_formula(u):
+    """GELU's tanh approximation, 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))."""
+    return 0.5 * u * (1 + torch.tanh(math.sqrt(2 / math.pi) * (u + 0.044715 * u ** 3)))
 
 
 def forward_difference(a, b):
@@ -422,6 +449,222 @@ def check_families():
     x = torch.randn(1, 3, 32, 64, generator=torch.Generator().manual_seed(4))
     check("no_embed_class forward == zero class row forward",
           max(max_diff(ref.forward(cfg, w, x)[k], ref.forward(row_cfg, with_row, x)[k]) for k in ("cls", "patches")), 0)
+
+
+SIGLIP = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "hf_siglip"}
+
+
+def siglip_folder(spec, tmp):
+    """The fixture folder of an hf_siglip spec: tests/fixtures' when generated, else written
+    into tmp by make_fixtures."""
+    on_disk = os.path.join(FIXTURES, spec.path)
+    if os.path.exists(os.path.join(on_disk, "model.safetensors")):
+        return on_disk
+    saved, fx.OUT = fx.OUT, tmp
+    try:
+        fx.write_family_model(spec)
+    finally:
+        fx.OUT = saved
+    return os.path.join(tmp, spec.path)
+
+
+def siglip_by_modules(folder, images):
+    """HF SigLIP's vision tower rebuilt from torch.nn modules and the folder's HF-named tensors
+    (float64; config.json as transformers reads it, with SiglipVisionConfig's defaults): Conv2d
+    patch embedding, position embeddings interpolated as HF's interpolate_pos_encoding does
+    (bicubic, no antialias; in float32, vitreg's precision for them), per block LayerNorm,
+    q/k/v Linear, softmax(q k^T / sqrt(head_dim)) v, out_proj, fc1, F.gelu(approximate='tanh'),
+    fc2; post_layernorm;
+    the head as nn.MultiheadAttention(batch_first) loaded with in_proj / out_proj, then layernorm
+    and its MLP. -> patches (post_layernormed), pooled (the head's output), prenorm."""
+    stored, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    vision = config["vision_config"] if config["model_type"] == "siglip" else config
+    assert vision.get("hidden_act", "gelu_pytorch_tanh") == "gelu_pytorch_tanh"
+    D, heads, p = vision["hidden_size"], vision["num_attention_heads"], vision["patch_size"]
+    eps, M, hd = vision.get("layer_norm_eps", 1e-6), vision["image_size"] // p, D // heads
+    f64 = torch.float64
+
+    def load(module, prefix):
+        module.load_state_dict({k: stored[f"vision_model.{prefix}.{k}"] for k in module.state_dict()})
+        return module.eval()
+
+    def norm(prefix):
+        return load(torch.nn.LayerNorm(D, eps=eps, dtype=f64), prefix)
+
+    def dense(prefix):
+        out_features, in_features = stored[f"vision_model.{prefix}.weight"].shape
+        return load(torch.nn.Linear(in_features, out_features, dtype=f64), prefix)
+
+    def mlp(t, prefix):
+        return dense(prefix + ".fc2")(F.gelu(dense(prefix + ".fc1")(t), approximate="tanh"))
+
+    with torch.no_grad():
+        conv = load(torch.nn.Conv2d(3, D, p, stride=p, dtype=f64), "embeddings.patch_embedding")
+        x = conv(images.double()).flatten(2).transpose(1, 2)
+        B, N, _ = x.shape
+        h0, w0 = images.shape[-2] // p, images.shape[-1] // p
+        pos = stored["vision_model.embeddings.position_embedding.weight"]
+        if not (N == M * M and images.shape[-2] == images.shape[-1]):  # HF's rule
+            grid = pos.float().reshape(1, M, M, D).permute(0, 3, 1, 2)
+            pos = F.interpolate(grid, size=(h0, w0), mode="bicubic", align_corners=False)
+            pos = pos.permute(0, 2, 3, 1).reshape(N, D).double()
+        x = x + pos
+        for i in range(vision["num_hidden_layers"]):
+            b = f"encoder.layers.{i}"
+            y = norm(b + ".layer_norm1")(x)
+            q, k, v = (dense(f"{b}.self_attn.{n}_proj")(y).reshape(B, N, heads, hd).transpose(1, 2)
+                       for n in "qkv")
+            # explicit softmax attention (this torch, 1.13, has no F.scaled_dot_product_attention)
+            a = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), dim=-1) @ v
+            x = x + dense(b + ".self_attn.out_proj")(a.transpose(1, 2).reshape(B, N, D))
+            x = x + mlp(norm(b + ".layer_norm2")(x), b + ".mlp")
+        prenorm = x
+        x = norm("post_layernorm")(x)
+        head = torch.nn.MultiheadAttention(D, heads, batch_first=True, dtype=f64)
+        load(head, "head.attention")
+        probe = stored["vision_model.head.probe"].expand(B, -1, -1)
+        h = head(probe, x, x, need_weights=False)[0]
+        h = h + mlp(norm("head.layernorm")(h), "head.mlp")
+    return {"patches": x, "pooled": h[:, 0], "prenorm": prenorm}
+
+
+def relative_difference(a, b):
+    return max_diff(a, b) / max(torch.as_tensor(b).abs().max().item(), 1e-300)
+
+
+def check_siglip():
+    """SigLIP (DESIGN §10): tanh GELU by its formula; the hf_siglip layout's names (exactly
+    HF's) and back; the reference against the torch.nn rebuild on both fixture folders at the
+    native and a resampled grid, and on the case inputs on disk; the two folders load to one
+    config with the same weights; the MAP softmax is not degenerate; layout detection by probe
+    and model_type, refusals, and defaults."""
+    cfg = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1, mlp="gelu_tanh")
+    w = {"blocks.0.mlp.fc1.weight": torch.eye(4, dtype=torch.float64),
+         "blocks.0.mlp.fc2.weight": torch.eye(4, dtype=torch.float64)}
+    z = torch.tensor([[-3.0, -0.5, 0.7, 2.5]], dtype=torch.float64)
+    by_hand = [0.5 * t * (1 + math.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))
+               for t in z[0].tolist()]
+    check("tanh GELU = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))",
+          max_diff(ref.mlp(z, w, "blocks.0.mlp", cfg)[1], [by_hand]), 1e-15)
+
+    spec = SIGLIP["hf_siglip"]
+    canonical = fx.family_weights(spec)
+    stored = ref.HFSiglipLayout.to_stored(canonical)
+    v = "vision_model."
+    names = {v + "embeddings.patch_embedding.weight", v + "embeddings.patch_embedding.bias",
+             v + "embeddings.position_embedding.weight", v + "post_layernorm.weight",
+             v + "post_layernorm.bias", v + "head.probe", v + "head.attention.in_proj_weight",
+             v + "head.attention.in_proj_bias"}
+    names |= {f"{v}head.{m}.{k}" for m in ("attention.out_proj", "layernorm", "mlp.fc1", "mlp.fc2")
+              for k in ("weight", "bias")}
+    names |= {f"{v}encoder.layers.{i}.{m}.{k}" for i in range(spec.depth)
+              for m in ("layer_norm1", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                        "self_attn.out_proj", "layer_norm2", "mlp.fc1", "mlp.fc2")
+              for k in ("weight", "bias")}
+    check("hf_siglip: to_stored gives exactly HF SiglipVisionModel's names",
+          len(set(stored) ^ names), 0)
+    D = spec.dim
+    shapes = {"head.probe": (1, 1, D), "head.attention.in_proj_weight": (3 * D, D),
+              "embeddings.position_embedding.weight": (spec.grid ** 2, D)}
+    check("hf_siglip: probe [1,1,D], in_proj [3D,D], position_embedding [M*M,D]",
+          sum(tuple(stored[v + k].shape) != s for k, s in shapes.items()), 0)
+    in_proj = stored[v + "head.attention.in_proj_weight"]
+    check("hf_siglip: in_proj rows = [attn_pool.q; attn_pool.kv (k, v)]",
+          max_diff(in_proj, torch.cat([canonical["attn_pool.q.weight"], canonical["attn_pool.kv.weight"]])), 0)
+    back = ref.HFSiglipLayout.to_canonical(dict(stored, **{
+        "text_model.head.weight": torch.zeros(2, 2), "logit_scale": torch.zeros(1),
+        "logit_bias": torch.zeros(1), "vision_model.embeddings.position_ids": torch.zeros(1, 16)}))
+    same = sorted(back) == sorted(canonical)
+    check("hf_siglip: to_canonical(to_stored(w)) names (text tower, logit_* ignored)", 0 if same else 1, 0)
+    if same:
+        check("hf_siglip: to_canonical(to_stored(w)) values",
+              max(max_diff(back[k], canonical[k]) for k in canonical), 0)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {name: siglip_folder(s, tmp) for name, s in SIGLIP.items()}
+        loaded = {name: ref.load_model(folder) for name, folder in folders.items()}
+        cfg, w = loaded["hf_siglip"]
+        expected = dict(family="siglip", class_token=False, pos_embed_class=False, pre_norm=False,
+                        final_norm=True, fc_norm=False, proj_dim=0, mlp="gelu_tanh", eps=1e-6,
+                        pos_interp="size", pool="map", eval_squash=True, mean=ref.SIGLIP_MEAN,
+                        std=ref.SIGLIP_STD, input_size=32, crop_pct=1.0, heads=3, dim=48, grid=4,
+                        patch=8, depth=2, registers=0, attention="softmax")
+        wrong = [k for k, value in expected.items() if getattr(cfg, k) != value]
+        check(f"hf_siglip: the config SigLIP's files give ({wrong})", len(wrong), 0)
+        full_cfg, full_w = loaded["hf_siglip_full"]
+        check("hf_siglip_full (SiglipModel, no hidden_act / eps, BF16): the same config",
+              0 if full_cfg == cfg else 1, 0)
+        check("hf_siglip_full: the same vision weights",
+              max(max_diff(full_w[k], w[k]) for k in w) if sorted(full_w) == sorted(w) else 1, 0)
+        worst, worst_stored, peak, cases = 0.0, 0.0, 0.0, 0
+        for name, folder in folders.items():
+            cfg, w = loaded[name]
+            for size in ((32, 32), (24, 40), (16, 48)):
+                x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size)))
+                a, b = ref.forward(cfg, w, x), siglip_by_modules(folder, x)
+                worst = max(worst, relative_difference(a["cls"], b["pooled"]),
+                            *(relative_difference(a[k], b[k]) for k in b))
+        check("SigLIP reference == torch.nn modules (pooled, patches, prenorm; 3 grids, 2 folders; "
+              "relative)", worst, 1e-12)
+        for entry in fixture_index("cases.json") or []:
+            if entry["layout"] != "hf_siglip":
+                continue
+            cases += 1
+            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
+            b = siglip_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
+            worst_stored = max(worst_stored, relative_difference(case["cls"], b["pooled"]),
+                               relative_difference(case["pooled"], b["pooled"]),
+                               relative_difference(case["patches"], b["patches"]),
+                               relative_difference(case["prenorm_last"], b["prenorm"]))
+            cfg, w = ref.load_model(os.path.join(FIXTURES, entry["model"]))
+            xn = ref.final_norm(ref.forward(cfg, w, case["input"])["prenorm"], w, cfg)
+            q = ref.linear(w["attn_pool.latent"], w, "attn_pool.q").reshape(cfg.heads, 1, -1)
+            k = ref.linear(xn, w, "attn_pool.kv")[..., :cfg.dim]
+            k = k.reshape(*k.shape[:2], cfg.heads, -1).transpose(1, 2)
+            attn = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(cfg.dim // cfg.heads), dim=-1)
+            peak = max(peak, attn.max().item())
+        if fixture_index("cases.json") is not None:
+            want = sum(len(s.sizes) for s in SIGLIP.values())
+            check(f"cases.json holds the {want} SigLIP cases make_fixtures writes", abs(cases - want), 0)
+            check("SigLIP fixture cases == torch.nn modules (cls = pooled; relative)", worst_stored, 1e-6)
+            check("SigLIP fixture cases: the MAP softmax is not one-hot (largest probability)", peak, 0.9)
+
+        stored, _ = ref.read_safetensors(os.path.join(folders["hf_siglip"], "model.safetensors"))
+        headless = {k: t for k, t in stored.items() if ".head." not in k}
+        check("detect: SigLIP by its probe, by model_type without one, CLIP otherwise",
+              0 if (ref.detect_layout(stored) is ref.HFSiglipLayout
+                    and ref.detect_layout(headless, "siglip_vision_model") is ref.HFSiglipLayout
+                    and ref.detect_layout(headless, "siglip") is ref.HFSiglipLayout
+                    and ref.detect_layout(headless) is ref.HFClipLayout) else 1, 0)
+        with_class = dict(stored, **{"vision_model.embeddings.class_embedding": torch.zeros(48)})
+        try:
+            ref.detect_layout(with_class, "siglip")
+            refused = False
+        except ValueError:
+            refused = True
+        check("detect: a SigLIP model_type with a class_embedding is refused", 0 if refused else 1, 0)
+        headless_cfg = ref.config_from_weights(ref.HFSiglipLayout.to_canonical(headless),
+                                               ref.HFSiglipLayout, {"heads": 3})
+        check("a SigLIP tower without its head pools the mean of the patches",
+              0 if (headless_cfg.pool, headless_cfg.family) == ("avg", "siglip") else 1, 0)
+    hints = ref.hints_from_hf_siglip_config({"model_type": "siglip", "vision_config": {}})
+    check("SiglipModel vision_config defaults (768, 12, 12, patch 16, 224, tanh GELU, 1e-6)",
+          0 if (hints["dim"], hints["heads"], hints["depth"], hints["patch_size"], hints["grid"],
+                hints["act"], hints["layer_norm_eps"]) == (768, 12, 12, 16, 14, "gelu_tanh", 1e-6) else 1, 0)
+    refusals = 0
+    for config, preprocessor in (({"model_type": "siglip_vision_model", "hidden_act": "silu"}, None),
+                                 ({"model_type": "siglip_vision_model"}, {"size": {"height": 32, "width": 48}}),
+                                 ({"model_type": "siglip_vision_model"}, {"do_center_crop": True})):
+        try:
+            ref.hints_from_hf_siglip_config(config, preprocessor)
+        except ValueError:
+            refusals += 1
+    check("SigLIP configs refused: another activation, a non-square size, a center crop", 3 - refusals, 0)
+    plain = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1)
+    check("config_record: pool and eval_squash absent at their defaults",
+          len({"pool", "eval_squash"} & set(ref.config_record(plain))), 0)
 
 
 # --- e. trace invariants and rollout ------------------------------------------------------------
@@ -860,6 +1103,7 @@ def main():
     check_alternative_forward()
     check_layouts()
     check_families()
+    check_siglip()
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()

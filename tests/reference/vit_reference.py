@@ -7,8 +7,8 @@ position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do 
 
 The module has seven parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
-  2. layouts: canonical weights <-> dinov2 / timm_reg / hf / timm / open_clip / hf_clip tensor
-     names, one adapter each,
+  2. layouts: canonical weights <-> dinov2 / timm_reg / hf / timm / open_clip / hf_clip /
+     hf_siglip tensor names, one adapter each,
   3. config resolution (metadata, config.json, open_clip_config.json, preprocessor_config.json,
      shapes, defaults, overrides) and `load_model`,
   4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
@@ -32,7 +32,12 @@ towers) use the same names, some optional, plus a few more:
   (CLIP's conv1, qkv_bias=False), norm_pre.{weight,bias} (timm norm_pre, CLIP ln_pre: a LayerNorm
   after the positions, before the blocks), norm.* absent with fc_norm.{weight,bias} present (timm
   global_pool='avg': pooled = fc_norm(mean of the patch tokens)), proj [D,E] (CLIP: embedding =
-  final-normed CLS @ proj). The MLP activation is cfg.mlp: gelu | quick_gelu | swiglu.
+  final-normed CLS @ proj). The MLP activation is cfg.mlp: gelu | quick_gelu | swiglu | gelu_tanh.
+SigLIP's vision tower (DESIGN §10; HF SiglipVisionModel) adds timm's AttentionPoolLatent names
+for its attention-pool (MAP) head: attn_pool.latent [1,1,D] (HF head.probe), attn_pool.q.{weight
+[D,D], bias} and attn_pool.kv.{weight [2D,D], bias} (HF head.attention.in_proj_* rows [0:D] and
+[D:3D], k then v), attn_pool.proj.* (out_proj), attn_pool.norm.* (head.layernorm),
+attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output.
 
 Needs only python3-torch and python3-numpy.
 """
@@ -354,6 +359,75 @@ class HFClipLayout(_RenamedBlocks):
         return canonical
 
 
+def _merge_qkv(canonical):
+    """blocks.i.attn.{q,k,v}.* (HF's separate projections) -> blocks.i.attn.qkv.* (rows q, k, v)."""
+    for query in [key for key in canonical if ".attn.q." in key]:
+        rows = [canonical.pop(query.replace(".attn.q.", f".attn.{part}.")) for part in "qkv"]
+        canonical[query.replace(".attn.q.", ".attn.qkv.")] = torch.cat(rows, dim=0)
+    return canonical
+
+
+class HFSiglipLayout(_RenamedBlocks):
+    """HF transformers SiglipVisionModel, or the vision tower of a SiglipModel (DESIGN §10):
+    HF CLIP's names without class_embedding and pre_layrnorm; the conv patch embedding has a
+    bias; position_embedding.weight [M*M, D] has no class row; post_layernorm normalizes every
+    token; the attention-pool head vision_model.head.* becomes timm's AttentionPoolLatent names:
+    probe [1,1,D] = attn_pool.latent, attention.in_proj_{weight,bias} rows [0:D] = attn_pool.q,
+    rows [D:3D] (k, then v) = attn_pool.kv, attention.out_proj = attn_pool.proj, layernorm =
+    attn_pool.norm, mlp.{fc1,fc2} = attn_pool.mlp.{fc1,fc2}. Everything outside vision_model.
+    (text_model.*, logit_scale, logit_bias) is ignored."""
+    name = "hf_siglip"
+    TOP = [("pos_embed", "vision_model.embeddings.position_embedding.weight"),
+           ("patch_embed.proj.", "vision_model.embeddings.patch_embedding."),
+           ("norm.", "vision_model.post_layernorm."),
+           ("attn_pool.latent", "vision_model.head.probe"),
+           ("attn_pool.proj.", "vision_model.head.attention.out_proj."),
+           ("attn_pool.norm.", "vision_model.head.layernorm."),
+           ("attn_pool.mlp.fc1.", "vision_model.head.mlp.fc1."),
+           ("attn_pool.mlp.fc2.", "vision_model.head.mlp.fc2.")]
+    BLOCK = HFClipLayout.BLOCK
+    BLOCKS = HFClipLayout.BLOCKS
+    IN_PROJ = "vision_model.head.attention.in_proj_"  # + weight | bias
+
+    @classmethod
+    def to_stored(cls, canonical):
+        stored = {}
+        for key, value in canonical.items():
+            if ".attn.qkv." in key:
+                for part, rows in zip("qkv", value.chunk(3, dim=0)):
+                    stored[cls.rename(key.replace(".qkv.", f".{part}."), True)] = rows
+            elif key.startswith(("attn_pool.q.", "attn_pool.kv.")):
+                continue  # below: one in_proj
+            elif key == "pos_embed":
+                stored[cls.rename(key, True)] = value[0]
+            else:
+                stored[cls.rename(key, True)] = value
+        for kind in ("weight", "bias"):
+            if f"attn_pool.q.{kind}" in canonical:
+                stored[cls.IN_PROJ + kind] = torch.cat([canonical[f"attn_pool.q.{kind}"],
+                                                        canonical[f"attn_pool.kv.{kind}"]], dim=0)
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored):
+        canonical = {}
+        for key, value in stored.items():
+            if not key.startswith("vision_model.") or key == "vision_model.embeddings.position_ids":
+                continue  # the text tower, logit_scale / logit_bias; a buffer
+            if key.startswith(cls.IN_PROJ):
+                kind = key[len(cls.IN_PROJ):]
+                assert kind in ("weight", "bias") and value.shape[0] % 3 == 0, (key, tuple(value.shape))
+                dim = value.shape[0] // 3
+                canonical[f"attn_pool.q.{kind}"] = value[:dim]
+                canonical[f"attn_pool.kv.{kind}"] = value[dim:]
+                continue
+            name = cls.rename(key, False)
+            if name == "pos_embed":
+                value = value.reshape(1, *value.shape[-2:])
+            canonical[name] = value
+        return _merge_qkv(canonical)
+
+
 def _swap(key, pairs, to_stored):
     """Translate `key` by the first pair whose side matches: a name ending in '.' as a prefix,
     any other exactly."""
@@ -365,13 +439,23 @@ def _swap(key, pairs, to_stored):
 
 
 LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout, TimmLayout,
-                                              OpenClipLayout, HFClipLayout)}
+                                              OpenClipLayout, HFClipLayout, HFSiglipLayout)}
+SIGLIP_MODEL_TYPES = ("siglip", "siglip_vision_model")  # SiglipModel, SiglipVisionModel
 
 
-def detect_layout(names):
+def detect_layout(names, model_type=None):
+    """The layout of a checkpoint from its tensor names (and, for HF's vision_model.* towers,
+    config.json's model_type): HF SigLIP has no class_embedding, and the attention-pool probe
+    or a SigLIP model_type; HF CLIP the rest."""
     if "embeddings.cls_token" in names:
         return HFLayout
     if "vision_model.embeddings.patch_embedding.weight" in names:
+        has_class = "vision_model.embeddings.class_embedding" in names
+        if model_type in SIGLIP_MODEL_TYPES and has_class:
+            raise ValueError(f"config.json: model_type '{model_type}' but the tensors have a "
+                             "class_embedding (SigLIP has none)")
+        if not has_class and ("vision_model.head.probe" in names or model_type in SIGLIP_MODEL_TYPES):
+            return HFSiglipLayout
         return HFClipLayout
     if "visual.conv1.weight" in names:
         return OpenClipLayout
@@ -391,8 +475,10 @@ POS_INTERP_MODES = ("offset", "antialias", "size")
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (DESIGN §7)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-FAMILIES = ("dinov2", "timm", "clip")
-ACTIVATIONS = ("gelu", "quick_gelu", "swiglu")
+SIGLIP_MEAN = SIGLIP_STD = (0.5, 0.5, 0.5)  # SiglipImageProcessor's defaults
+FAMILIES = ("dinov2", "timm", "clip", "siglip")
+ACTIVATIONS = ("gelu", "quick_gelu", "swiglu", "gelu_tanh")
+POOLS = ("avg", "map")
 
 
 @dataclass(frozen=True)
@@ -407,8 +493,9 @@ class Config:
     pos_interp: str = "offset"  # offset | antialias | size
     eps: float = 1e-6
     mlp: str = "gelu"           # the activation: gelu | quick_gelu (x * sigmoid(1.702 x)) | swiglu
+                                # | gelu_tanh (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))
     # DESIGN §7's family-neutral facts (timm VisionTransformer's flags); defaults: DINOv2's.
-    family: str = "dinov2"      # dinov2 | timm | clip: where the architecture comes from
+    family: str = "dinov2"      # dinov2 | timm | clip | siglip: where the architecture comes from
     class_token: bool = True    # tokens start with a class token
     pos_embed_class: bool = True  # pos_embed has the class token's row (False: no_embed_class)
     pre_norm: bool = False      # norm_pre / ln_pre after the positions, before the blocks
@@ -419,18 +506,23 @@ class Config:
     std: tuple = IMAGENET_STD   # (short side floor(input_size / crop_pct), center crop input_size)
     input_size: int = 224
     crop_pct: float = 0.875
+    pool: str = "avg"           # pooled: avg (mean of the patch tokens, then fc_norm) | map (the
+                                # attention-pool head attn_pool.* on every final-normed token)
+    eval_squash: bool = False   # eval transform: resize to input_size x input_size, no crop
+                                # (SigLIP; crop_pct then 1); False: short side, center crop
 
     def __post_init__(self):
         assert self.attention in ATTENTION_KINDS, self.attention
         assert self.pos_interp in POS_INTERP_MODES, self.pos_interp
         assert self.mlp in ACTIVATIONS, self.mlp
         assert self.family in FAMILIES, self.family
+        assert self.pool in POOLS, self.pool
         assert self.dim % self.heads == 0, (self.dim, self.heads)
 
 
 # The fields a fixture index records only where they differ from DINOv2's defaults.
 FAMILY_FIELDS = ("family", "class_token", "pos_embed_class", "pre_norm", "final_norm", "fc_norm",
-                 "proj_dim", "mean", "std", "input_size", "crop_pct")
+                 "proj_dim", "mean", "std", "input_size", "crop_pct", "pool", "eval_squash")
 
 
 def config_record(cfg):
@@ -448,10 +540,11 @@ def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", t
     """DESIGN §2 / §7: dinov2 without registers -> offset; dinov2 register models and timm ->
     antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias; CLIP: OpenCLIP's
     resize_pos_embed antialiases (antialias), HF CLIP's interpolate_pos_encoding does not (size),
-    timm's CLIP towers are timm (antialias)."""
+    timm's CLIP towers are timm (antialias); HF SigLIP's interpolate_pos_encoding does not
+    antialias either (size)."""
     if layout is HFLayout:
         return "antialias" if hf_model_type == "dinov2_with_registers" else "size"
-    if layout is HFClipLayout:
+    if layout in (HFClipLayout, HFSiglipLayout):
         return "size"
     if layout is OpenClipLayout or family != "dinov2" or timm_hub:
         return "antialias"
@@ -463,7 +556,10 @@ def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", t
 def infer_family(canonical, layout):
     """The family where no config names it: CLIP layouts are CLIP; timm's vit_*_clip_* have
     norm_pre and a patch embedding without bias; a timm-only feature (norm_pre, fc_norm, no class
-    token, no class position, no qkv / patch bias, no final norm) says timm; else DINOv2."""
+    token, no class position, no qkv / patch bias, no final norm) says timm; else DINOv2. HF
+    SigLIP's layout is SigLIP."""
+    if layout is HFSiglipLayout:
+        return "siglip"
     if layout in (OpenClipLayout, HFClipLayout):
         return "clip"
     if layout in (HFLayout, TimmRegLayout):
@@ -510,7 +606,7 @@ def config_from_weights(canonical, layout, hints):
     proj_dim = canonical["proj"].shape[1] if "proj" in canonical else 0
     if "proj_dim" in hints and proj_dim:
         assert int(hints["proj_dim"]) == proj_dim, "projection_dim disagrees with the projection"
-    clip = family == "clip"
+    clip, siglip = family == "clip", family == "siglip"
     native = grid * patch
     if "blocks.0.mlp.w12.weight" in canonical:
         act = "swiglu"
@@ -536,11 +632,23 @@ def config_from_weights(canonical, layout, hints):
         final_norm="norm.weight" in canonical,
         fc_norm="fc_norm.weight" in canonical,
         proj_dim=proj_dim,
-        mean=tuple(float(v) for v in hints.get("mean", CLIP_MEAN if clip else IMAGENET_MEAN)),
-        std=tuple(float(v) for v in hints.get("std", CLIP_STD if clip else IMAGENET_STD)),
-        input_size=int(hints.get("input_size", native if clip else 224)),
-        crop_pct=float(hints.get("crop_pct", 1.0 if clip else 0.875)),
+        mean=tuple(float(v) for v in hints.get(
+            "mean", CLIP_MEAN if clip else SIGLIP_MEAN if siglip else IMAGENET_MEAN)),
+        std=tuple(float(v) for v in hints.get(
+            "std", CLIP_STD if clip else SIGLIP_STD if siglip else IMAGENET_STD)),
+        input_size=int(hints.get("input_size", native if clip or siglip else 224)),
+        crop_pct=float(hints.get("crop_pct", 1.0 if clip or siglip else 0.875)),
+        pool="map" if "attn_pool.latent" in canonical else "avg",
+        eval_squash=_flag(hints.get("eval_squash", siglip)),
     )
+
+
+def _flag(value):
+    """A boolean hint: a bool, or a metadata string (true / 1 / false / 0)."""
+    if isinstance(value, str):
+        assert value.lower() in ("true", "1", "false", "0"), value
+        return value.lower() in ("true", "1")
+    return bool(value)
 
 
 def hints_from_hf_config(cfg):
@@ -575,6 +683,47 @@ def hints_from_hf_clip_config(cfg, preprocessor=None):
         short = preprocessor["size"]
         short = short["shortest_edge"] if isinstance(short, dict) else short
         hints["input_size"], hints["crop_pct"] = crop, crop / short
+    return hints
+
+
+# HF hidden_act names of the activations the reference computes (transformers' ACT2FN):
+# gelu_pytorch_tanh (SigLIP's) and gelu_new are the tanh approximation, gelu the exact erf.
+SIGLIP_ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh", "gelu": "gelu",
+                      "quick_gelu": "quick_gelu"}
+
+
+def hints_from_hf_siglip_config(cfg, preprocessor=None):
+    """HF SiglipVisionModel's config.json (model_type siglip_vision_model: the top level) or
+    SiglipModel's (siglip: its vision_config), with the defaults of transformers'
+    SiglipVisionConfig for absent keys (hidden_size 768, 12 heads and layers, patch 16, image
+    224, hidden_act gelu_pytorch_tanh, layer_norm_eps 1e-6); preprocessor_config.json
+    (SiglipImageProcessor): image_mean / image_std (default 0.5 each), size {height, width} (the
+    squash resize; square only; default the native image_size). An activation the reference does
+    not compute, a non-square size or a center crop is refused (ValueError)."""
+    vision = cfg.get("vision_config", {}) if cfg.get("model_type") == "siglip" else cfg
+    patch = vision.get("patch_size", 16)
+    act = vision.get("hidden_act", "gelu_pytorch_tanh")
+    if act not in SIGLIP_ACTIVATIONS:
+        raise ValueError(f"config.json: hidden_act '{act}' is not one the reference computes")
+    hints = {"family": "siglip", "heads": vision.get("num_attention_heads", 12),
+             "patch_size": patch, "dim": vision.get("hidden_size", 768),
+             "depth": vision.get("num_hidden_layers", 12),
+             "grid": vision.get("image_size", 224) // patch,
+             "layer_norm_eps": vision.get("layer_norm_eps", 1e-6),
+             "act": SIGLIP_ACTIVATIONS[act], "model_type": cfg.get("model_type"),
+             "eval_squash": True}
+    if preprocessor:
+        if preprocessor.get("do_center_crop"):
+            raise ValueError("preprocessor_config.json: a center crop is not SigLIP's eval transform")
+        for key, name in (("image_mean", "mean"), ("image_std", "std")):
+            if key in preprocessor:
+                hints[name] = preprocessor[key]
+        size = preprocessor.get("size")
+        if size is not None:
+            height, width = (size["height"], size["width"]) if isinstance(size, dict) else (size, size)
+            if height != width:
+                raise ValueError(f"preprocessor_config.json: size {height}x{width} is not square")
+            hints["input_size"] = height
     return hints
 
 
@@ -631,17 +780,24 @@ def _read_json(path):
 def load_model(path, attention_override="", pos_interp_override=""):
     """Load a checkpoint in any layout: a .safetensors file (dinov2, timm_reg, timm, open_clip;
     vitreg metadata optional) or a directory holding model.safetensors and its configs (HF
-    config.json; HF CLIP's also preprocessor_config.json; OpenCLIP's open_clip_config.json; an
-    HF-hub timm repo's config.json with `architecture` / `pretrained_cfg`).
+    config.json; HF CLIP's and SigLIP's also preprocessor_config.json; OpenCLIP's
+    open_clip_config.json; an HF-hub timm repo's config.json with `architecture` /
+    `pretrained_cfg`).
     Returns (Config, canonical float64 weights)."""
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     stored, metadata = read_safetensors(os.path.join(path, "model.safetensors")
                                         if os.path.isdir(path) else path)
-    layout = detect_layout(stored)
     config_json = os.path.join(folder, "config.json")
+    model_type = (_read_json(config_json).get("model_type")
+                  if os.path.isdir(path) and os.path.exists(config_json) else None)
+    layout = detect_layout(stored, model_type)
     hints = {}
     if layout is HFLayout:
         hints = hints_from_hf_config(_read_json(config_json))
+    elif layout is HFSiglipLayout:
+        preprocessor = os.path.join(folder, "preprocessor_config.json")
+        hints = hints_from_hf_siglip_config(_read_json(config_json) if os.path.exists(config_json) else {},
+                                            _read_json(preprocessor) if os.path.exists(preprocessor) else None)
     elif layout is HFClipLayout:
         preprocessor = os.path.join(folder, "preprocessor_config.json")
         hints = hints_from_hf_clip_config(_read_json(config_json),
@@ -833,7 +989,8 @@ def attention(x, w, prefix, cfg, evict=None):
 
 
 def mlp(x, w, prefix, cfg, edit=None):
-    """Returns (output [B,N,D], hidden activation [B,N,H]: after GELU, or silu(x1) * x2).
+    """Returns (output [B,N,D], hidden activation [B,N,H]: after the activation (GELU, QuickGELU,
+    tanh GELU), or silu(x1) * x2).
     `edit` (callable or None) replaces the hidden activation before the second linear; the
     returned hidden is the edited one."""
     if cfg.mlp == "swiglu":
@@ -842,12 +999,39 @@ def mlp(x, w, prefix, cfg, edit=None):
     elif cfg.mlp == "quick_gelu":  # OpenAI CLIP's QuickGELU: x * sigmoid(1.702 x)
         z = linear(x, w, prefix + ".fc1")
         hidden = z * torch.sigmoid(1.702 * z)
+    elif cfg.mlp == "gelu_tanh":  # SigLIP's gelu_pytorch_tanh
+        hidden = F.gelu(linear(x, w, prefix + ".fc1"), approximate="tanh")
     else:
         hidden = F.gelu(linear(x, w, prefix + ".fc1"))  # exact erf GELU
     if edit is not None:
         hidden = edit(hidden)
     second = ".w3" if cfg.mlp == "swiglu" else ".fc2"
     return linear(hidden, w, prefix + second), hidden
+
+
+def attention_pool(x, w, cfg, prefix="attn_pool"):
+    """The attention-pool (MAP) head on the final-normed tokens x [B,N,D] -> [B,D]: HF SigLIP's
+    SiglipMultiheadAttentionPoolingHead, timm's AttentionPoolLatent. Queries from the learned
+    latent [1,Q,D] (`q`), keys and values from every token (`kv`: rows [0:D] k, [D:2D] v),
+    cfg.heads heads, logits scaled by head_dim^-0.5, a plain softmax (the blocks' attention kind
+    does not apply here); o = proj(attention output); h = o + mlp(norm(o)) (cfg.mlp, cfg.eps);
+    the result is h[:, 0], the first latent's row."""
+    B, N, D = x.shape
+    hd = D // cfg.heads
+    latent = w[prefix + ".latent"].reshape(1, -1, D).expand(B, -1, -1)         # [B,Q,D]
+    Q = latent.shape[1]
+    q = linear(latent, w, prefix + ".q").reshape(B, Q, cfg.heads, hd).transpose(1, 2)
+    k, v = linear(x, w, prefix + ".kv").split(D, dim=-1)
+    k, v = (t.reshape(B, N, cfg.heads, hd).transpose(1, 2) for t in (k, v))     # [B,h,N,hd]
+    if _numerics.precision == "fp32":
+        logits = (q @ k.transpose(-2, -1)) * hd ** -0.5                          # [B,h,Q,N]
+    else:
+        logits = bf16(q) @ bf16(k * hd ** -0.5).transpose(-2, -1)
+    p = attention_with_abstention(logits, "softmax")[0]
+    pv = p @ v if _numerics.precision == "fp32" else bf16(p) @ bf16(v)
+    o = linear(pv.transpose(1, 2).reshape(B, Q, D), w, prefix + ".proj")
+    h = o + mlp(layer_norm(o, w, prefix + ".norm", cfg.eps), w, prefix + ".mlp", cfg)[0]
+    return h[:, 0]
 
 
 def embed(images, w, cfg, ttr=0):
@@ -968,9 +1152,11 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
     """DINOv2 forward_features in float64, with the family flags of cfg (timm, CLIP).
     images [B,3,H,W] -> dict with cls [B,D], registers [B,R+K,D] (trained, then test-time),
     patches [B,h0*w0,D] (row-major grid), pooled [B,D] (the mean of the patches, then fc_norm
-    when cfg.fc_norm), embedding [B,E] (cls @ proj; only when cfg.proj_dim) and prenorm [B,N,D].
-    All are the final-normed tokens (`norm`, identity without one). Without a class token the
-    tokens are [registers, patches] and `cls` is the pooled feature.
+    when cfg.fc_norm; with cfg.pool == "map" the attention-pool head's output over every
+    final-normed token, see `attention_pool`), embedding [B,E] (cls @ proj; only when
+    cfg.proj_dim) and prenorm [B,N,D]. All are the final-normed tokens (`norm`, identity without
+    one). Without a class token the tokens are [registers, patches] and `cls` is the pooled
+    feature (SigLIP: the MAP head's output).
 
     With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
     axis B and then one entry per block (L = depth), tokens N = 1 + R + K + h0*w0 in token order
@@ -1021,9 +1207,12 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
                            **block_output_statistics(x)})
     xn = final_norm(x, w, cfg)
     patches = xn[:, P + R + K:]
-    pooled = patches.mean(dim=1)
-    if cfg.fc_norm:
-        pooled = layer_norm(pooled, w, "fc_norm", cfg.eps)
+    if cfg.pool == "map":
+        pooled = attention_pool(xn, w, cfg)
+    else:
+        pooled = patches.mean(dim=1)
+        if cfg.fc_norm:
+            pooled = layer_norm(pooled, w, "fc_norm", cfg.eps)
     out = {"cls": xn[:, 0] if cfg.class_token else pooled, "registers": xn[:, P:P + R + K],
            "patches": patches, "pooled": pooled, "prenorm": x}
     if cfg.proj_dim:
