@@ -56,6 +56,10 @@ extern "C" void on_progress(j_common_ptr cinfo) {
     std::longjmp(f.jump, 1);
 }
 
+ImageError truncated(const std::string& name) {
+    return ImageError(name + ": truncated JPEG (the data ends before the image does)");
+}
+
 struct Decompressor {
     jpeg_decompress_struct cinfo;
     Decompressor() { std::memset(&cinfo, 0, sizeof cinfo); }  // so that destroying an uncreated one is safe
@@ -89,7 +93,7 @@ Image decode_jpeg(const std::uint8_t* data, std::size_t size, const std::string&
     f.manager.emit_message = on_message;
     f.progress.progress_monitor = on_progress;
     if (setjmp(f.jump)) {
-        if (f.truncated) throw ImageError(name + ": truncated JPEG (the data ends before the image does)");
+        if (f.truncated) throw truncated(name);
         throw ImageError(name + ": corrupt JPEG (" + std::string(f.message) + ")");
     }
     jpeg_create_decompress(&cinfo);
@@ -131,7 +135,7 @@ Image decode_jpeg(const std::uint8_t* data, std::size_t size, const std::string&
         std::uint8_t* out = image.rgb.data() + static_cast<std::size_t>(cinfo.output_scanline) * w * 3;
         JSAMPROW target = channels == 3 ? out : row.data();
         if (jpeg_read_scanlines(&cinfo, &target, 1) != 1)  // only a suspending source returns none; memory never does
-            throw ImageError(name + ": truncated JPEG (the data ends before the image does)");
+            throw truncated(name);
         if (channels == 1) {
             for (int x = 0; x < w; ++x) out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = row[x];
         } else if (channels == 4) {
