@@ -29,5 +29,7 @@ void bind_model(py::module_& m);
 void bind_jobs(py::module_& m);
 // vitreg.read_image.
 void bind_images(py::module_& m);
+// vitreg.explore and vitreg.ExplorePage.
+void bind_explore(py::module_& m);
 
 }  // namespace vitreg::python

@@ -12,6 +12,7 @@ PYBIND11_MODULE(vitreg, m) {
     out = m.forward(x[None])                                # cls, pooled, registers, patch
     tr = m.trace(x[None], attention_layers="all", queries=["cls"], norms=True)
     vitreg.extract(m, ["images/"], "out/", patch_tokens=True)
+    vitreg.explore([m, "vitreg-untrained-s14-d192-reg4@softmax1"], "cat.jpg")   # the explorer page; inline in Jupyter
 
 Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, UsageError under it).)";
     m.attr("__version__") = VITREG_VERSION;
@@ -19,4 +20,5 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_model(m);
     vitreg::python::bind_jobs(m);
     vitreg::python::bind_images(m);
+    vitreg::python::bind_explore(m);
 }

@@ -8,6 +8,7 @@
 
 #include "test_support.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/query_attention.hpp"
 #include "vitreg/rollout.hpp"
@@ -171,24 +172,54 @@ TEST_CASE("token names resolve to indices and refuse what is not there") {
     CHECK_THROWS_AS(TokenRef::parse("query"), UsageError);
 }
 
-TEST_CASE("any query's rows recomputed from recorded q and k equal the forward's") {
+TEST_CASE("any query's rows recomputed from recorded q and k equal the forward's: as trained, bf16, evicted") {
     for (const auto& c : traces()) {
-        INFO("trace " << c["name"].get<std::string>());
-        const Model m = Model::load(fixture(c["model"].get<std::string>()));
-        Probe p = everything(m.config().depth);
-        p.qkv_layers = {0, m.config().depth - 1};
-        const Traced r = run_fixture(c, &p);
-        const Trace& t = r.trace;
-        for (int slot = 0; slot < 2; ++slot) {
-            const int layer = t.qkv_layers[slot];
-            for (int q : {0, t.tokens / 2, t.tokens - 1}) {
-                const QueryAttention a = query_attention(t, slot, 0, q, m.config().attention, m.sink_logits(layer));
-                for (int h = 0; h < t.heads; ++h) {
-                    const float* want = t.attention_row(layer, 0, h, q);
-                    const std::vector<float> got(a.rows.begin() + h * t.tokens, a.rows.begin() + (h + 1) * t.tokens);
-                    CHECK(relative_error(got, std::vector<float>(want, want + t.tokens)) < 1e-5);
-                    CHECK(a.abstention[h] == Approx(t.abstention_of(layer, 0, h)[q]).margin(1e-6));
+        const Model trained = Model::load(fixture(c["model"].get<std::string>()));
+        PrecisionOptions bf16;
+        bf16.precision = Precision::Bf16;
+        Intervention evict;
+        evict.evict = Eviction::parse("sink,patch:0,1");
+        const std::pair<const char*, Model> variants[] = {
+            {"trained", trained},
+            {"bf16", Model::load(fixture(c["model"].get<std::string>()), {}, bf16)},
+            {"evict=sink,patch:0,1", trained.with(evict)}};
+        for (const auto& [name, m] : variants) {
+            INFO("trace " << c["name"].get<std::string>() << ", " << name);
+            Probe p = everything(m.config().depth);
+            p.qkv_layers = resolve_layers("all", m.config().depth);
+            Traced r{m, std::make_unique<SafetensorsFile>(fixture(c["file"].get<std::string>())), {}, {}};
+            const auto input = tensor(*r.file, "input");
+            r.features = m.forward(input.data(), 1, c["height"].get<int>(), c["width"].get<int>(), p, r.trace);
+            const Trace& t = r.trace;
+            CHECK(t.evicted.empty() == !m.intervention().evict.any());
+            std::vector<std::vector<float>> fused(t.layers);
+            for (int layer = 0; layer < t.layers; ++layer) {
+                for (int q : {0, t.tokens / 2, t.tokens - 1}) {
+                    const QueryAttention a = query_attention(m, t, layer, 0, q);
+                    for (int h = 0; h < t.heads; ++h) {
+                        const float* want = t.attention_row(layer, 0, h, q);
+                        const std::vector<float> got(a.rows.begin() + h * t.tokens, a.rows.begin() + (h + 1) * t.tokens);
+                        CHECK(relative_error(got, std::vector<float>(want, want + t.tokens)) < 1e-5);
+                        CHECK(a.abstention[h] == Approx(t.abstention_of(layer, 0, h)[q]).margin(1e-6));
+                    }
                 }
+                // Every query at once, heads fused by their mean.
+                fused[layer] = mean_attention(m, t, layer, 0);
+                std::vector<float> want;
+                for (int q = 0; q < t.tokens; ++q) {
+                    const auto f = fuse_heads(t.query_rows(layer, 0, q).data(), t.heads, t.tokens, HeadFusion::Mean);
+                    want.insert(want.end(), f.begin(), f.end());
+                }
+                CHECK(relative_error(fused[layer], want) < 1e-5);
+            }
+            // Rollout rows of some queries equal those rows of the whole rollout.
+            const std::vector<int> queries{t.tokens - 1, 0, t.tokens / 2};
+            const auto rows = rollout_rows(fused, t.tokens, queries);
+            const auto whole = rollout(t, 0, HeadFusion::Mean);
+            for (std::size_t i = 0; i < queries.size(); ++i) {
+                const auto* w = whole.data() + static_cast<std::size_t>(queries[i]) * t.tokens;
+                CHECK(relative_error(std::vector<float>(rows.begin() + i * t.tokens, rows.begin() + (i + 1) * t.tokens),
+                                     std::vector<float>(w, w + t.tokens)) < 1e-5);
             }
         }
     }

@@ -21,29 +21,6 @@ namespace vitreg::cli {
 
 namespace {
 
-struct Configuration {
-    std::string label;
-    Model model;
-};
-
-// "MODEL[@KIND][@PRECISION][@evict=LIST][@ttr=K:NEURONS]" (ModelSpec).
-Configuration load_configuration(const std::string& text) {
-    const ModelSpec spec = ModelSpec::parse(text);
-    ModelArgs args;
-    args.model = spec.model;
-    if (spec.attention) args.attention = to_string(*spec.attention);
-    if (spec.precision) {
-        args.precision = to_string(spec.precision->precision);
-        args.act_quant = to_string(spec.precision->act_quant);
-        args.scales = spec.precision->scales;
-    }
-    Configuration c{"", load_model(args)};
-    if (spec.intervention) c.model = c.model.with(*spec.intervention);
-    c.label = spec.label();
-    if (c.model.config().retrofit()) c.label += " (retrofit)";
-    return c;
-}
-
 // The output-layer statistics of one image under one configuration: a row of stats.csv.
 std::vector<std::pair<std::string, std::string>> summary_row(const std::string& image, const Configuration& cfg,
                                                              const Inspection& in, const ImageStats& s) {

@@ -8,6 +8,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
+#include "vitreg/model_spec.hpp"
 
 namespace vitreg::cli {
 
@@ -181,6 +182,23 @@ Model load_model(const ModelArgs& args) {
     if (!edit.empty()) m = m.with(edit);
     for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";
     return m;
+}
+
+Configuration load_configuration(const std::string& text) {
+    const ModelSpec spec = ModelSpec::parse(text);
+    ModelArgs args;
+    args.model = spec.model;
+    if (spec.attention) args.attention = to_string(*spec.attention);
+    if (spec.precision) {
+        args.precision = to_string(spec.precision->precision);
+        args.act_quant = to_string(spec.precision->act_quant);
+        args.scales = spec.precision->scales;
+    }
+    Configuration c{"", load_model(args)};
+    if (spec.intervention) c.model = c.model.with(*spec.intervention);
+    c.label = spec.label();
+    if (c.model.config().retrofit()) c.label += " (retrofit)";
+    return c;
 }
 
 }  // namespace vitreg::cli

@@ -97,6 +97,13 @@ private:
 
 // Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelArgs& args);
+// One configuration of the commands that show several side by side (compare, explore, serve):
+// "MODEL[@KIND][@PRECISION][@evict=LIST][@ttr=K:NEURONS]" (ModelSpec), loaded, and its label.
+struct Configuration {
+    std::string label;
+    Model model;
+};
+Configuration load_configuration(const std::string& text);
 // What the arguments change in the checkpoint's configuration (--attention, --pos-interp, --key, limits).
 ConfigOverrides overrides_of(const ModelArgs& args);
 // The precision the arguments ask for (Model::load refuses contradictions).
@@ -117,5 +124,7 @@ void register_calibrate_sink(CLI::App& app, Command& run);
 void register_find_register_neurons(CLI::App& app, Command& run);
 void register_study(CLI::App& app, Command& run);
 void register_convert(CLI::App& app, Command& run);
+void register_explore(CLI::App& app, Command& run);
+void register_serve(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

@@ -39,19 +39,29 @@ public:
     const Trace& trace() const { return trace_; }
     const ImageStats& stats() const { return stats_; }
     const cv::Mat& image() const { return image_; }  // the model input, BGR, scaled for display
-    // Attention of `query` in `layer`, all heads; computed from q/k on first use, then cached.
-    const QueryAttention& rows(int layer, int query) const;
+    const cv::Mat& input() const { return input_; }  // the model input, BGR, as the model saw it
+    // Attention of `query` in `layer`, all heads; computed from q/k on first use, then cached
+    // (the cache is emptied when it outgrows kRowCacheBytes: a long session stays bounded, and
+    // so the rows are returned by value). Not thread-safe: one caller at a time.
+    QueryAttention rows(int layer, int query) const;
     // Rollout (mean of heads) over all layers, [tokens, tokens]; computed on first use.
     const std::vector<double>& rollout() const;
+    // Rollout rows of these queries, [queries, tokens] (no N×N product formed).
+    std::vector<float> rollout_rows(const std::vector<int>& queries) const;
+
+    static constexpr std::size_t kRowCacheBytes = std::size_t(256) << 20;
 
 private:
     const Model* model_;
     std::string label_;
     Trace trace_;
     ImageStats stats_;
-    cv::Mat image_;
+    cv::Mat image_, input_;
     mutable std::map<std::pair<int, int>, QueryAttention> rows_;
+    mutable std::size_t row_bytes_ = 0;
+    mutable std::vector<std::vector<float>> fused_;  // per layer: every query's rows, mean of heads
     mutable std::vector<double> rollout_;
+    const std::vector<std::vector<float>>& fused() const;
 };
 
 // The window picture: the main map over the image (left), per-head or per-layer small

@@ -91,5 +91,8 @@ Pixels preprocess(const Image& image, const ResizeSpec& spec, const Config& conf
 // decode_image + preprocess for a model: the one way every command turns a file into pixels.
 Pixels load_pixels(const std::string& path, const ResizeSpec& spec, const Config& config, const ImageLimits& limits,
                    Geometry* geometry = nullptr);
+// The same for a file's bytes already in memory (an upload); `name` is what errors call it.
+Pixels load_pixels(const std::uint8_t* data, std::size_t size, const std::string& name, const ResizeSpec& spec,
+                   const Config& config, const ImageLimits& limits);
 
 }  // namespace vitreg

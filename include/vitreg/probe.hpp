@@ -3,6 +3,7 @@
 // Recording nothing costs nothing, and attention rows are copied only for the queries asked
 // for: no N×N matrix exists unless every query is requested.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ struct Trace {
     std::vector<float> blocks;      // [block_layers, batch, tokens, dim]
     std::vector<int> qkv_layers;
     std::vector<float> qkv;         // [qkv_layers, batch, tokens, 3 * dim]
+    std::vector<std::uint8_t> evicted;  // [layers, batch, heads, tokens] keys an eviction removed (kept with q/k, so rows can be recomputed)
     std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
     std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
 

@@ -21,5 +21,8 @@ std::vector<float> fuse_heads(const float* rows, int heads, int n, HeadFusion fu
 std::vector<double> rollout(const Trace& trace, int b, HeadFusion fusion, float discard = 0.0f);
 // The same on explicit per-layer fused matrices [layers][N*N] (for tests and other callers).
 std::vector<double> rollout(const std::vector<std::vector<float>>& fused, int n, float discard);
+// Rows `queries` of the same rollout (discard 0), e_q·Â_{L-1}⋯Â_0, without forming the N×N
+// product: [queries, N] row-major, in float (what a viewer shows).
+std::vector<float> rollout_rows(const std::vector<std::vector<float>>& fused, int n, const std::vector<int>& queries);
 
 }  // namespace vitreg

@@ -1,5 +1,6 @@
 #include "vitreg/rollout.hpp"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <numeric>
 
@@ -73,6 +74,25 @@ std::vector<double> rollout(const std::vector<std::vector<float>>& fused, int n,
         result.swap(next);
     }
     return result;
+}
+
+std::vector<float> rollout_rows(const std::vector<std::vector<float>>& fused, int n, const std::vector<int>& queries) {
+    using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    RowMajor rows = RowMajor::Zero(static_cast<Eigen::Index>(queries.size()), n), next, a;
+    for (std::size_t i = 0; i < queries.size(); ++i) {
+        if (queries[i] < 0 || queries[i] >= n) throw UsageError("rollout_rows: query out of range");
+        rows(static_cast<Eigen::Index>(i), queries[i]) = 1.0f;
+    }
+    // The product's last factor is the first layer, so a row vector meets the layers from the top.
+    for (auto f = fused.rbegin(); f != fused.rend(); ++f) {
+        if (f->size() != static_cast<std::size_t>(n) * n) throw UsageError("rollout_rows: a fused matrix is not N×N");
+        a = Eigen::Map<const RowMajor>(f->data(), n, n);
+        a.diagonal().array() += 1.0f;
+        a.array().colwise() /= a.rowwise().sum().array();
+        next.noalias() = rows * a;
+        rows.swap(next);
+    }
+    return std::vector<float>(rows.data(), rows.data() + rows.size());
 }
 
 std::vector<double> rollout(const Trace& t, int b, HeadFusion fusion, float discard) {

@@ -404,6 +404,7 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
         }
         f = impl_->run(pixels, batch, height, width, intervention_, evicted.empty() ? nullptr : evicted.data(), &probe,
                        &trace);
+        if (!trace.qkv_layers.empty()) trace.evicted = std::move(evicted);
     };
     if (options.in_current_arena) run();
     else impl_->arena(options.threads > 0 ? options.threads : tbb::info::default_concurrency()).execute(run);

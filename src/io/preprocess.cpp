@@ -311,4 +311,11 @@ Pixels load_pixels(const std::string& path, const ResizeSpec& spec, const Config
     return preprocess(image, s, config.patch, config.mean, config.std, path, geometry);
 }
 
+Pixels load_pixels(const std::uint8_t* data, std::size_t size, const std::string& name, const ResizeSpec& spec,
+                   const Config& config, const ImageLimits& limits) {
+    const ResizeSpec s = spec.for_model(config);
+    const Image image = decode_image_memory(data, size, name, decode_options(s, config.patch, limits, name));
+    return preprocess(image, s, config.patch, config.mean, config.std, name);
+}
+
 }  // namespace vitreg

@@ -66,31 +66,36 @@ Exploration::Exploration(const Model& model, std::string label, const Pixels& pi
     p.qkv_layers = resolve_layers("all", depth);
     model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, p, trace_, ForwardOptions{threads});
     stats_ = image_stats(trace_, 0);
-    image_ = fit(input_image(pixels, model.config().mean, model.config().std), kMainSide);
+    input_ = input_image(pixels, model.config().mean, model.config().std);
+    image_ = fit(input_, kMainSide);
 }
 
-const QueryAttention& Exploration::rows(int layer, int query) const {
+QueryAttention Exploration::rows(int layer, int query) const {
     auto it = rows_.find({layer, query});
     if (it != rows_.end()) return it->second;
-    return rows_.emplace(std::make_pair(layer, query),
-                         query_attention(trace_, layer, 0, query, model_->config().attention, model_->sink_logits(layer)))
-        .first->second;
+    QueryAttention a = query_attention(*model_, trace_, layer, 0, query);
+    const std::size_t bytes = (a.rows.size() + a.abstention.size()) * sizeof(float);
+    if (row_bytes_ + bytes > kRowCacheBytes) {
+        rows_.clear();
+        row_bytes_ = 0;
+    }
+    row_bytes_ += bytes;
+    return rows_.emplace(std::make_pair(layer, query), std::move(a)).first->second;
+}
+
+const std::vector<std::vector<float>>& Exploration::fused() const {
+    if (fused_.empty())
+        for (int l = 0; l < trace_.layers; ++l) fused_.push_back(mean_attention(*model_, trace_, l, 0));
+    return fused_;
 }
 
 const std::vector<double>& Exploration::rollout() const {
-    if (!rollout_.empty()) return rollout_;
-    const int n = trace_.tokens;
-    std::vector<std::vector<float>> fused(trace_.layers);
-    for (int l = 0; l < trace_.layers; ++l) {
-        fused[l].resize(static_cast<std::size_t>(n) * n);
-        for (int q = 0; q < n; ++q) {
-            const QueryAttention a = query_attention(trace_, l, 0, q, model_->config().attention, model_->sink_logits(l));
-            const auto f = fuse_heads(a.rows.data(), trace_.heads, n, HeadFusion::Mean);
-            std::copy(f.begin(), f.end(), fused[l].begin() + static_cast<std::ptrdiff_t>(q) * n);
-        }
-    }
-    rollout_ = vitreg::rollout(fused, n, 0.0f);
+    if (rollout_.empty()) rollout_ = vitreg::rollout(fused(), trace_.tokens, 0.0f);
     return rollout_;
+}
+
+std::vector<float> Exploration::rollout_rows(const std::vector<int>& queries) const {
+    return vitreg::rollout_rows(fused(), trace_.tokens, queries);
 }
 
 std::string describe(const Exploration& e, const ViewState& s) {

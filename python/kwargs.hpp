@@ -1,0 +1,75 @@
+#pragma once
+// What the module's calls share for their keyword options: taking them one by one (a left-over
+// one is a mistake), paths as str or os.PathLike, image inputs, and the pixel options
+// (resize=, pipeline=, resample=, decode=, exif_transpose=) as on the command line.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "vitreg/error.hpp"
+#include "vitreg/inputs.hpp"
+#include "vitreg/preprocess.hpp"
+
+namespace vitreg::python {
+
+namespace py = pybind11;
+
+// Keyword options of one job call, taken one by one; what is left over is a mistake.
+class Options {
+public:
+    Options(std::string job, const py::kwargs& kwargs) : job_(std::move(job)), left_(kwargs) {}
+
+    template <class T>
+    T take(const char* key, T fallback) {
+        if (!left_.contains(key)) return fallback;
+        const py::object value = left_[key];
+        PyDict_DelItemString(left_.ptr(), key);
+        try {
+            return value.cast<T>();
+        } catch (const py::cast_error&) {
+            throw UsageError(job_ + ": option " + key + "=" + std::string(py::repr(value)) + " has the wrong type");
+        }
+    }
+
+    void finish() const {
+        if (left_.empty()) return;
+        std::string names;
+        for (const auto& kv : left_) names += (names.empty() ? "" : ", ") + std::string(py::str(kv.first));
+        throw UsageError(job_ + ": unknown option(s) " + names);
+    }
+
+private:
+    std::string job_;
+    py::dict left_;
+};
+
+inline std::string path_of(const py::object& path) { return py::str(py::module_::import("os").attr("fspath")(path)); }
+
+inline std::vector<std::string> input_list(const py::object& inputs) {
+    std::vector<std::string> args;
+    if (py::isinstance<py::str>(inputs) || py::hasattr(inputs, "__fspath__")) {
+        args.push_back(path_of(inputs));
+    } else {
+        for (const auto& item : inputs) args.push_back(path_of(py::reinterpret_borrow<py::object>(item)));
+    }
+    auto expanded = expand_inputs(args);
+    if (expanded.empty()) throw UsageError("no input images found");
+    return expanded;
+}
+
+// resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.
+inline ResizeSpec take_pixel_spec(Options& o) {
+    ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+    const auto pipeline = o.take<std::string>("pipeline", "");
+    if (!pipeline.empty()) r.pipeline = parse_pixel_pipeline(pipeline);
+    r.resampler = parse_resampler(o.take<std::string>("resample", "pil"));
+    const auto decode = o.take<std::string>("decode", "exact");
+    if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
+    r.draft = decode == "draft";
+    r.exif_transpose = o.take<bool>("exif_transpose", false);
+    return r;
+}
+
+}  // namespace vitreg::python
