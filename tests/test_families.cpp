@@ -346,7 +346,15 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
         j["model_type"] = "dinov3_vit";
         j["architectures"] = {"DINOv3ViTModel"};
     });
-    CHECK_THROWS_WITH(Checkpoint(dinov3), Catch::Contains("model_type 'dinov3_vit' is not a model vitreg runs"));
+    CHECK_THROWS_WITH(Checkpoint(dinov3),
+                      Catch::Contains("model_type 'dinov3_vit' does not match the tensors beside it (hf names)"));
+    // DINOv2 as DINOv3: DINOv3's tensors with a DINOv2 config.
+    const std::string dinov2 = folder_with("dinov2", "models/hf_dinov3", "config.json", [](json& j) {
+        j["model_type"] = "dinov2";
+        j["architectures"] = {"Dinov2Model"};
+    });
+    CHECK_THROWS_WITH(Checkpoint(dinov2),
+                      Catch::Contains("model_type 'dinov2' does not match the tensors beside it (hf-dinov3 names)"));
     // A config naming the other family than its tensors.
     const std::string crossed = folder_with("crossed", "models/hf_dinov2", "config.json", [](json& j) { j["model_type"] = "clip"; });
     CHECK_THROWS_WITH(Checkpoint(crossed), Catch::Contains("model_type 'clip' does not match the tensors beside it (hf names)"));
@@ -363,6 +371,6 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
     CHECK_THROWS_WITH(Checkpoint(timm_tower), Catch::Contains("the vision tower is timm's 'vit_so400m_patch14_siglip_384'"));
     // What vitreg runs still loads.
     for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip, "models/hf_siglip",
-                           "models/hf_siglip_full"})
+                           "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated"})
         CHECK_NOTHROW(Checkpoint(fixture(ok)));
 }

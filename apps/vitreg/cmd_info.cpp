@@ -25,9 +25,10 @@ void register_info(CLI::App& app, Command& run) {
             row("patch", std::to_string(c.patch));
             row("registers", std::to_string(c.registers));
             row("mlp", to_string(c.mlp) + " (hidden " + std::to_string(c.mlp_hidden) + ")");
-            row("class token", !c.class_token ? "no (cls.npy holds the pooled feature)"
-                               : c.pos_embed_class ? "yes, with a position"
-                                                   : "yes, without a position (no_embed_class)");
+            row("class token", !c.class_token                         ? "no (cls.npy holds the pooled feature)"
+                               : c.positions != Positions::Learned ? "yes, without a position (rotary positions)"
+                               : c.pos_embed_class                 ? "yes, with a position"
+                                                                   : "yes, without a position (no_embed_class)");
             row("pre_norm", c.pre_norm ? "yes" : "no");
             row("biases", std::string("patch ") + (c.patch_bias ? "yes" : "no") + ", qkv " + (c.qkv_bias ? "yes" : "no"));
             row("final norm", c.final_norm ? "yes" : "no (identity)");
@@ -38,7 +39,14 @@ void register_info(CLI::App& app, Command& run) {
             row("projection", c.proj_dim > 0 ? std::to_string(c.dim) + " -> " + std::to_string(c.proj_dim) + " (extract --project)"
                                              : std::string("none"));
             row("attention", to_string(c.attention) + (c.retrofit() ? " (retrofit; trained with " + to_string(c.trained_attention) + ")" : ""));
-            row("pos_interp", to_string(c.pos_interp));
+            if (c.positions == Positions::Learned) {
+                row("pos_interp", to_string(c.pos_interp));
+            } else {
+                std::ostringstream theta;
+                theta << c.rope_theta;
+                row("positions", to_string(c.positions) + " (theta " + theta.str() +
+                                     ", q and k of the patches; any grid, nothing resampled)");
+            }
             row("layer_scale", c.layer_scale ? "yes" : "no");
             std::ostringstream eps;
             eps << c.eps;

@@ -22,9 +22,11 @@ public:
     const std::string& path() const { return file_->path(); }
     const TensorFile& file() const { return *file_; }
 
+    // A bias stored in parts counts as present when any part is: the others are zero.
     bool has(const std::string& canonical) const;
     // The tensor(s) stored under a canonical name: one view, or several to be concatenated
-    // along dim 0 (HF keeps query/key/value apart). Throws CheckpointError when missing.
+    // along dim 0 (HF keeps query/key/value apart; a null view is a bias part left out, zero).
+    // Throws CheckpointError when missing.
     std::vector<const TensorView*> parts(const std::string& canonical) const;
     // The tensor as float32 after checking its shape (concatenating parts; leading 1s may be
     // missing on disk, and a projection stored [E, D] is transposed to the canonical [D, E]).

@@ -36,7 +36,7 @@ enum class MlpKind {
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
 // never branches on it; it reads the flags below (DESIGN.md §7).
-enum class Family { Dinov2, Timm, Clip, Siglip };
+enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3 };
 
 // What the model's own head reads (timm's global_pool).
 enum class Pool {
@@ -62,6 +62,13 @@ enum class Layout {
     OpenClip, // OpenAI / OpenCLIP `visual.*` (+ open_clip_config.json)
     HFClip,   // HF transformers CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`
     HFSiglip, // HF transformers SiglipVisionModel / SiglipModel `vision_model.*` (no class token, a MAP head)
+    HFDinov3, // HF transformers DINOv3ViTModel: q/k/v/o projections, no position embedding (rotary positions)
+};
+// Where the tokens' positions come from.
+enum class Positions {
+    Learned,    // a learned embedding added before the blocks, resampled to the grid (pos_interp)
+    RopeAxial,  // DINOv3: q and k of the patches rotated by their centre's y and x in [-1, 1]
+                // (each axis over its own count: any grid, nothing resampled); prefix tokens unrotated
 };
 
 std::string to_string(AttentionKind k);
@@ -71,6 +78,7 @@ std::string to_string(Layout l);
 std::string to_string(Family f);
 std::string to_string(Pool p);
 std::string to_string(PixelPipeline p);
+std::string to_string(Positions p);
 // Parse user-facing names; throw UsageError listing the accepted ones.
 AttentionKind parse_attention_kind(const std::string& s);
 PosInterp parse_pos_interp(const std::string& s);
@@ -84,7 +92,7 @@ struct Config {
     int head_dim = 0;
     int patch = 0;
     int registers = 0;
-    int grid = 0;  // native position-embedding grid side M (pos_embed covers M×M patches)
+    int grid = 0;  // native position-embedding grid side M (pos_embed covers M×M patches; RoPE: the native input's)
     int mlp_hidden = 0;
     MlpKind mlp = MlpKind::Gelu;  // the activation: gelu | quick_gelu | swiglu
     AttentionKind attention = AttentionKind::Softmax;          // what the forward runs
@@ -92,6 +100,8 @@ struct Config {
     bool has_sinks = false;
     bool layer_scale = true;
     PosInterp pos_interp = PosInterp::Offset;
+    Positions positions = Positions::Learned;
+    float rope_theta = 100.0f;  // RopeAxial: the frequencies' base θ (inv_freq = θ^(−4j/head_dim))
     float eps = 1e-6f;
     // The family-neutral facts of DESIGN.md §7 (timm's VisionTransformer flags). The defaults are
     // DINOv2's, so a dinov2 checkpoint sets none of them.

@@ -46,7 +46,9 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (c.patch_bias) copy("patch_embed.proj.bias", {D});
     if (c.class_token) copy("cls_token", {1, 1, D});
     if (c.registers) copy("register_tokens", {1, c.registers, D});
-    if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
+    if (c.positions != Positions::Learned) {
+        // rotary positions: no pos_embed (the metadata says which)
+    } else if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
         auto grid = ck.load("pos_embed", {1, M * M, D});
         grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
         put("pos_embed", {1, 1 + M * M, D}, std::move(grid));
@@ -109,6 +111,10 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
     if (c.mlp == MlpKind::QuickGelu || c.mlp == MlpKind::GeluTanh) meta["act"] = to_string(c.mlp);
     if (c.eval_squash) meta["eval_squash"] = "1";
+    if (c.positions != Positions::Learned) {
+        meta["positions"] = to_string(c.positions);
+        meta["rope_theta"] = number(c.rope_theta, 9);
+    }
     if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
         meta["input_size"] = std::to_string(c.input_size);
         meta["crop_pct"] = number(c.crop_pct, 17);

@@ -45,11 +45,14 @@ struct LayoutMatch {
 
 std::optional<LayoutMatch> detect_layout(const TensorFile& f) {
     const std::string hf_marker = "embeddings.patch_embeddings.projection.weight";
+    const std::string hf_dinov3_marker = "embeddings.patch_embeddings.weight";  // DINOv3: a conv without `.projection`
     const std::string hf_clip_marker = "vision_model.embeddings.patch_embedding.weight";
     const std::string open_clip_marker = "visual.conv1.weight";
     const std::string dino_marker = "patch_embed.proj.weight";
     for (const auto& name : f.names()) {
         if (ends_with(name, hf_marker)) return LayoutMatch{Layout::HF, name.substr(0, name.size() - hf_marker.size())};
+        if (ends_with(name, hf_dinov3_marker))
+            return LayoutMatch{Layout::HFDinov3, name.substr(0, name.size() - hf_dinov3_marker.size())};
     }
     // CLIP: HF names start at `vision_model.` (the projection sits beside it); OpenCLIP's at `visual.`.
     for (const auto& name : f.names()) {
@@ -158,32 +161,52 @@ const NamePairs kHfSiglipTop = {
 const NamePairs kHfClipBlock = {
     {"norm1.", "layer_norm1."},         {"norm2.", "layer_norm2."}, {"attn.proj.", "self_attn.out_proj."},
     {"mlp.fc1.", "mlp.fc1."},           {"mlp.fc2.", "mlp.fc2."},
+    {"attn.qkv.", "self_attn.q_proj.|self_attn.k_proj.|self_attn.v_proj."},
+};
+// DINOv3 (HF DINOv3ViTModel): no position embedding; the gated MLP's gate and up make SwiGLU's w12.
+const NamePairs kHfDinov3Top = {
+    {"cls_token", "embeddings.cls_token"},
+    {"register_tokens", "embeddings.register_tokens"},
+    {"mask_token", "embeddings.mask_token"},
+    {"patch_embed.proj.", "embeddings.patch_embeddings."},
+    {"norm.", "norm."},
+};
+const NamePairs kHfDinov3Block = {
+    {"norm1.", "norm1."},
+    {"norm2.", "norm2."},
+    {"attn.qkv.", "attention.q_proj.|attention.k_proj.|attention.v_proj."},
+    {"attn.proj.", "attention.o_proj."},
+    {"ls1.gamma", "layer_scale1.lambda1"},
+    {"ls2.gamma", "layer_scale2.lambda1"},
+    {"mlp.fc1.", "mlp.up_proj."},
+    {"mlp.fc2.", "mlp.down_proj."},
+    {"mlp.w12.", "mlp.gate_proj.|mlp.up_proj."},
+    {"mlp.w3.", "mlp.down_proj."},
 };
 
 // One translation table per level: `blocks.i.` maps to `block_prefix` + i + ".". A top-level
-// entry matches its name exactly, or as a prefix when it ends in '.'. Unknown names pass
-// through unchanged (and then are missing).
+// entry matches its name exactly, or as a prefix when it ends in '.'. A target "a.|b.|c." names
+// parts stored apart and joined along dim 0 (HF's q, k and v). Unknown names pass through
+// unchanged (and then are missing).
 std::vector<std::string> table_names(const std::string& canonical, const NamePairs& top, const std::string& block_prefix,
-                                     const NamePairs& block, bool split_qkv) {
-    const auto swap = [](const std::string& name, const NamePairs& pairs) -> std::optional<std::string> {
+                                     const NamePairs& block) {
+    const auto swap = [](const std::string& name, const NamePairs& pairs) -> std::optional<std::vector<std::string>> {
         for (const auto& [from, to] : pairs) {
-            if (from.back() == '.' ? starts_with(name, from) : name == from) return to + name.substr(from.size());
+            if (from.back() == '.' ? !starts_with(name, from) : name != from) continue;
+            std::vector<std::string> out;
+            for (const auto& part : split(to, '|')) out.push_back(part + name.substr(from.size()));
+            return out;
         }
         return std::nullopt;
     };
     if (starts_with(canonical, "blocks.")) {
         const auto dot = canonical.find('.', 7);
         const std::string layer = block_prefix + canonical.substr(7, dot - 7) + ".";
-        const std::string rest = canonical.substr(dot + 1);
-        if (split_qkv && starts_with(rest, "attn.qkv.")) {
-            const std::string leaf = rest.substr(9);
-            return {layer + "self_attn.q_proj." + leaf, layer + "self_attn.k_proj." + leaf, layer + "self_attn.v_proj." + leaf};
-        }
-        if (auto n = swap(rest, block)) return {layer + *n};
-        return {layer + rest};
+        auto names = swap(canonical.substr(dot + 1), block).value_or(std::vector<std::string>{canonical.substr(dot + 1)});
+        for (auto& n : names) n = layer + n;
+        return names;
     }
-    if (auto n = swap(canonical, top)) return {*n};
-    return {canonical};
+    return swap(canonical, top).value_or(std::vector<std::string>{canonical});
 }
 
 // Shape without its leading 1s: OpenCLIP stores class_embedding [D] where dinov2 has [1, 1, D].
@@ -358,14 +381,15 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
         case Layout::TimmReg: names = {canonical == "register_tokens" ? "reg_token" : canonical}; break;
         case Layout::HF: names = hf_names(canonical); break;
         case Layout::OpenClip:
-            names = table_names(canonical, kOpenClipTop, "transformer.resblocks.", kOpenClipBlock, false);
+            names = table_names(canonical, kOpenClipTop, "transformer.resblocks.", kOpenClipBlock);
             break;
         case Layout::HFClip:
-            names = table_names(canonical, kHfClipTop, "vision_model.encoder.layers.", kHfClipBlock, true);
+            names = table_names(canonical, kHfClipTop, "vision_model.encoder.layers.", kHfClipBlock);
             break;
         case Layout::HFSiglip:
-            names = table_names(canonical, kHfSiglipTop, "vision_model.encoder.layers.", kHfClipBlock, true);
+            names = table_names(canonical, kHfSiglipTop, "vision_model.encoder.layers.", kHfClipBlock);
             break;
+        case Layout::HFDinov3: names = table_names(canonical, kHfDinov3Top, "layer.", kHfDinov3Block); break;
     }
     if (canonical == "proj" && !proj_source_.empty()) names = {proj_source_};
     for (auto& n : names) n = prefix_ + n;
@@ -375,15 +399,26 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
 // Stored [E, D] where the canonical `proj` is [D, E]: HF's visual_projection.weight, timm's head.
 bool Checkpoint::proj_transposed() const { return config_.layout == Layout::HFClip || !proj_source_.empty(); }
 
+// A bias stored in parts (HF's q, k and v) may leave a part out: that part is zero (DINOv3's k
+// has no bias, nor has EVA-02's).
+namespace {
+bool part_may_be_absent(const std::string& canonical, std::size_t parts) {
+    return parts > 1 && canonical.size() > 5 && canonical.compare(canonical.size() - 5, 5, ".bias") == 0;
+}
+}  // namespace
+
 bool Checkpoint::has(const std::string& canonical) const {
-    for (const auto& n : source_names(canonical))
-        if (!file_->has(n)) return false;
-    return true;
+    const auto names = source_names(canonical);
+    std::size_t present = 0;
+    for (const auto& n : names) present += file_->has(n) ? 1 : 0;
+    return present == names.size() || (present > 0 && part_may_be_absent(canonical, names.size()));
 }
 
 std::vector<const TensorView*> Checkpoint::parts(const std::string& canonical) const {
+    const auto names = source_names(canonical);
+    const bool optional = part_may_be_absent(canonical, names.size()) && has(canonical);
     std::vector<const TensorView*> out;
-    for (const auto& n : source_names(canonical)) out.push_back(&file_->get(n));
+    for (const auto& n : names) out.push_back(optional && !file_->has(n) ? nullptr : &file_->get(n));
     return out;
 }
 
@@ -396,6 +431,10 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
     std::vector<float> out;
     out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
     for (const auto* v : views) {
+        if (!v) {  // a bias part the checkpoint leaves out
+            out.insert(out.end(), static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)), 0.0f);
+            continue;
+        }
         if (v->shape != part_shape && squeezed(v->shape) != squeezed(part_shape))
             throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
                                   ", expected " + shape_text(part_shape));
@@ -418,7 +457,7 @@ namespace {
 // What the configs beside the weights may name (DESIGN.md §7, §10): anything else is refused by
 // its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
 const char* const kRuns =
-    "vitreg runs HF model_type dinov2, dinov2_with_registers, clip, clip_vision_model, siglip and "
+    "vitreg runs HF model_type dinov2, dinov2_with_registers, dinov3_vit, clip, clip_vision_model, siglip and "
     "siglip_vision_model; timm's vit_*, "
     "deit_* and deit3_* architectures; open_clip's own ViT towers";
 
@@ -427,6 +466,7 @@ std::optional<Layout> hf_model_type_layout(const std::string& t) {
     if (t == "dinov2" || t == "dinov2_with_registers") return Layout::HF;
     if (t == "clip" || t == "clip_vision_model") return Layout::HFClip;
     if (t == "siglip" || t == "siglip_vision_model") return Layout::HFSiglip;
+    if (t == "dinov3_vit") return Layout::HFDinov3;
     return std::nullopt;
 }
 
@@ -439,6 +479,7 @@ std::optional<Layout> hf_architecture_layout(const std::string& a) {
         if (a == k) return Layout::HFClip;
     for (const char* k : {"SiglipModel", "SiglipVisionModel"})
         if (a == k) return Layout::HFSiglip;
+    if (a == "DINOv3ViTModel") return Layout::HFDinov3;
     return std::nullopt;
 }
 
@@ -462,7 +503,8 @@ void refuse_unknown_model(const std::string& dir, const std::optional<Layout>& l
         // HF-named tensors must be the family the config names (a vitreg-converted file beside
         // its HF config.json carries its own metadata and is not held to it).
         const bool hf_names =
-            layout && (*layout == Layout::HF || *layout == Layout::HFClip || *layout == Layout::HFSiglip);
+            layout && (*layout == Layout::HF || *layout == Layout::HFClip || *layout == Layout::HFSiglip ||
+                       *layout == Layout::HFDinov3);
         const auto check = [&](const std::string& what, const std::string& name, const std::optional<Layout>& want) {
             if (!want) throw ConfigError(cfg_file + ": " + what + " '" + name + "' is not a model vitreg runs (" + kRuns + ")");
             if (hf_names && *layout != *want)
@@ -499,7 +541,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                          overrides.limits.max_json_depth);
     if (!match)
         throw CheckpointError(fpath + ": not a ViT checkpoint vitreg knows (no 'patch_embed.proj.weight', "
-                                      "'embeddings.patch_embeddings.projection.weight', "
+                                      "'embeddings.patch_embeddings.projection.weight', 'embeddings.patch_embeddings.weight', "
                                       "'vision_model.embeddings.patch_embedding.weight' nor 'visual.conv1.weight')");
     Config c;
     c.layout = match->layout;
@@ -508,6 +550,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     const bool clip_layout = c.layout == Layout::OpenClip || c.layout == Layout::HFClip;
     const bool hf_tower = c.layout == Layout::HFClip || c.layout == Layout::HFSiglip;  // `vision_model.` of a two-tower model
     const bool timm_names = c.layout == Layout::Dinov2 || c.layout == Layout::TimmReg;
+    const bool dinov3 = c.layout == Layout::HFDinov3;
 
     // Hyper-parameters beside the weights: HF's config.json (for HF CLIP its vision_config),
     // OpenCLIP's open_clip_config.json, an HF-hub timm repo's config.json (architecture,
@@ -516,7 +559,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     nlohmann::json top, open_clip, timm, preprocessor;
     const std::string open_clip_file = dir + "/open_clip_config.json", preprocessor_file = dir + "/preprocessor_config.json";
     const int depth_limit = overrides.limits.max_json_depth;
-    if (c.layout == Layout::HF || hf_tower) {
+    if (c.layout == Layout::HF || hf_tower || dinov3) {
         if (!is_file(h.cfg_file))
             throw ConfigError(fpath + ": HF layout needs a sibling config.json (looked for " + h.cfg_file + ")");
         h.cfg = read_config_json(h.cfg_file, depth_limit);
@@ -526,8 +569,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                 if (!top["vision_config"].is_object()) throw ConfigError(h.cfg_file + ": 'vision_config' is not an object");
                 h.cfg = top["vision_config"];
             }
-            if (is_file(preprocessor_file)) preprocessor = read_config_json(preprocessor_file, depth_limit);
         }
+        if ((hf_tower || dinov3) && is_file(preprocessor_file)) preprocessor = read_config_json(preprocessor_file, depth_limit);
     } else if (c.layout == Layout::OpenClip) {
         if (is_file(open_clip_file)) open_clip = read_config_json(open_clip_file, depth_limit);
     } else if (is_file(h.cfg_file)) {
@@ -570,31 +613,55 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.registers = static_cast<int>(r.shape[1]);
     }
 
-    // pos_embed covers the patches, plus a class-token row unless the checkpoint is timm's
-    // no_embed_class (its row count says which; the class token and registers then get none).
-    const auto& pos = *parts("pos_embed").front();
-    const auto pos_shape = squeezed(pos.shape);
-    if (pos.shape.size() < 2 || pos.shape.size() > 3 || pos_shape.size() != 2 || pos_shape[1] != c.dim)
-        throw CheckpointError(fpath + ": tensor '" + pos.name + "' has shape " + pos.shape_string() + ", expected [1, " +
-                              (c.layout == Layout::TimmReg ? "M*M" : "1+M*M") + ", " + std::to_string(c.dim) + "]");
-    const std::int64_t rows = pos_shape[0];
-    if (c.class_token && square_side(rows - 1)) {
-        c.grid = square_side(rows - 1);
-    } else if (square_side(rows)) {
-        c.grid = square_side(rows);
+    // Positions: rotary for DINOv3 (or a converted file's metadata), else a learned pos_embed.
+    if (dinov3) {
+        c.positions = Positions::RopeAxial;
+    } else if (auto v = h.str("positions")) {
+        if (*v != "learned" && *v != "rope-axial")
+            throw ConfigError(fpath + ": metadata positions='" + *v + "' (expected learned or rope-axial)");
+        c.positions = *v == "rope-axial" ? Positions::RopeAxial : Positions::Learned;
+    }
+    if (c.positions == Positions::RopeAxial) {
+        if (has("pos_embed")) throw CheckpointError(fpath + ": rotary positions and a learned pos_embed: one or the other");
         c.pos_embed_class = false;
+        const long image = dinov3 ? h.cfg_int("image_size").value_or(224) : h.meta_int("input_size").value_or(224);
+        c.grid = static_cast<int>(std::max<long>(1, image / c.patch));  // the native input's grid (nothing is resampled)
+        if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
+        else if (auto t2 = h.cfg_float("rope_theta")) c.rope_theta = static_cast<float>(*t2);
+        if (!(c.rope_theta > 1)) throw ConfigError(fpath + ": rope_theta must be above 1");
     } else {
-        throw CheckpointError(fpath + ": tensor '" + pos.name + "' holds " + std::to_string(rows) +
-                              " positions, not a square grid of patches (M*M" +
-                              (c.class_token ? std::string(", or 1+M*M with the class token's") : std::string()) + ")");
+        // pos_embed covers the patches, plus a class-token row unless the checkpoint is timm's
+        // no_embed_class (its row count says which; the class token and registers then get none).
+        const auto& pos = *parts("pos_embed").front();
+        const auto pos_shape = squeezed(pos.shape);
+        if (pos.shape.size() < 2 || pos.shape.size() > 3 || pos_shape.size() != 2 || pos_shape[1] != c.dim)
+            throw CheckpointError(fpath + ": tensor '" + pos.name + "' has shape " + pos.shape_string() + ", expected [1, " +
+                                  (c.layout == Layout::TimmReg ? "M*M" : "1+M*M") + ", " + std::to_string(c.dim) + "]");
+        const std::int64_t rows = pos_shape[0];
+        if (c.class_token && square_side(rows - 1)) {
+            c.grid = square_side(rows - 1);
+        } else if (square_side(rows)) {
+            c.grid = square_side(rows);
+            c.pos_embed_class = false;
+        } else {
+            throw CheckpointError(fpath + ": tensor '" + pos.name + "' holds " + std::to_string(rows) +
+                                  " positions, not a square grid of patches (M*M" +
+                                  (c.class_token ? std::string(", or 1+M*M with the class token's") : std::string()) + ")");
+        }
     }
 
     if (has("blocks.0.mlp.w12.weight")) {
         c.mlp = MlpKind::SwiGlu;
-        const auto& w = *parts("blocks.0.mlp.w12.weight").front();
-        if (w.shape.size() != 2 || w.shape[0] % 2 != 0)
-            throw CheckpointError(fpath + ": tensor '" + w.name + "' has shape " + w.shape_string() + ", expected [2H, D]");
-        c.mlp_hidden = static_cast<int>(w.shape[0] / 2);
+        std::int64_t rows = 0;  // [2H, D], or its halves stored apart (DINOv3's gate and up)
+        for (const auto* w : parts("blocks.0.mlp.w12.weight")) {
+            if (w->shape.size() != 2)
+                throw CheckpointError(fpath + ": tensor '" + w->name + "' has shape " + w->shape_string() + ", expected 2 dimensions");
+            rows += w->shape[0];
+        }
+        if (rows % 2 != 0)
+            throw CheckpointError(fpath + ": tensor '" + parts("blocks.0.mlp.w12.weight").front()->name + "' has " +
+                                  std::to_string(rows) + " rows, expected an even 2H");
+        c.mlp_hidden = static_cast<int>(rows / 2);
     } else {
         const auto& w = *parts("blocks.0.mlp.fc1.weight").front();
         if (w.shape.size() != 2)
@@ -615,7 +682,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         else if (*f == "timm") c.family = Family::Timm;
         else if (*f == "clip") c.family = Family::Clip;
         else if (*f == "siglip") c.family = Family::Siglip;
-        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, timm, clip or siglip)");
+        else if (*f == "dinov3") c.family = Family::Dinov3;
+        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, dinov3, timm, clip or siglip)");
+    } else if (dinov3) {
+        c.family = Family::Dinov3;
     } else if (c.layout == Layout::HFSiglip) {
         c.family = Family::Siglip;
     } else if (clip_layout) {
@@ -702,6 +772,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (c.heads <= 0 || c.dim % c.heads != 0)
         throw ConfigError(fpath + ": " + std::to_string(c.heads) + " heads do not divide the width " + std::to_string(c.dim));
     c.head_dim = c.dim / c.heads;
+    if (c.positions == Positions::RopeAxial && c.head_dim % 4)
+        throw ConfigError(fpath + ": axial RoPE needs a head width divisible by 4, not " + std::to_string(c.head_dim));
 
     // Whatever metadata or config.json states must agree with the tensors.
     if (auto v = h.meta_int("patch_size")) agree(fpath, "metadata patch_size", *v, c.patch);
@@ -710,8 +782,9 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (auto v = h.cfg_int("num_hidden_layers")) agree(h.cfg_file, "num_hidden_layers", *v, c.depth);
     if (auto v = h.cfg_int("patch_size")) agree(h.cfg_file, "patch_size", *v, c.patch);
     if (auto v = h.cfg_int("num_register_tokens")) agree(h.cfg_file, "num_register_tokens", *v, c.registers);
-    if (h.cfg.is_object() && h.cfg.contains("use_swiglu_ffn") && h.cfg["use_swiglu_ffn"].is_boolean())
-        agree(h.cfg_file, "use_swiglu_ffn", h.cfg["use_swiglu_ffn"].get<bool>(), c.mlp == MlpKind::SwiGlu);
+    for (const char* gated : {"use_swiglu_ffn", "use_gated_mlp"})
+        if (h.cfg.is_object() && h.cfg.contains(gated) && h.cfg[gated].is_boolean())
+            agree(h.cfg_file, gated, h.cfg[gated].get<bool>(), c.mlp == MlpKind::SwiGlu);
     if (hf_tower) {
         if (auto v = h.cfg_int("image_size")) agree(h.cfg_file, "image_size", *v, c.native_size());
         const auto* e = dig(h.cfg, {"projection_dim"}) ? dig(h.cfg, {"projection_dim"}) : dig(top, {"projection_dim"});
@@ -729,6 +802,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
 
     // The activation: SwiGLU from the tensors; QuickGELU where the checkpoint says so (OpenAI's
     // CLIP weights; HF's CLIPVisionConfig and OpenCLIP without a config default to it).
+    if (c.mlp == MlpKind::SwiGlu && dinov3) {
+        const std::string act = h.cfg_str("hidden_act").value_or("silu");
+        if (act != "silu") throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (DINOv3's gated MLP runs silu)");
+    }
     if (c.mlp != MlpKind::SwiGlu) {
         bool quick = false, tanh = false;
         std::string why;
@@ -744,6 +821,9 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             quick = act == "quick_gelu";
             if (!tanh && !quick && act != "gelu")
                 throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu, gelu_pytorch_tanh or quick_gelu)");
+        } else if (dinov3) {
+            const std::string act = h.cfg_str("hidden_act").value_or("gelu");
+            if (act != "gelu") throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs DINOv3's gelu, or silu gated)");
         } else if (c.layout == Layout::HFClip) {
             const std::string act = h.cfg_str("hidden_act").value_or("quick_gelu");
             if (act != "gelu" && act != "quick_gelu")
@@ -797,6 +877,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         } catch (const UsageError& e) {
             throw ConfigError(fpath + ": metadata " + e.what());
         }
+    } else if (dinov3) {
+        c.pos_interp = PosInterp::Size;  // nothing to resample (rotary positions): HF's interpolation, for the record
     } else if (c.layout == Layout::HF) {
         c.pos_interp = c.registers > 0 ? PosInterp::Antialias : PosInterp::Size;
     } else if (hf_tower) {
@@ -813,7 +895,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.evict_sink = true;
         c.notes.push_back("the checkpoint evicts each head's sink key on every run (calibrated sink, evicted)");
     }
-    if (c.family == Family::Clip) c.eps = 1e-5f;  // CLIP's LayerNorm in every layout
+    if (c.family == Family::Clip || c.family == Family::Dinov3) c.eps = 1e-5f;  // their LayerNorms' default in every layout
     if (auto v = h.meta_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
     else if (auto v2 = h.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v2);
     if (!(c.eps > 0)) throw ConfigError(fpath + ": layer_norm_eps must be positive");
@@ -822,7 +904,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     // the metadata. CLIP's eval transform resizes the short side to the input and crops it.
     // Whose transform: the layout's (a timm config beside any layout makes it timm's).
     c.pipeline = c.layout == Layout::OpenClip                               ? PixelPipeline::OpenClip
-                 : c.layout == Layout::HF || hf_tower                       ? PixelPipeline::HF
+                 : c.layout == Layout::HF || hf_tower || dinov3             ? PixelPipeline::HF
                  : c.family == Family::Timm || c.layout == Layout::TimmReg ? PixelPipeline::Timm
                                                                             : PixelPipeline::Torchvision;
     if (pretrained) c.pipeline = PixelPipeline::Timm;
@@ -837,6 +919,12 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.input_size = c.native_size();
         c.crop_pct = 1.0;
         c.eval_squash = true;
+    }
+    if (c.family == Family::Dinov3) {  // DINOv3ViTImageProcessorFast: squash to 224x224, bilinear, ImageNet's mean and std
+        c.input_size = c.native_size();
+        c.crop_pct = 1.0;
+        c.eval_squash = true;
+        c.interpolation = ResizeFilter::Bilinear;
     }
     // A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
     const auto interpolation = [&](const nlohmann::json* v, const std::string& where) {
@@ -871,7 +959,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             if (k > 5) throw ConfigError(preprocessor_file + ": 'resample' " + std::to_string(k) + " is not a PIL filter (0-5)");
             c.interpolation = kPil[k];
         }
-        // SigLIP's {"height", "width"}: the squash's side.
+        // SigLIP's and DINOv3's {"height", "width"}: the squash's side.
         if (const auto* sz = dig(preprocessor, {"size", "height"}); sz && c.eval_squash)
             c.input_size = static_cast<int>(json_count(*sz, preprocessor_file, "size.height"));
         const auto crop = side("crop_size", "height");

@@ -40,6 +40,7 @@ std::string to_string(Family f) {
         case Family::Timm: return "timm";
         case Family::Clip: return "clip";
         case Family::Siglip: return "siglip";
+        case Family::Dinov3: return "dinov3";
     }
     return "?";
 }
@@ -66,6 +67,14 @@ int Config::eval_resize() const {
     return static_cast<int>(std::floor(static_cast<double>(input_size) / crop_pct));
 }
 
+std::string to_string(Positions p) {
+    switch (p) {
+        case Positions::Learned: return "learned";
+        case Positions::RopeAxial: return "rope-axial";
+    }
+    return "?";
+}
+
 std::string to_string(Layout l) {
     switch (l) {
         case Layout::Dinov2: return "dinov2";
@@ -74,6 +83,7 @@ std::string to_string(Layout l) {
         case Layout::OpenClip: return "open-clip";
         case Layout::HFClip: return "hf-clip";
         case Layout::HFSiglip: return "hf-siglip";
+        case Layout::HFDinov3: return "hf-dinov3";
     }
     return "?";
 }

@@ -10,6 +10,7 @@
 
 #include "attention_pool.hpp"
 #include "kernels.hpp"
+#include "rope.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/pos_embed.hpp"
@@ -104,6 +105,20 @@ struct Model::Impl {
     mutable std::mutex pos_mutex;
     mutable std::map<std::pair<int, int>, std::shared_ptr<const std::vector<float>>> pos_cache;
 
+    mutable std::map<std::pair<int, int>, std::shared_ptr<const RopeTables>> rope_cache;
+
+    // Rotary tables per grid (Positions::RopeAxial), made on first use.
+    std::shared_ptr<const RopeTables> rope_for(int h, int w) const {
+        {
+            std::lock_guard<std::mutex> lock(pos_mutex);
+            auto it = rope_cache.find({h, w});
+            if (it != rope_cache.end()) return it->second;
+        }
+        auto t = std::make_shared<const RopeTables>(rope_axial_tables(h, w, config.head_dim, config.rope_theta));
+        std::lock_guard<std::mutex> lock(pos_mutex);
+        return rope_cache.emplace(std::make_pair(h, w), t).first->second;
+    }
+
     std::shared_ptr<const std::vector<float>> pos_for(int h, int w) const {
         {
             std::lock_guard<std::mutex> lock(pos_mutex);
@@ -173,7 +188,9 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         const auto r = ck.load("register_tokens", {1, c.registers, D});
         impl->registers = Eigen::Map<const RowMatrix>(r.data(), c.registers, D);
     }
-    if (!c.pos_embed_class) {
+    if (c.positions != Positions::Learned) {
+        // rotary positions: nothing is added to the tokens
+    } else if (!c.pos_embed_class) {
         // timm no_embed_class: pos_embed covers the patches only (timm's converted DINOv2-reg
         // folded pos_embed[0] into cls_token).
         impl->pos_grid = ck.load("pos_embed", {1, M * M, D});
@@ -466,7 +483,9 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     // Tokens [CLS, registers, test-time registers, patches] (no CLS without a class token);
     // position embeddings on CLS (unless no_embed_class) and patches only; then norm_pre over
     // every token; test-time registers enter the blocks as zeros.
-    const auto pos = pos_for(gh, gw);
+    const bool learned = c.positions == Positions::Learned;
+    const auto pos = learned ? pos_for(gh, gw) : nullptr;
+    const auto rope = learned ? nullptr : rope_for(gh, gw);
     record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
     for (int b = 0; b < batch; ++b) {
         float* seq = x + static_cast<std::size_t>(b) * N * D;
@@ -476,7 +495,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         if (P) Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
         if (c.registers) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P) * D, c.registers, D) = registers;
         if (K) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P + c.registers) * D, K, D).setZero();
-        Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
+        if (pos) Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
     }
     if (c.pre_norm) {
         kernels::layer_norm(x, rows, D, norm_pre, c.eps, x);
@@ -499,6 +518,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         const bool recording = rec.rows || rec.abstention || rec.key_mass;
         kernels::layer_norm(x, rows, D, blk.norm1, c.eps, normed);
         linear(normed, rows, blk.qkv, qkv, Epilogue::Bias);
+        if (rope) apply_rope(qkv, batch, N, P + R, c.heads, c.head_dim, *rope);  // the patches' q and k; the prefix has no position
         for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
             if (trace->qkv_layers[k] == layer)
                 std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));

@@ -30,6 +30,12 @@
      softmax attention, MultiheadAttention for the MAP head) from the fixtures' HF tensors against the
      reference, SiglipVisionModel and SiglipModel folders loading to one config and the same
      outputs, the layout and config rules (probe, model_type, defaults, refusals);
+     DINOv3 (DESIGN §10): the hf_dinov3 layout's names both ways (no k bias), the config its
+     files give, (a) with every rotation angle 0 the forward is the DINOv2 forward of the same
+     weights, (b) the attention against HF's formulation (nn.Linear, explicit cos / sin,
+     rotate_half, F.softmax) and the tower against a torch.nn rebuild (folders, fixture cases,
+     trace), (c) the RoPE tables by hand on a non-square grid (each axis its own count),
+     test-time registers unrotated, detection, defaults and refusals;
   h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
      and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
      weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
@@ -172,7 +178,7 @@ def check_design_resampling():
 def alt_forward(cfg, w, images):
     """A second forward, written apart from the reference's; the other families' flags too
     (no class token, no_embed_class, norm_pre, missing biases, QuickGELU, tanh GELU, fc_norm,
-    proj, the attention-pool head attn_pool.*)."""
+    proj, the attention-pool head attn_pool.*, DINOv3's rotation: `alt_rotate`)."""
     x = images.double()
     B, _, H, W = x.shape
     p, D, R = cfg.patch, cfg.dim, cfg.registers
@@ -182,15 +188,21 @@ def alt_forward(cfg, w, images):
     patches = cols @ w["patch_embed.proj.weight"].reshape(D, -1).T
     if "patch_embed.proj.bias" in w:
         patches = patches + w["patch_embed.proj.bias"]
-    pos = w["pos_embed"][0]
-    class_row = pos.shape[0] == 1 + cfg.grid * cfg.grid                     # else no_embed_class
     tokens = torch.zeros(B, C + R + h0 * w0, D, dtype=torch.float64)
-    if C:
-        tokens[:, 0] = w["cls_token"].reshape(D) + (pos[0] if class_row else 0)
+    if "pos_embed" in w:
+        pos = w["pos_embed"][0]
+        class_row = pos.shape[0] == 1 + cfg.grid * cfg.grid                 # else no_embed_class
+        if C:
+            tokens[:, 0] = w["cls_token"].reshape(D) + (pos[0] if class_row else 0)
+        tokens[:, C + R:] = patches + design_resample(pos[1:] if class_row else pos, cfg.grid,
+                                                      h0, w0, cfg.pos_interp)
+    else:  # DINOv3: no absolute positions; the rotation below
+        assert cfg.positions == "rope_dinov3", cfg.positions
+        if C:
+            tokens[:, 0] = w["cls_token"].reshape(D)
+        tokens[:, C + R:] = patches
     if R:
         tokens[:, C:C + R] = w["register_tokens"][0]
-    tokens[:, C + R:] = patches + design_resample(pos[1:] if class_row else pos, cfg.grid, h0, w0,
-                                                  cfg.pos_interp)
 
     def ln(t, name):
         mu = t.mean(-1, keepdim=True)
@@ -213,6 +225,8 @@ def alt_forward(cfg, w, images):
         heads, probs, nulls, zs = [], [], [], []
         for h in range(cfg.heads):
             q, k, v = (qkv[..., j * D + h * hd: j * D + (h + 1) * hd] for j in range(3))
+            if cfg.positions == "rope_dinov3":
+                q, k = (alt_rotate(t, h0, w0, cfg.rope_theta) for t in (q, k))
             z = torch.einsum("bnd,bmd->bnm", q, k) / math.sqrt(hd)
             if cfg.attention == "softmax":
                 a, null = torch.softmax(z, dim=-1), torch.zeros(z.shape[:-1], dtype=torch.float64)
@@ -283,6 +297,26 @@ def alt_forward(cfg, w, images):
     if "proj" in w:
         out["embedding"] = torch.einsum("bd,de->be", out["cls"], w["proj"])
     return out
+
+
+def alt_rotate(t, gh, gw, theta):
+    """DINOv3's rotation of the last gh*gw tokens of one head's t [B,N,hd], pair by pair in numpy:
+    dimension j < hd/2 pairs with j + hd/2 and turns by the angle 2 pi c theta^(-4f/hd), where
+    (axis, f) = divmod(j, hd/4), c the patch centre on that axis (y for axis 0, x for axis 1),
+    ((i + 0.5)/n)*2 - 1 with the axis' own count n: (u, v) -> (u cos - v sin, v cos + u sin)."""
+    a = t.numpy()
+    out = a.copy()
+    B, N, hd = a.shape
+    half, quarter, first = hd // 2, hd // 4, N - gh * gw
+    for p in range(gh * gw):
+        centre = ((p // gw + 0.5) / gh * 2 - 1, (p % gw + 0.5) / gw * 2 - 1)
+        for j in range(half):
+            axis, f = divmod(j, quarter)
+            angle = 2 * math.pi * centre[axis] * theta ** (-4 * f / hd)
+            u, v = a[:, first + p, j], a[:, first + p, j + half]
+            out[:, first + p, j] = u * math.cos(angle) - v * math.sin(angle)
+            out[:, first + p, j + half] = v * math.cos(angle) + u * math.sin(angle)
+    return torch.from_numpy(out)
 
 
 def gelu_tanh_formula(u):
@@ -390,9 +424,11 @@ def check_families():
     check("QuickGELU = x * sigmoid(1.702 x)", max_diff(hidden, by_hand), 1e-15)
 
     for spec in fx.FAMILY_MODELS:
+        hints = {"heads": spec.heads, "act": spec.act, "pos_interp": "antialias"}
+        if spec.positions == "rope_dinov3":
+            hints.update(family="dinov3", positions="rope_dinov3", rope_theta=100.0, grid=spec.grid)
         cfg, w = ref.config_from_weights(fx.family_weights(spec), ref.Dinov2Layout,
-                                         {"heads": spec.heads, "act": spec.act,
-                                          "pos_interp": "antialias"}), fx.family_weights(spec)
+                                         hints), fx.family_weights(spec)
         for h, wd in spec.sizes:
             x = torch.randn(2, 3, h, wd, generator=torch.Generator().manual_seed(h + wd))
             check(f"reference == second forward, trace too: {spec.name} {h}x{wd}",
@@ -455,8 +491,8 @@ SIGLIP = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "hf_sig
 
 
 def siglip_folder(spec, tmp):
-    """The fixture folder of an hf_siglip spec: tests/fixtures' when generated, else written
-    into tmp by make_fixtures."""
+    """The fixture folder of a family spec with config files (hf_siglip, hf_dinov3):
+    tests/fixtures' when generated, else written into tmp by make_fixtures."""
     on_disk = os.path.join(FIXTURES, spec.path)
     if os.path.exists(os.path.join(on_disk, "model.safetensors")):
         return on_disk
@@ -665,6 +701,317 @@ def check_siglip():
     plain = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1)
     check("config_record: pool and eval_squash absent at their defaults",
           len({"pool", "eval_squash"} & set(ref.config_record(plain))), 0)
+
+
+DINOV3 = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "hf_dinov3"}
+
+
+def dinov3_rope_hf(gh, gw, head_dim, theta):
+    """(cos, sin) [gh*gw, head_dim] as HF's DINOv3ViTRopePositionEmbedding builds them (float64):
+    patch centres from arange(0.5, n) / n per axis, meshgrid 'ij', * 2 - 1; inv_freq = 1 /
+    theta ** arange(0, 1, 4 / head_dim); angles 2 pi coords[:, :, None] * inv_freq, flattened
+    (y angles, then x angles), tiled twice."""
+    f64 = torch.float64
+    coords = torch.stack(torch.meshgrid(torch.arange(0.5, gh, dtype=f64) / gh,
+                                        torch.arange(0.5, gw, dtype=f64) / gw, indexing="ij"), dim=-1)
+    coords = 2.0 * coords.flatten(0, 1) - 1.0                                    # [P, 2] (y, x)
+    inv_freq = 1 / theta ** torch.arange(0, 1, 4 / head_dim, dtype=f64)
+    angles = (2 * math.pi * coords[:, :, None] * inv_freq[None, None, :]).flatten(1, 2).tile(2)
+    return torch.cos(angles), torch.sin(angles)
+
+
+def dinov3_attention_hf(stored, layer, x, gh, gw, heads, theta):
+    """HF DINOv3ViTAttention rebuilt from torch.nn.Linear modules loaded with the stored HF
+    tensors of layer `layer` (k_proj without a bias when the file has none): q, k, v
+    projections, heads, the rotation q' = q cos + rotate_half(q) sin of the last gh*gw tokens
+    (rotate_half: cat(-second half, first half)), F.softmax(q k^T * head_dim^-0.5) v, o_proj."""
+    B, N, D = x.shape
+    hd = D // heads
+
+    def dense(name):
+        prefix = f"layer.{layer}.attention.{name}"
+        m = torch.nn.Linear(D, D, bias=prefix + ".bias" in stored, dtype=torch.float64)
+        with torch.no_grad():
+            m.weight.copy_(stored[prefix + ".weight"])
+            if m.bias is not None:
+                m.bias.copy_(stored[prefix + ".bias"])
+        return m
+
+    q, k, v = (dense(n)(x).view(B, N, heads, hd).transpose(1, 2) for n in ("q_proj", "k_proj", "v_proj"))
+    cos, sin = dinov3_rope_hf(gh, gw, hd, theta)
+
+    def rotate_half(t):
+        return torch.cat((-t[..., hd // 2:], t[..., :hd // 2]), dim=-1)
+
+    prefix = N - gh * gw
+    q = torch.cat((q[..., :prefix, :], q[..., prefix:, :] * cos + rotate_half(q[..., prefix:, :]) * sin), dim=-2)
+    k = torch.cat((k[..., :prefix, :], k[..., prefix:, :] * cos + rotate_half(k[..., prefix:, :]) * sin), dim=-2)
+    a = F.softmax(torch.matmul(q, k.transpose(2, 3)) * hd ** -0.5, dim=-1) @ v
+    return dense("o_proj")(a.transpose(1, 2).reshape(B, N, D))
+
+
+def dinov3_by_modules(folder, images):
+    """HF DINOv3ViTModel rebuilt from torch.nn modules and the folder's HF-named tensors (float64;
+    config.json as transformers reads it): Conv2d patch embedding, [CLS, registers, patches] with
+    no position embedding, per layer LayerNorm, `dinov3_attention_hf`, layer_scale1, LayerNorm,
+    the MLP (down(gelu(up)) or down(silu(gate) * up)), layer_scale2; the final LayerNorm.
+    -> cls (pooler_output, the normed CLS), registers, patches (normed), prenorm."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    stored, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+    D, heads, p = config["hidden_size"], config["num_attention_heads"], config["patch_size"]
+    R, eps, f64 = config["num_register_tokens"], config["layer_norm_eps"], torch.float64
+    images = images.double()
+    B, _, H, W = images.shape
+    gh, gw = H // p, W // p
+
+    def norm(prefix):
+        m = torch.nn.LayerNorm(D, eps=eps, dtype=f64)
+        with torch.no_grad():
+            m.weight.copy_(stored[prefix + ".weight"])
+            m.bias.copy_(stored[prefix + ".bias"])
+        return m
+
+    def dense(prefix):
+        weight = stored[prefix + ".weight"]
+        m = torch.nn.Linear(weight.shape[1], weight.shape[0], dtype=f64)
+        with torch.no_grad():
+            m.weight.copy_(weight)
+            m.bias.copy_(stored[prefix + ".bias"])
+        return m
+
+    with torch.no_grad():
+        conv = torch.nn.Conv2d(3, D, p, stride=p, dtype=f64)
+        conv.weight.copy_(stored["embeddings.patch_embeddings.weight"])
+        conv.bias.copy_(stored["embeddings.patch_embeddings.bias"])
+        patches = conv(images).flatten(2).transpose(1, 2)
+        x = torch.cat([stored["embeddings.cls_token"].expand(B, -1, -1),
+                       stored["embeddings.register_tokens"].expand(B, -1, -1), patches], dim=1)
+        for i in range(config["num_hidden_layers"]):
+            b = f"layer.{i}"
+            a = dinov3_attention_hf(stored, i, norm(b + ".norm1")(x), gh, gw, heads, config["rope_theta"])
+            x = x + stored[b + ".layer_scale1.lambda1"] * a
+            y = norm(b + ".norm2")(x)
+            if config["use_gated_mlp"]:
+                m = dense(b + ".mlp.down_proj")(F.silu(dense(b + ".mlp.gate_proj")(y)) * dense(b + ".mlp.up_proj")(y))
+            else:
+                m = dense(b + ".mlp.down_proj")(F.gelu(dense(b + ".mlp.up_proj")(y)))
+            x = x + stored[b + ".layer_scale2.lambda1"] * m
+        xn = norm("norm")(x)
+    return {"cls": xn[:, 0], "registers": xn[:, 1:1 + R], "patches": xn[:, 1 + R:], "prenorm": x}
+
+
+def check_dinov3():
+    """DINOv3 (DESIGN §10): the hf_dinov3 layout's names (exactly HF's, no k bias) and back; the
+    config its files give; (a) with every angle 0 a DINOv3 block is the DINOv2 block of the same
+    weights; (b) the reference's attention against HF's formulation rebuilt from nn.Linear and
+    explicit cos / sin / rotate_half, and the whole tower against a torch.nn rebuild (both
+    folders, the fixture cases and the trace on disk); (c) the tables by hand on a non-square
+    grid, each axis by its own count (a common count or swapped axes would move the non-square
+    case by far); test-time registers are not rotated; layout detection, defaults, refusals."""
+    spec = DINOV3["hf_dinov3"]
+    for name, s in DINOV3.items():
+        canonical = fx.family_weights(s)
+        stored = ref.HFDinov3Layout.to_stored(canonical)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.safetensors")
+            ref.write_safetensors(path, stored)
+            try:
+                fx.assert_dinov3_names(s, path)
+                names_ok = 0
+            except AssertionError as e:
+                print(e)
+                names_ok = 1
+        check(f"{name}: to_stored gives exactly DINOv3ViTModel's names (no k_proj.bias, no positions)", names_ok, 0)
+        back = ref.HFDinov3Layout.to_canonical(dict(stored, **{"rope_embeddings.inv_freq": torch.zeros(4)}))
+        same = sorted(back) == sorted(canonical)
+        check(f"{name}: to_canonical(to_stored(w)) names (rope_embeddings.inv_freq ignored)", 0 if same else 1, 0)
+        if same:
+            check(f"{name}: to_canonical(to_stored(w)) values (k bias rows 0)",
+                  max(max_diff(back[k], canonical[k]) for k in canonical), 0)
+    canonical = fx.family_weights(spec)
+    with_k = ref.HFDinov3Layout.to_stored(canonical, key_bias=True)
+    nonzero = dict(canonical, **{"blocks.0.attn.qkv.bias": canonical["blocks.0.attn.qkv.bias"] + 1})
+    try:
+        ref.HFDinov3Layout.to_stored(nonzero)
+        refused = False
+    except AssertionError:
+        refused = True
+    check("hf_dinov3: key_bias=True writes k_proj.bias; a nonzero k bias is not dropped silently",
+          0 if "layer.0.attention.k_proj.bias" in with_k and refused else 1, 0)
+    gated = ref.HFDinov3Layout.to_stored(fx.family_weights(DINOV3["hf_dinov3_gated"]))
+    w12 = fx.family_weights(DINOV3["hf_dinov3_gated"])["blocks.0.mlp.w12.weight"]
+    check("hf_dinov3 gated: mlp.w12 = [gate_proj; up_proj] (swiglu's x1 is the gate)",
+          max_diff(torch.cat([gated["layer.0.mlp.gate_proj.weight"], gated["layer.0.mlp.up_proj.weight"]]), w12), 0)
+    cfg = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1, mlp="swiglu")
+    eye = torch.eye(4, dtype=torch.float64)
+    w = {"blocks.0.mlp.w12.weight": torch.cat([eye, 2 * eye]), "blocks.0.mlp.w3.weight": eye}  # gate z, up 2z
+    z = torch.tensor([[-2.0, -0.5, 0.3, 1.5]], dtype=torch.float64)
+    check("swiglu hidden = silu(first half: the gate) * second half (up)",
+          max_diff(ref.mlp(z, w, "blocks.0.mlp", cfg)[1], F.silu(z) * 2 * z), 1e-15)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {name: siglip_folder(s, tmp) for name, s in DINOV3.items()}
+        loaded = {name: ref.load_model(folder) for name, folder in folders.items()}
+        for name, (cfg, w) in loaded.items():
+            expected = dict(family="dinov3", positions="rope_dinov3", rope_theta=100.0, class_token=True,
+                            pos_embed_class=False, pre_norm=False, final_norm=True, fc_norm=False, proj_dim=0,
+                            mlp="swiglu" if name.endswith("gated") else "gelu", eps=1e-5, pos_interp="size",
+                            pool="avg", eval_squash=True, mean=ref.IMAGENET_MEAN, std=ref.IMAGENET_STD,
+                            input_size=224, crop_pct=1.0, heads=3, dim=48, grid=4, patch=8, depth=2,
+                            registers=4, attention="softmax")
+            wrong = [k for k, value in expected.items() if getattr(cfg, k) != value]
+            check(f"{name}: the config DINOv3's files give ({wrong})", len(wrong), 0)
+
+        # (a) every angle 0: the DINOv3 block is the DINOv2 block (zero pos_embed, learned positions)
+        worst = 0.0
+        for name, (cfg, w) in loaded.items():
+            v2_cfg = replace(cfg, positions="learned", rope_theta=0.0, family="dinov2", pos_embed_class=True)
+            v2_w = dict(w, pos_embed=torch.zeros(1, 1 + cfg.grid ** 2, cfg.dim, dtype=torch.float64))
+            for size in ((32, 32), (24, 40)):
+                x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size)))
+                with ref.rotation_disabled():
+                    a = ref.forward(cfg, w, x, trace=True)
+                worst = max(worst, forward_difference(a, ref.forward(v2_cfg, v2_w, x, trace=True)))
+        check("(a) DINOv3 with every angle 0 == DINOv2 of the same weights, every block and the trace "
+              "(2 folders, 2 grids)", worst, 1e-12)
+
+        # (b) the attention against HF's formulation, then the whole tower
+        cfg, w = loaded["hf_dinov3"]
+        stored, _ = ref.read_safetensors(os.path.join(folders["hf_dinov3"], "model.safetensors"))
+        worst = 0.0
+        g = torch.Generator().manual_seed(7)
+        for gh, gw in ((4, 4), (3, 5), (5, 3), (1, 7)):
+            for prefix in (5, 6):  # CLS + 4 registers, + one test-time register
+                x = torch.randn(2, prefix + gh * gw, cfg.dim, generator=g, dtype=torch.float64)
+                for layer in range(cfg.depth):
+                    mine = ref.attention(x, w, f"blocks.{layer}.attn", cfg, rope=ref.rope_for(cfg, gh, gw))[0]
+                    worst = max(worst, max_diff(mine, dinov3_attention_hf(stored, layer, x, gh, gw, cfg.heads,
+                                                                          cfg.rope_theta)))
+        check("(b) DINOv3 attention == HF's formulation (nn.Linear, cos / sin, rotate_half, F.softmax; "
+              "4 grids, 5 and 6 prefix tokens)", worst, 1e-10)
+        worst = 0.0
+        for name, folder in folders.items():
+            cfg, w = loaded[name]
+            for size in ((32, 32), (24, 40), (40, 24), (16, 48)):
+                x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size) + 1))
+                a, b = ref.forward(cfg, w, x), dinov3_by_modules(folder, x)
+                worst = max(worst, *(relative_difference(a[k], b[k]) for k in b))
+        check("(b) DINOv3 reference == torch.nn modules (cls, registers, patches, prenorm; 4 grids, "
+              "2 folders; relative)", worst, 1e-12)
+        cases, worst_stored = 0, 0.0
+        for entry in fixture_index("cases.json") or []:
+            if entry["layout"] != "hf_dinov3":
+                continue
+            cases += 1
+            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
+            b = dinov3_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
+            worst_stored = max(worst_stored, relative_difference(case["prenorm_last"], b["prenorm"]),
+                               *(relative_difference(case[k], b[k]) for k in ("cls", "registers", "patches")))
+        for entry in fixture_index("traces.json") or []:
+            if entry["model"] in {s.path for s in DINOV3.values()}:
+                cases += 1
+                trace, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["file"]))
+                b = dinov3_by_modules(os.path.join(FIXTURES, entry["model"]), trace["input"])
+                worst_stored = max(worst_stored, relative_difference(trace["patches"], b["patches"]),
+                                   relative_difference(trace["cls"], b["cls"]),
+                                   relative_difference(trace["blocks"][-1], b["prenorm"][0]))
+        if fixture_index("cases.json") is not None:
+            want = sum(len(s.sizes) for s in DINOV3.values()) + len(fx.FAMILY_TRACES)
+            check(f"the {want} DINOv3 fixture cases and traces make_fixtures writes are on disk", abs(cases - want), 0)
+            check("DINOv3 fixture cases and trace == torch.nn modules (relative)", worst_stored, 1e-6)
+
+        # (c) the tables by hand: gh 3, gw 5, head_dim 16, theta 100
+        cos, sin = ref.rope_dinov3_tables(3, 5, 16, 100.0)
+        by_hand_cos, by_hand_sin = torch.zeros(15, 16, dtype=torch.float64), torch.zeros(15, 16, dtype=torch.float64)
+        for r in range(3):
+            for c in range(5):
+                for j in range(16):
+                    centre = ((r + 0.5) / 3) * 2 - 1 if j % 8 < 4 else ((c + 0.5) / 5) * 2 - 1
+                    angle = 2 * math.pi * centre * 100.0 ** (-(j % 4) / 4)
+                    by_hand_cos[r * 5 + c, j], by_hand_sin[r * 5 + c, j] = math.cos(angle), math.sin(angle)
+        check("(c) rope tables at 3x5 by hand (y over 3 rows, x over 5 columns, tiled)",
+              max(max_diff(cos, by_hand_cos), max_diff(sin, by_hand_sin)), 1e-14)
+        hf_cos, hf_sin = dinov3_rope_hf(3, 5, 16, 100.0)
+        check("(c) rope tables at 3x5 == HF's construction", max(max_diff(cos, hf_cos), max_diff(sin, hf_sin)), 1e-14)
+        tables = ref.rope_dinov3_tables
+        wrong_rules = ("one count (the larger) for both axes", "axes swapped (x angles first)")
+        shifts = {}
+        cfg, w = loaded["hf_dinov3"]
+        x = torch.randn(2, 3, 24, 40, generator=torch.Generator().manual_seed(3))
+        right = ref.forward(cfg, w, x)
+        for rule in wrong_rules:
+            def wrong(gh, gw, hd, theta, rule=rule):
+                if rule.startswith("one count"):
+                    n = max(gh, gw)
+                    c, s_ = tables(n, n, hd, theta)
+                    return (c.reshape(n, n, hd)[:gh, :gw].reshape(gh * gw, hd),
+                            s_.reshape(n, n, hd)[:gh, :gw].reshape(gh * gw, hd))
+                c, s_ = tables(gh, gw, hd, theta)
+                q = hd // 4
+                order = torch.cat([torch.arange(q, 2 * q), torch.arange(q), torch.arange(3 * q, 4 * q), torch.arange(2 * q, 3 * q)])
+                return c[:, order], s_[:, order]
+            ref.rope_dinov3_tables = wrong
+            try:
+                shifts[rule] = fx.dinov3_shift(right, ref.forward(cfg, w, x))
+            finally:
+                ref.rope_dinov3_tables = tables
+        check("(c) at 24x40 (3x5) a common count or swapped axes moves the outputs by > 1e-2 "
+              f"(smallest output; {', '.join(f'{k} {v:.2e}' for k, v in shifts.items())}); margin",
+              0 if min(shifts.values()) > 1e-2 else 1, 0)
+
+        # test-time registers are prefix tokens: not rotated (layer 0's logits recomputed)
+        cfg, w = loaded["hf_dinov3"]
+        K, R = 1, cfg.registers
+        x = torch.randn(1, 3, 24, 40, generator=torch.Generator().manual_seed(8))
+        out = ref.forward(cfg, w, x, trace=True, intervention=ref.Intervention(ttr=K, neurons=((0, 3),)))
+        tokens = ref.embed(x.double(), w, cfg, K)
+        y = ref.layer_norm(tokens, w, "blocks.0.norm1", cfg.eps)
+        q, k, _ = ref.linear(y, w, "blocks.0.attn.qkv").split(cfg.dim, dim=-1)
+        hd = cfg.dim // cfg.heads
+        q, k = (t.reshape(1, -1, cfg.heads, hd).transpose(1, 2)[0] for t in (q, k))   # [h,N,hd]
+        cos, sin = ref.rope_dinov3_tables(3, 5, hd, cfg.rope_theta)
+        rot = lambda t: t * cos + torch.cat([-t[..., hd // 2:], t[..., :hd // 2]], dim=-1) * sin
+        prefix = 1 + R + K
+        q_all = torch.cat([q[:, :prefix], rot(q[:, prefix:])], dim=1)
+        k_all = torch.cat([k[:, :prefix], rot(k[:, prefix:])], dim=1)
+        logits = q_all @ k_all.transpose(-2, -1) * hd ** -0.5
+        check("a test-time register is not rotated (layer 0 logits with K = 1, rotation from token "
+              f"{prefix} on)", max_diff(out["trace"]["logits"][0, 0], logits), 1e-12)
+
+        stored, _ = ref.read_safetensors(os.path.join(folders["hf_dinov3"], "model.safetensors"))
+        hf_v2, _ = ref.read_safetensors(os.path.join(FIXTURES, "models/hf_reg2/model.safetensors")) \
+            if os.path.exists(os.path.join(FIXTURES, "models/hf_reg2/model.safetensors")) else ({}, None)
+        detected = (ref.detect_layout(stored) is ref.HFDinov3Layout
+                    and ref.detect_layout(stored, "dinov3_vit") is ref.HFDinov3Layout)
+        refused = 0
+        for names in ([hf_v2] if hf_v2 else []) + [{"embeddings.cls_token": None}]:
+            try:
+                ref.detect_layout(names, "dinov3_vit")
+            except ValueError:
+                refused += 1
+        check("detect: DINOv3 by its conv patch embedding (or model_type); dinov3_vit over DINOv2 "
+              "tensors refused", 0 if detected and refused == (2 if hf_v2 else 1) else 1, 0)
+    hints = ref.hints_from_hf_dinov3_config({"model_type": "dinov3_vit"})
+    check("DINOv3ViTConfig defaults (384, 6 heads, 12 layers, 1536, patch 16, 224, gelu, 1e-5, "
+          "theta 100, 0 registers)",
+          0 if (hints["dim"], hints["heads"], hints["depth"], hints["mlp_hidden"], hints["patch_size"],
+                hints["grid"], hints["act"], hints["layer_norm_eps"], hints["rope_theta"],
+                hints["num_registers"]) == (384, 6, 12, 1536, 16, 14, "gelu", 1e-5, 100.0, 0) else 1, 0)
+    refusals = 0
+    for config, preprocessor in (({"use_gated_mlp": True, "hidden_act": "gelu"}, None),
+                                 ({"hidden_act": "silu"}, None),
+                                 ({}, {"size": {"height": 224, "width": 256}}),
+                                 ({}, {"do_center_crop": True})):
+        try:
+            ref.hints_from_hf_dinov3_config(dict(config, model_type="dinov3_vit"), preprocessor)
+        except ValueError:
+            refusals += 1
+    check("DINOv3 configs refused: gated without silu, silu without the gate, a non-square size, "
+          "a center crop", 4 - refusals, 0)
+    plain = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1)
+    check("config_record: positions and rope_theta absent at their defaults",
+          len({"positions", "rope_theta"} & set(ref.config_record(plain))), 0)
 
 
 # --- e. trace invariants and rollout ------------------------------------------------------------
@@ -1104,6 +1451,7 @@ def main():
     check_layouts()
     check_families()
     check_siglip()
+    check_dinov3()
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()

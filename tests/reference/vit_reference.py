@@ -8,7 +8,7 @@ position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do 
 The module has seven parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
   2. layouts: canonical weights <-> dinov2 / timm_reg / hf / timm / open_clip / hf_clip /
-     hf_siglip tensor names, one adapter each,
+     hf_siglip / hf_dinov3 tensor names, one adapter each,
   3. config resolution (metadata, config.json, open_clip_config.json, preprocessor_config.json,
      shapes, defaults, overrides) and `load_model`,
   4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
@@ -38,6 +38,10 @@ for its attention-pool (MAP) head: attn_pool.latent [1,1,D] (HF head.probe), att
 [D,D], bias} and attn_pool.kv.{weight [2D,D], bias} (HF head.attention.in_proj_* rows [0:D] and
 [D:3D], k then v), attn_pool.proj.* (out_proj), attn_pool.norm.* (head.layernorm),
 attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output.
+DINOv3 (DESIGN §10; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed at all
+(cfg.positions == "rope_dinov3": 2D axial RoPE on the patch tokens' q and k, see
+`rope_dinov3_tables`); a checkpoint without a k bias gets zero k rows in blocks.i.attn.qkv.bias;
+the gated MLP is blocks.i.mlp.w12 = [gate; up] and w3 = down (cfg.mlp "swiglu").
 
 Needs only python3-torch and python3-numpy.
 """
@@ -428,6 +432,89 @@ class HFSiglipLayout(_RenamedBlocks):
         return _merge_qkv(canonical)
 
 
+class HFDinov3Layout(_RenamedBlocks):
+    """HF transformers DINOv3ViTModel (DESIGN §10): embeddings.{cls_token [1,1,D],
+    mask_token [1,1,D] (canonical [1,D]), register_tokens [1,R,D], patch_embeddings.{weight,bias}}
+    (the conv itself: no `.projection`), no position embedding; per block layer.i.{norm1,
+    attention.{q,k,v,o}_proj, layer_scale1.lambda1, norm2, mlp.*, layer_scale2.lambda1}; the final
+    `norm`. q/k/v travel as blocks.i.attn.{q,k,v} inside this adapter and are fused into
+    blocks.i.attn.qkv (rows q, k, v): a projection saved without a bias (key_bias false in the
+    released models; query_bias / value_bias may be false too) gets zero rows in the fused bias,
+    which is absent only when all three are. The MLP: mlp.{up_proj, down_proj} = mlp.{fc1, fc2}
+    (down(act(up(x)))), or gated (use_gated_mlp) mlp.{gate_proj, up_proj, down_proj}:
+    mlp.w12 = [gate_proj; up_proj] (so swiglu's silu(x1) * x2 is silu(gate(x)) * up(x)) and
+    mlp.w3 = down_proj. rope_embeddings.* (inv_freq, a non-persistent buffer) is ignored if a
+    file holds it."""
+    name = "hf_dinov3"
+    TOP = [("cls_token", "embeddings.cls_token"),
+           ("register_tokens", "embeddings.register_tokens"),
+           ("mask_token", "embeddings.mask_token"),
+           ("patch_embed.proj.", "embeddings.patch_embeddings."),
+           ("norm.", "norm.")]
+    # mlp.gate only inside this adapter (the gated MLP's first half of w12)
+    BLOCK = [("norm1.", "norm1."), ("norm2.", "norm2."),
+             ("attn.q.", "attention.q_proj."), ("attn.k.", "attention.k_proj."),
+             ("attn.v.", "attention.v_proj."), ("attn.proj.", "attention.o_proj."),
+             ("ls1.gamma", "layer_scale1.lambda1"), ("ls2.gamma", "layer_scale2.lambda1"),
+             ("mlp.gate.", "mlp.gate_proj."), ("mlp.fc1.", "mlp.up_proj."),
+             ("mlp.fc2.", "mlp.down_proj.")]
+    BLOCKS = "layer."
+
+    @classmethod
+    def to_stored(cls, canonical, key_bias=False):
+        """`key_bias` False (the released models): the k rows of every qkv bias must be zero and
+        no k_proj.bias is written, as transformers saves a key_bias=False model."""
+        stored = {}
+        for key, value in canonical.items():
+            if ".attn.qkv." in key:
+                for part, rows in zip("qkv", value.chunk(3, dim=0)):
+                    if part == "k" and key.endswith(".bias") and not key_bias:
+                        assert bool((rows == 0).all()), f"{key}: key_bias false but the k rows are not 0"
+                        continue
+                    stored[cls.rename(key.replace(".qkv.", f".{part}."), True)] = rows
+            elif ".mlp.w12." in key:  # [gate; up]
+                gate, up = value.chunk(2, dim=0)
+                stored[cls.rename(key.replace(".w12.", ".gate."), True)] = gate
+                stored[cls.rename(key.replace(".w12.", ".fc1."), True)] = up
+            elif ".mlp.w3." in key:
+                stored[cls.rename(key.replace(".w3.", ".fc2."), True)] = value
+            elif key == "mask_token":
+                stored[cls.rename(key, True)] = value.reshape(1, 1, -1)
+            elif key == "pos_embed":
+                raise ValueError("DINOv3 has no absolute position embedding")
+            else:
+                stored[cls.rename(key, True)] = value
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored):
+        canonical = {}
+        for key, value in stored.items():
+            if key.startswith("rope_embeddings."):
+                continue  # inv_freq: a buffer the forward recomputes
+            name = cls.rename(key, False)
+            if name == "mask_token":
+                value = value.reshape(1, -1)
+            canonical[name] = value
+        for gate in [key for key in canonical if ".mlp.gate." in key]:
+            up = gate.replace(".gate.", ".fc1.")
+            canonical[gate.replace(".gate.", ".w12.")] = torch.cat([canonical.pop(gate),
+                                                                   canonical.pop(up)], dim=0)
+            down = gate.replace(".gate.", ".fc2.")
+            if down in canonical:
+                canonical[down.replace(".fc2.", ".w3.")] = canonical.pop(down)
+        for query in [key for key in canonical if key.endswith(".attn.q.weight")]:
+            block = query[:-len(".attn.q.weight")]
+            rows = [canonical.pop(f"{block}.attn.{part}.weight") for part in "qkv"]
+            canonical[f"{block}.attn.qkv.weight"] = torch.cat(rows, dim=0)
+            biases = [canonical.pop(f"{block}.attn.{part}.bias", None) for part in "qkv"]
+            if any(b is not None for b in biases):
+                dim = rows[0].shape[0]
+                canonical[f"{block}.attn.qkv.bias"] = torch.cat(
+                    [b if b is not None else torch.zeros(dim, dtype=rows[0].dtype) for b in biases])
+        return canonical
+
+
 def _swap(key, pairs, to_stored):
     """Translate `key` by the first pair whose side matches: a name ending in '.' as a prefix,
     any other exactly."""
@@ -439,14 +526,24 @@ def _swap(key, pairs, to_stored):
 
 
 LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout, TimmLayout,
-                                              OpenClipLayout, HFClipLayout, HFSiglipLayout)}
+                                              OpenClipLayout, HFClipLayout, HFSiglipLayout,
+                                              HFDinov3Layout)}
 SIGLIP_MODEL_TYPES = ("siglip", "siglip_vision_model")  # SiglipModel, SiglipVisionModel
+DINOV3_MODEL_TYPES = ("dinov3_vit",)  # DINOv3ViTModel
 
 
 def detect_layout(names, model_type=None):
     """The layout of a checkpoint from its tensor names (and, for HF's vision_model.* towers,
     config.json's model_type): HF SigLIP has no class_embedding, and the attention-pool probe
-    or a SigLIP model_type; HF CLIP the rest."""
+    or a SigLIP model_type; HF CLIP the rest. HF DINOv3 by its conv patch embedding
+    embeddings.patch_embeddings.weight (HF DINOv2's is patch_embeddings.projection.weight) or a
+    dinov3_vit model_type; a dinov3_vit model_type over other tensors is refused."""
+    if "embeddings.patch_embeddings.weight" in names or model_type in DINOV3_MODEL_TYPES:
+        if "embeddings.patch_embeddings.weight" not in names or "layer.0.attention.q_proj.weight" not in names:
+            raise ValueError(f"config.json: model_type '{model_type}' but the tensors are not "
+                             "DINOv3ViTModel's (embeddings.patch_embeddings.weight, "
+                             "layer.i.attention.q_proj)")
+        return HFDinov3Layout
     if "embeddings.cls_token" in names:
         return HFLayout
     if "vision_model.embeddings.patch_embedding.weight" in names:
@@ -476,9 +573,10 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (DESIGN §7)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 SIGLIP_MEAN = SIGLIP_STD = (0.5, 0.5, 0.5)  # SiglipImageProcessor's defaults
-FAMILIES = ("dinov2", "timm", "clip", "siglip")
+FAMILIES = ("dinov2", "timm", "clip", "siglip", "dinov3")
 ACTIVATIONS = ("gelu", "quick_gelu", "swiglu", "gelu_tanh")
 POOLS = ("avg", "map")
+POSITIONS = ("learned", "rope_dinov3")
 
 
 @dataclass(frozen=True)
@@ -509,7 +607,11 @@ class Config:
     pool: str = "avg"           # pooled: avg (mean of the patch tokens, then fc_norm) | map (the
                                 # attention-pool head attn_pool.* on every final-normed token)
     eval_squash: bool = False   # eval transform: resize to input_size x input_size, no crop
-                                # (SigLIP; crop_pct then 1); False: short side, center crop
+                                # (SigLIP, DINOv3; crop_pct then 1); False: short side, center crop
+    positions: str = "learned"  # learned: pos_embed, resampled by pos_interp | rope_dinov3: no
+                                # pos_embed, DINOv3's 2D axial RoPE on the patch tokens' q and k
+                                # (pos_interp then unused; `rope_dinov3_tables`)
+    rope_theta: float = 0.0     # rope_dinov3's base θ (HF rope_theta, 100); 0 with learned positions
 
     def __post_init__(self):
         assert self.attention in ATTENTION_KINDS, self.attention
@@ -518,11 +620,18 @@ class Config:
         assert self.family in FAMILIES, self.family
         assert self.pool in POOLS, self.pool
         assert self.dim % self.heads == 0, (self.dim, self.heads)
+        assert self.positions in POSITIONS, self.positions
+        if self.positions == "rope_dinov3":
+            assert self.rope_theta > 0, self.rope_theta
+            assert (self.dim // self.heads) % 4 == 0, f"RoPE needs head_dim % 4 == 0, not {self.dim // self.heads}"
+        else:
+            assert self.rope_theta == 0, "rope_theta without rotary positions"
 
 
 # The fields a fixture index records only where they differ from DINOv2's defaults.
 FAMILY_FIELDS = ("family", "class_token", "pos_embed_class", "pre_norm", "final_norm", "fc_norm",
-                 "proj_dim", "mean", "std", "input_size", "crop_pct", "pool", "eval_squash")
+                 "proj_dim", "mean", "std", "input_size", "crop_pct", "pool", "eval_squash",
+                 "positions", "rope_theta")
 
 
 def config_record(cfg):
@@ -541,7 +650,10 @@ def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", t
     antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias; CLIP: OpenCLIP's
     resize_pos_embed antialiases (antialias), HF CLIP's interpolate_pos_encoding does not (size),
     timm's CLIP towers are timm (antialias); HF SigLIP's interpolate_pos_encoding does not
-    antialias either (size)."""
+    antialias either (size). HF DINOv3 has no position table to resample: `size`, the HF folders'
+    value, is recorded and never used."""
+    if layout is HFDinov3Layout:
+        return "size"
     if layout is HFLayout:
         return "antialias" if hf_model_type == "dinov2_with_registers" else "size"
     if layout in (HFClipLayout, HFSiglipLayout):
@@ -557,9 +669,11 @@ def infer_family(canonical, layout):
     """The family where no config names it: CLIP layouts are CLIP; timm's vit_*_clip_* have
     norm_pre and a patch embedding without bias; a timm-only feature (norm_pre, fc_norm, no class
     token, no class position, no qkv / patch bias, no final norm) says timm; else DINOv2. HF
-    SigLIP's layout is SigLIP."""
+    SigLIP's layout is SigLIP, HF DINOv3's DINOv3."""
     if layout is HFSiglipLayout:
         return "siglip"
+    if layout is HFDinov3Layout:
+        return "dinov3"
     if layout in (OpenClipLayout, HFClipLayout):
         return "clip"
     if layout in (HFLayout, TimmRegLayout):
@@ -577,19 +691,29 @@ def infer_family(canonical, layout):
 
 def config_from_weights(canonical, layout, hints):
     """Resolve a Config from canonical weight shapes plus `hints` (vitreg metadata keys, or
-    the values a config file gives, already translated to vitreg's key names)."""
+    the values a config file gives, already translated to vitreg's key names). Without a
+    pos_embed the positions must be rotary (hints `positions` rope_dinov3, `rope_theta`); the
+    native grid M is then hints' `grid` (image_size // patch_size), 224 // patch without one."""
     dim = canonical["patch_embed.proj.weight"].shape[0]
     patch = canonical["patch_embed.proj.weight"].shape[-1]
     registers = canonical["register_tokens"].shape[1] if "register_tokens" in canonical else 0
     class_token = "cls_token" in canonical
-    n_rows = canonical["pos_embed"].shape[1]
-    # pos_embed: 1 + M*M rows (the class token's first) or M*M (timm no_embed_class)
-    if class_token and n_rows > 1 and math.isqrt(n_rows - 1) ** 2 == n_rows - 1:
-        pos_embed_class, n_pos = True, n_rows - 1
+    positions = hints.get("positions", "learned")
+    if positions == "learned":
+        if "pos_embed" not in canonical:
+            raise ValueError("no pos_embed and no rotary positions: the model has no positions")
+        n_rows = canonical["pos_embed"].shape[1]
+        # pos_embed: 1 + M*M rows (the class token's first) or M*M (timm no_embed_class)
+        if class_token and n_rows > 1 and math.isqrt(n_rows - 1) ** 2 == n_rows - 1:
+            pos_embed_class, n_pos = True, n_rows - 1
+        else:
+            pos_embed_class, n_pos = False, n_rows
+        grid = math.isqrt(n_pos)
+        assert grid * grid == n_pos, f"pos_embed holds {n_pos} patch positions, not a square grid"
     else:
-        pos_embed_class, n_pos = False, n_rows
-    grid = math.isqrt(n_pos)
-    assert grid * grid == n_pos, f"pos_embed holds {n_pos} patch positions, not a square grid"
+        if "pos_embed" in canonical:
+            raise ValueError(f"positions {positions} but the checkpoint has a pos_embed")
+        pos_embed_class, grid = False, int(hints.get("grid", 224 // patch))
     if "patch_size" in hints:
         assert int(hints["patch_size"]) == patch, "patch_size disagrees with patch_embed weight"
     if "num_registers" in hints:
@@ -606,12 +730,17 @@ def config_from_weights(canonical, layout, hints):
     proj_dim = canonical["proj"].shape[1] if "proj" in canonical else 0
     if "proj_dim" in hints and proj_dim:
         assert int(hints["proj_dim"]) == proj_dim, "projection_dim disagrees with the projection"
-    clip, siglip = family == "clip", family == "siglip"
+    clip, siglip, dinov3 = family == "clip", family == "siglip", family == "dinov3"
     native = grid * patch
     if "blocks.0.mlp.w12.weight" in canonical:
         act = "swiglu"
+        hidden = canonical["blocks.0.mlp.w12.weight"].shape[0] // 2
     else:
         act = hints.get("act") or "gelu"
+        assert act != "swiglu", "a gated MLP in the config, but no mlp.w12 (gate, up) tensors"
+        hidden = canonical["blocks.0.mlp.fc1.weight"].shape[0] if depth else 0
+    if "mlp_hidden" in hints:
+        assert int(hints["mlp_hidden"]) == hidden, "intermediate_size disagrees with the MLP weights"
     return Config(
         dim=dim,
         depth=depth,
@@ -623,7 +752,7 @@ def config_from_weights(canonical, layout, hints):
         pos_interp=hints.get("pos_interp") or default_pos_interp(layout, registers,
                                                                  hints.get("model_type"), family,
                                                                  "timm_hub" in hints),
-        eps=float(hints.get("layer_norm_eps", 1e-5 if clip else 1e-6)),
+        eps=float(hints.get("layer_norm_eps", 1e-5 if clip or dinov3 else 1e-6)),
         mlp=act,
         family=family,
         class_token=class_token,
@@ -637,9 +766,11 @@ def config_from_weights(canonical, layout, hints):
         std=tuple(float(v) for v in hints.get(
             "std", CLIP_STD if clip else SIGLIP_STD if siglip else IMAGENET_STD)),
         input_size=int(hints.get("input_size", native if clip or siglip else 224)),
-        crop_pct=float(hints.get("crop_pct", 1.0 if clip or siglip else 0.875)),
+        crop_pct=float(hints.get("crop_pct", 1.0 if clip or siglip or dinov3 else 0.875)),
         pool="map" if "attn_pool.latent" in canonical else "avg",
-        eval_squash=_flag(hints.get("eval_squash", siglip)),
+        eval_squash=_flag(hints.get("eval_squash", siglip or dinov3)),
+        positions=positions,
+        rope_theta=float(hints.get("rope_theta", 0.0)),
     )
 
 
@@ -692,6 +823,26 @@ SIGLIP_ACTIVATIONS = {"gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
                       "quick_gelu": "quick_gelu"}
 
 
+def squash_preprocessor_hints(hints, preprocessor, family):
+    """The preprocessor_config.json of a processor that squashes to size {height, width} with no
+    crop (SigLIP's, DINOv3's): image_mean / image_std, and the size (square only) as input_size.
+    A center crop or a non-square size is refused (ValueError)."""
+    if not preprocessor:
+        return hints
+    if preprocessor.get("do_center_crop"):
+        raise ValueError(f"preprocessor_config.json: a center crop is not {family}'s eval transform")
+    for key, name in (("image_mean", "mean"), ("image_std", "std")):
+        if key in preprocessor:
+            hints[name] = preprocessor[key]
+    size = preprocessor.get("size")
+    if size is not None:
+        height, width = (size["height"], size["width"]) if isinstance(size, dict) else (size, size)
+        if height != width:
+            raise ValueError(f"preprocessor_config.json: size {height}x{width} is not square")
+        hints["input_size"] = height
+    return hints
+
+
 def hints_from_hf_siglip_config(cfg, preprocessor=None):
     """HF SiglipVisionModel's config.json (model_type siglip_vision_model: the top level) or
     SiglipModel's (siglip: its vision_config), with the defaults of transformers'
@@ -712,19 +863,47 @@ def hints_from_hf_siglip_config(cfg, preprocessor=None):
              "layer_norm_eps": vision.get("layer_norm_eps", 1e-6),
              "act": SIGLIP_ACTIVATIONS[act], "model_type": cfg.get("model_type"),
              "eval_squash": True}
-    if preprocessor:
-        if preprocessor.get("do_center_crop"):
-            raise ValueError("preprocessor_config.json: a center crop is not SigLIP's eval transform")
-        for key, name in (("image_mean", "mean"), ("image_std", "std")):
-            if key in preprocessor:
-                hints[name] = preprocessor[key]
-        size = preprocessor.get("size")
-        if size is not None:
-            height, width = (size["height"], size["width"]) if isinstance(size, dict) else (size, size)
-            if height != width:
-                raise ValueError(f"preprocessor_config.json: size {height}x{width} is not square")
-            hints["input_size"] = height
-    return hints
+    return squash_preprocessor_hints(hints, preprocessor, "SigLIP")
+
+
+# DINOv3's hidden_act (transformers' ACT2FN names): the plain MLP's, and the gated MLP's SiLU.
+DINOV3_ACTIVATIONS = {"gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
+                      "quick_gelu": "quick_gelu"}
+DINOV3_GATED_ACTIVATIONS = ("silu", "swish")
+
+
+def hints_from_hf_dinov3_config(cfg, preprocessor=None):
+    """HF DINOv3ViTModel's config.json (model_type dinov3_vit), with the defaults of
+    transformers' DINOv3ViTConfig for absent keys (hidden_size 384, 6 heads, 12 layers,
+    intermediate_size 1536, patch 16, image 224, hidden_act gelu, layer_norm_eps 1e-5,
+    rope_theta 100, num_register_tokens 0, use_gated_mlp false); the positions are rope_dinov3
+    with θ = rope_theta, the grid image_size // patch_size (recorded, never resampled), the MLP
+    gated (swiglu: hidden_act must be silu) when use_gated_mlp, else hidden_act. The biases
+    (query_bias, key_bias, value_bias, proj_bias, mlp_bias) are read from the tensors present.
+    pos_embed_shift / jitter / rescale act in training only. preprocessor_config.json
+    (DINOv3ViTImageProcessorFast: a squash resize to size {height, width}, bilinear with
+    antialias, ImageNet mean / std, no crop): image_mean / image_std, size (square only) as
+    input_size. An activation the reference does not compute, a non-square size or a center crop
+    is refused (ValueError)."""
+    gated = bool(cfg.get("use_gated_mlp", False))
+    act = cfg.get("hidden_act", "gelu")
+    if gated and act not in DINOV3_GATED_ACTIVATIONS:
+        raise ValueError(f"config.json: use_gated_mlp with hidden_act '{act}': the reference "
+                         "computes the gated MLP with silu only")
+    if not gated and act not in DINOV3_ACTIVATIONS:
+        raise ValueError(f"config.json: hidden_act '{act}' is not one the reference computes")
+    patch = cfg.get("patch_size", 16)
+    hints = {"family": "dinov3", "positions": "rope_dinov3",
+             "rope_theta": float(cfg.get("rope_theta", 100.0)),
+             "heads": cfg.get("num_attention_heads", 6), "patch_size": patch,
+             "dim": cfg.get("hidden_size", 384), "depth": cfg.get("num_hidden_layers", 12),
+             "mlp_hidden": cfg.get("intermediate_size", 1536),
+             "grid": cfg.get("image_size", 224) // patch,
+             "num_registers": cfg.get("num_register_tokens", 0),
+             "layer_norm_eps": cfg.get("layer_norm_eps", 1e-5),
+             "act": "swiglu" if gated else DINOV3_ACTIVATIONS[act],
+             "model_type": cfg.get("model_type"), "eval_squash": True}
+    return squash_preprocessor_hints(hints, preprocessor, "DINOv3")
 
 
 def hints_from_open_clip_config(cfg):
@@ -780,7 +959,7 @@ def _read_json(path):
 def load_model(path, attention_override="", pos_interp_override=""):
     """Load a checkpoint in any layout: a .safetensors file (dinov2, timm_reg, timm, open_clip;
     vitreg metadata optional) or a directory holding model.safetensors and its configs (HF
-    config.json; HF CLIP's and SigLIP's also preprocessor_config.json; OpenCLIP's
+    config.json; HF CLIP's, SigLIP's and DINOv3's also preprocessor_config.json; OpenCLIP's
     open_clip_config.json; an HF-hub timm repo's config.json with `architecture` /
     `pretrained_cfg`).
     Returns (Config, canonical float64 weights)."""
@@ -794,6 +973,10 @@ def load_model(path, attention_override="", pos_interp_override=""):
     hints = {}
     if layout is HFLayout:
         hints = hints_from_hf_config(_read_json(config_json))
+    elif layout is HFDinov3Layout:
+        preprocessor = os.path.join(folder, "preprocessor_config.json")
+        hints = hints_from_hf_dinov3_config(_read_json(config_json) if os.path.exists(config_json) else {},
+                                            _read_json(preprocessor) if os.path.exists(preprocessor) else None)
     elif layout is HFSiglipLayout:
         preprocessor = os.path.join(folder, "preprocessor_config.json")
         hints = hints_from_hf_siglip_config(_read_json(config_json) if os.path.exists(config_json) else {},
@@ -959,16 +1142,82 @@ def layer_norm(x, w, name, eps):
     return F.layer_norm(x, x.shape[-1:], w[name + ".weight"], w[name + ".bias"], eps)
 
 
-def attention(x, w, prefix, cfg, evict=None):
+def rope_dinov3_tables(gh, gw, head_dim, theta):
+    """DINOv3's 2D axial RoPE for a gh x gw patch grid -> (cos, sin), float64 [gh*gw, head_dim],
+    rows the patches in row-major order (DESIGN §10; HF DINOv3ViTRopePositionEmbedding at
+    inference, computed in float64 where HF uses float32). Patch (r, c) has its centre at
+    y = ((r + 0.5) / gh) * 2 - 1, x = ((c + 0.5) / gw) * 2 - 1 (each axis by its own count);
+    inv_freq_j = 1 / theta^(4j / head_dim), j = 0 .. head_dim/4 - 1 (HF's
+    1 / theta ** arange(0, 1, 4 / head_dim)); angles = [2 pi y inv_freq, 2 pi x inv_freq]
+    (head_dim / 2), tiled twice (head_dim)."""
+    assert head_dim % 4 == 0, head_dim
+    inv_freq = 1.0 / theta ** (torch.arange(head_dim // 4, dtype=torch.float64) * 4 / head_dim)
+    y = (torch.arange(gh, dtype=torch.float64) + 0.5) / gh * 2 - 1
+    x = (torch.arange(gw, dtype=torch.float64) + 0.5) / gw * 2 - 1
+    ys, xs = y[:, None].expand(gh, gw).flatten(), x[None, :].expand(gh, gw).flatten()
+    angles = 2 * math.pi * torch.cat([ys[:, None] * inv_freq, xs[:, None] * inv_freq], dim=-1)
+    angles = torch.cat([angles, angles], dim=-1)                               # [gh*gw, head_dim]
+    return torch.cos(angles), torch.sin(angles)
+
+
+def rotate_half(t):
+    """[a, b] (the two halves of the last axis) -> [-b, a]."""
+    a, b = t.chunk(2, dim=-1)
+    return torch.cat([-b, a], dim=-1)
+
+
+def apply_rope(t, rope):
+    """t [B,h,N,hd] with its last cos.shape[0] tokens (the patches) rotated,
+    t' = t cos + rotate_half(t) sin; the tokens before them (CLS, registers, test-time
+    registers) unchanged. rope None: t."""
+    if rope is None:
+        return t
+    cos, sin = rope
+    n = cos.shape[0]
+    assert n <= t.shape[-2], (n, tuple(t.shape))
+    patches = t[..., t.shape[-2] - n:, :]
+    return torch.cat([t[..., :t.shape[-2] - n, :], patches * cos + rotate_half(patches) * sin], dim=-2)
+
+
+_rope_off = False
+
+
+class rotation_disabled:
+    """Within `with rotation_disabled():` every rope_dinov3 angle is 0 (cos 1, sin 0: the
+    rotation is the identity). For the checks that the rotation matters."""
+
+    def __enter__(self):
+        global _rope_off
+        self.saved, _rope_off = _rope_off, True
+
+    def __exit__(self, *exc):
+        global _rope_off
+        _rope_off = self.saved
+
+
+def rope_for(cfg, gh, gw):
+    """(cos, sin) of cfg's rotary positions on a gh x gw grid, or None (learned positions)."""
+    if cfg.positions != "rope_dinov3":
+        return None
+    cos, sin = rope_dinov3_tables(gh, gw, cfg.dim // cfg.heads, cfg.rope_theta)
+    if _rope_off:
+        cos, sin = torch.ones_like(cos), torch.zeros_like(sin)
+    return cos, sin
+
+
+def attention(x, w, prefix, cfg, evict=None, rope=None):
     """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v.
     `evict` (bool [B,h,N] or None): keys whose logits become -inf for every query before the
     normalizer (DESIGN §9): softmax renormalizes over the remaining keys, softmax-1 / sink keep
-    their null term. Returns (output [B,N,D], probabilities [B,h,N,N], abstention [B,h,N],
-    logits [B,h,N,N]: the scaled q.k, before the eviction mask)."""
+    their null term. `rope` ((cos, sin) [P,hd] or None): DINOv3's rotation of the last P tokens'
+    q and k in every head, after the projections, before q.k (`apply_rope`). Returns (output
+    [B,N,D], probabilities [B,h,N,N], abstention [B,h,N], logits [B,h,N,N]: the scaled q.k of the
+    rotated q and k, before the eviction mask)."""
     B, N, D = x.shape
     hd = D // cfg.heads
     q, k, v = linear(x, w, prefix + ".qkv").split(D, dim=-1)
     q, k, v = (t.reshape(B, N, cfg.heads, hd).transpose(1, 2) for t in (q, k, v))  # [B,h,N,hd]
+    q, k = apply_rope(q, rope), apply_rope(k, rope)
     if _numerics.precision == "fp32":
         logits = (q @ k.transpose(-2, -1)) * hd ** -0.5                              # [B,h,N,N]
     else:  # bf16 matmuls; vitreg folds the scale into the keys before rounding them
@@ -1037,7 +1286,8 @@ def attention_pool(x, w, cfg, prefix="attn_pool"):
 def embed(images, w, cfg, ttr=0):
     """Tokens [B, P+R+K+h0*w0, D]: [CLS, registers, K test-time registers, patches] (P = 1; no
     CLS and P = 0 without a class token); the position embedding is added to CLS (unless
-    no_embed_class) and patches before the registers are inserted (registers get none); then
+    no_embed_class) and patches before the registers are inserted (registers get none; with
+    rope_dinov3 positions nothing is added: the rotation sits in the attention); then
     norm_pre (cfg.pre_norm) over every token; the K = `ttr` test-time registers are zero vectors
     as the blocks receive them (DESIGN §9: after norm_pre)."""
     B, _, H, W = images.shape
@@ -1053,13 +1303,15 @@ def embed(images, w, cfg, ttr=0):
         if "patch_embed.proj.bias" in w:
             conv["patch_embed.proj.bias"] = w["patch_embed.proj.bias"]
         patches = linear(F.unfold(images, p, stride=p).transpose(1, 2), conv, "patch_embed.proj")
-    pos = w["pos_embed"][0]
-    first = 1 if cfg.pos_embed_class else 0   # the class token's row, if pos_embed has one
-    patches = patches + resample_pos_embed(pos[first:], cfg.grid, h0, w0, cfg.pos_interp)
+    learned = cfg.positions == "learned"      # rope_dinov3: no absolute positions at all
+    if learned:
+        pos = w["pos_embed"][0]
+        first = 1 if cfg.pos_embed_class else 0   # the class token's row, if pos_embed has one
+        patches = patches + resample_pos_embed(pos[first:], cfg.grid, h0, w0, cfg.pos_interp)
     tokens = []
     if cfg.class_token:
         cls = w["cls_token"].reshape(1, 1, -1)
-        tokens.append((cls + pos[0] if cfg.pos_embed_class else cls).expand(B, 1, -1))
+        tokens.append((cls + pos[0] if learned and cfg.pos_embed_class else cls).expand(B, 1, -1))
     if cfg.registers:
         tokens.append(w["register_tokens"].expand(B, -1, -1))
     if ttr:
@@ -1156,7 +1408,10 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
     final-normed token, see `attention_pool`), embedding [B,E] (cls @ proj; only when
     cfg.proj_dim) and prenorm [B,N,D]. All are the final-normed tokens (`norm`, identity without
     one). Without a class token the tokens are [registers, patches] and `cls` is the pooled
-    feature (SigLIP: the MAP head's output).
+    feature (SigLIP: the MAP head's output). With cfg.positions == "rope_dinov3" (DINOv3) no
+    position is added to any token; every block's attention rotates the patch tokens' q and k
+    (`rope_dinov3_tables` of the input's grid; CLS, registers and test-time registers unrotated);
+    `cls` is HF's pooler_output (the normed CLS), `pooled` still the mean of the patches.
 
     With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
     axis B and then one entry per block (L = depth), tokens N = 1 + R + K + h0*w0 in token order
@@ -1178,7 +1433,9 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
     iv = intervention or Intervention()
     R, K, P = cfg.registers, iv.ttr, prefix_tokens(cfg)
     assert K >= 0, K
-    x = embed(torch.as_tensor(images, dtype=torch.float64), w, cfg, K)
+    images = torch.as_tensor(images, dtype=torch.float64)
+    x = embed(images, w, cfg, K)
+    rope = rope_for(cfg, images.shape[-2] // cfg.patch, images.shape[-1] // cfg.patch)
     B, N = x.shape[:2]
     if iv.evict is not None:
         assert tuple(iv.evict.shape) == (B, cfg.depth, cfg.heads, N), \
@@ -1195,7 +1452,7 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
         ls2 = w.get(b + ".ls2.gamma", 1.0)
         evict = iv.evict[:, i] if iv.evict is not None else None
         a, p, abstention, logits = attention(layer_norm(x, w, b + ".norm1", cfg.eps), w,
-                                             b + ".attn", cfg, evict)
+                                             b + ".attn", cfg, evict, rope)
         x = x + ls1 * a
         edit = register_neuron_edit(neurons.get(i, ()), P + R, K)
         m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg, edit)
