@@ -54,9 +54,9 @@ Probe norms_probe() {
 
 }  // namespace
 
-TEST_CASE("evicting keys matches the reference for softmax, softmax-1 and sink models") {
+TEST_CASE("evicting keys matches the reference for softmax, softmax-1 and sink models, DINOv3 (RoPE) and SigLIP") {
     const auto all = cases("evict");
-    REQUIRE(all.size() == 9);
+    REQUIRE(all.size() == 16);
     for (const auto& c : all) {
         INFO(c["name"].get<std::string>());
         const SafetensorsFile f(fixture(c["file"].get<std::string>()));
@@ -226,7 +226,7 @@ TEST_CASE("find-register-neurons ranks the planted neuron first, with the refere
 
 TEST_CASE("test-time registers take the planted outliers' norm off the patches, as the reference does") {
     const auto all = cases("ttr");
-    REQUIRE(all.size() == 3);
+    REQUIRE(all.size() == 5);  // the planted model's, DINOv3's and SigLIP's
     for (const auto& c : all) {
         INFO(c["name"].get<std::string>());
         const SafetensorsFile f(fixture(c["file"].get<std::string>()));

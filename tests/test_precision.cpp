@@ -6,7 +6,7 @@
 // apart, and the flip propagates (measured: one LayerNorm output of one token rounding the
 // other way moved the sink model's bf16 CLS by 1.3e-3 of its scale, a third of the whole bf16
 // error). Without a flip the two agree to ~2e-7. So each mode must agree to 1e-5 on at least
-// one of the three models (an exact replay: a wrong rounding rule, scale, zero point or operand
+// one of the five models (an exact replay: a wrong rounding rule, scale, zero point or operand
 // breaks it on all of them), and every model must stay within half of the quantization error.
 #include <catch2/catch.hpp>
 #include <map>
@@ -41,7 +41,7 @@ PrecisionOptions options(Precision p, const std::string& scales = "", int int8_w
 
 TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same quantization") {
     const auto all = precision_cases();
-    REQUIRE(all.size() == 3);
+    REQUIRE(all.size() == 5);  // three DINOv2 models, DINOv3 (RoPE) and SigLIP
     std::map<std::string, int> exact;  // per mode: models replayed to 1e-5
     for (const auto& c : all) {
         const SafetensorsFile f(fixture(c["case"].get<std::string>()));
@@ -72,7 +72,7 @@ TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same q
     }
     // Portable code rounds each multiply and add apart (no FMA), a little further from the
     // reference's float64 than the vector sets: bf16's coarse roundings (2^-8) then flip on
-    // all three models (measured under VITREG_ISA=portable), so there only the bound above holds.
+    // the DINOv2 models (measured under VITREG_ISA=portable), so there only the bound above holds.
     const bool fused = vitreg::cpu::level() != vitreg::cpu::Level::Portable;
     for (const std::string mode : {"bf16", "int8", "int8w7", "int8_per_tensor"}) {
         INFO(mode);
@@ -122,7 +122,8 @@ TEST_CASE("calibration observes every linear's input range, from the calibration
         Probe probe;
         probe.linear_inputs = true;
         Trace t;
-        m.forward(input.data(), 2, 12, 28, probe, t);
+        const int h = c["height"].get<int>(), w = c["width"].get<int>();
+        m.forward(input.data(), 2, h, w, probe, t);
         Int8Calibrator calibrator;
         calibrator.observe(t);
         const Int8Calibration got = calibrator.finish();
@@ -138,7 +139,7 @@ TEST_CASE("calibration observes every linear's input range, from the calibration
         // widens them once it is observed too.
         std::vector<float> loud(input.size(), 50.0f);
         Trace louder;
-        m.forward(loud.data(), 2, 12, 28, probe, louder);
+        m.forward(loud.data(), 2, h, w, probe, louder);
         Int8Calibrator both;
         both.observe(t);
         both.observe(louder);

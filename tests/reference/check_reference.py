@@ -1210,6 +1210,9 @@ def check_intervention_helpers_by_hand():
     odd = prenorm([4, 1, 3, 100, 2], registers=2)
     check("artifact_tokens, odd count: threshold 4 by hand, token indices after the registers",
           0 if ref.artifact_tokens(odd, 2, 1.0) == [[6]] else 1, 0)
+    # no class token (prefix 0): the same tokens minus the CLS row, indices one lower
+    check("artifact_tokens, no class token: the patches start right after the registers",
+          0 if ref.artifact_tokens(odd[:, 1:], 2, 1.0, prefix=0) == [[5]] else 1, 0)
 
     keys = torch.tensor([[[1, 3]], [[2, 2]]])                            # [B=2, L=1, h=2]
     mask = ref.eviction_mask(2, 1, 2, 5, tokens=[0], per_image=[[4], []], per_head=keys)

@@ -1565,15 +1565,17 @@ def median(values):
     return ordered[mid] if ordered.numel() % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
-def artifact_tokens(prenorm, registers, mad_k=10.0):
+def artifact_tokens(prenorm, registers, mad_k=10.0, prefix=1):
     """The robust (model-free) artifact rule of DESIGN §4 on the final block's output before
-    the final norm, prenorm [B,N,D] -> per image the list of flagged token indices (CLS = 0).
-    `registers` counts every register token (trained + test-time): the patches are tokens
-    1 + registers .. N-1, and only they are candidates. norm = L2 over channels;
+    the final norm, prenorm [B,N,D] -> per image the list of flagged token indices (prenorm's:
+    CLS = 0 when there is one).
+    `registers` counts every register token (trained + test-time) and `prefix` the tokens
+    before them (1: the class token; 0 without one, `prefix_tokens(cfg)`): the patches are
+    tokens prefix + registers .. N-1, and only they are candidates. norm = L2 over channels;
     threshold = median + mad_k * MAD over the patch norms, median of an even count = mean of
     the two middle values, MAD = median |norm - median| (unscaled); flagged: norm > threshold.
     (vitreg's C++ `median_of` rule.)"""
-    first = 1 + registers
+    first = prefix + registers
     result = []
     for image in torch.as_tensor(prenorm, dtype=torch.float64):
         norms = image[first:].norm(dim=-1)
@@ -1657,7 +1659,7 @@ def register_neuron_scores(cfg, w, images, mad_k=10.0):
     per_image = []
     for x in image_list(images):
         out = forward(cfg, w, x, trace=True)
-        positions = artifact_tokens(out["prenorm"], cfg.registers, mad_k)[0]
+        positions = artifact_tokens(out["prenorm"], cfg.registers, mad_k, prefix_tokens(cfg))[0]
         if positions:
             per_image.append(out["trace"]["mlp_hidden"][0][:, positions].abs().mean(dim=1))
     if not per_image:
