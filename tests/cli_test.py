@@ -363,6 +363,23 @@ class CliTest(unittest.TestCase):
         aspect = (max(xs) - min(xs) + 1) / (max(ys) - min(ys) + 1)
         self.assertAlmostEqual(aspect, 504 / 336, delta=0.05)
 
+    def test_maps_probe_query_of_an_attention_pool_head(self):
+        # SigLIP has no class token; its MAP head's probe is the query that makes its pooled feature.
+        out = os.path.join(self.tmp, "probe")
+        siglip = os.path.join(FIXTURES, "models", "hf_siglip")
+        r = vitreg("maps", siglip, os.path.join(ASSETS, "chelsea.png"), "-o", out, "--query", "probe", "--save-attention")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        att = np.load(os.path.join(out, "attention.npy"))
+        self.assertEqual(att.shape, (1, 3, 1, 16))  # the pool head, 3 heads, 4x4 patches at the 32 px squash
+        np.testing.assert_allclose(att.sum(axis=-1), 1.0, atol=1e-5)
+        self.assertEqual(read_json(os.path.join(out, "stats.json"))["query"], "probe")
+        width, height, _ = decode_png(os.path.join(out, "attention.png"))
+        self.assertGreater(width, height)  # one row: the heads, then their mean
+        r = vitreg("maps", siglip, os.path.join(ASSETS, "chelsea.png"), "-o", os.path.join(self.tmp, "never"), "--query", "probe",
+                   "--rollout")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the probe query has none", r.stderr)
+
     def test_maps_bad_input_writes_nothing(self):
         bad = os.path.join(self.tmp, "bad.png")
         with open(bad, "w") as f:
@@ -373,6 +390,7 @@ class CliTest(unittest.TestCase):
             ([os.path.join(ASSETS, "chelsea.png"), "--query", "reg:9"], "the model has 4 registers"),
             ([os.path.join(ASSETS, "chelsea.png"), "--layers", "6"], "layer '6' in '6' is out of range"),
             ([os.path.join(ASSETS, "chelsea.png"), "--query", "head"], "bad token 'head'"),
+            ([os.path.join(ASSETS, "chelsea.png"), "--query", "probe"], "attention-pool head"),
         ]:
             out = os.path.join(self.tmp, "never")
             r = vitreg("maps", MODEL, *args, "-o", out)

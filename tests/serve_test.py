@@ -3,7 +3,7 @@
 forward's Probe rows for a clicked patch, change layer and head, reload from the fragment and
 take an upload; then bad requests, each a clear 4xx with a JSON message while the server stays
 up: an oversized body (sent and only declared), path traversal in the image name, a corrupt
-upload, an image declaring a huge size, bad parameters, and more concurrent forwards than the
+upload, an image declaring a huge size, bad parameters, and more simultaneous forwards than the
 bound. Finally SIGTERM stops it cleanly.
 
 usage: serve_test.py VITREG_BINARY REPO_ROOT
@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import zlib
@@ -130,18 +131,23 @@ class Serve(unittest.TestCase):
         self.assertNotIn("/", json.loads(data)["name"])
 
     def test_4_concurrent_forwards_beyond_the_bound(self):
-        with open(os.path.join(IMAGES, FIRST), "rb") as f:
-            png = f.read()
+        # A 512x512 photo at --resize none: a 36x36 grid, a forward slow enough to overlap; the
+        # clients start together, so a loaded machine cannot serialize them by accident.
+        with open(os.path.join(ROOT, "assets", "images", "astronaut.jpg"), "rb") as f:
+            photo = f.read()
+        clients = 8
+        start = threading.Barrier(clients)
 
         def upload(i):
-            return self.request("POST", "/api/upload", body=png, headers={"X-Filename": f"c{i}.png"})
+            start.wait()
+            return self.request("POST", "/api/upload", body=photo, headers={"X-Filename": f"c{i}.jpg"})
 
-        with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(upload, range(16)))
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            results = list(pool.map(upload, range(clients)))
         statuses = [s for s, _ in results]
         self.assertTrue(set(statuses) <= {200, 429}, statuses)
         self.assertIn(200, statuses)
-        self.assertIn(429, statuses, "with --max-forwards 1, some of 8 concurrent forwards must be refused")
+        self.assertIn(429, statuses, "with --max-forwards 1, some of 8 simultaneous forwards must be refused")
         for s, data in results:
             if s == 429:
                 self.assertIn("busy", json.loads(data)["error"])

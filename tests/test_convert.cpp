@@ -48,7 +48,8 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
                                        "models/open_clip_quickgelu", "models/open_clip_gelu_f16", "models/timm_deit3",
                                        "models/timm_avg_fcnorm", "models/timm_clip_f16.safetensors",
                                        "models/timm_noqkvbias.safetensors", "torch/teacher_module.pth", "models/hf_siglip",
-                                       "models/hf_siglip_full");
+                                       "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated",
+                                       "torch/dinov3_hub.pth", "torch/dinov3_hub_gated.pth");
     INFO(model);
     TempDir dir;
     const std::string out = dir / "converted.safetensors";
@@ -70,6 +71,10 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
     CHECK(b.std == a.std);
     CHECK(b.input_size == a.input_size);
     CHECK(b.crop_pct == a.crop_pct);
+    CHECK(b.positions == a.positions);
+    CHECK(b.rope_theta == a.rope_theta);
+    CHECK(b.eval_squash == a.eval_squash);
+    CHECK(b.interpolation == a.interpolation);
     const int p = a.patch, native = a.grid * p;
     for (const auto& [h, w] : {std::pair<int, int>{native, native}, {2 * p, 3 * p}}) {
         const auto x = input(h, w);

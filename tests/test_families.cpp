@@ -374,3 +374,54 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
                            "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated"})
         CHECK_NOTHROW(Checkpoint(fixture(ok)));
 }
+
+TEST_CASE("SigLIP's probe query: the attention-pool head's rows, recomputed here from its weights") {
+    const std::string folder = fixture("models/hf_siglip");
+    const Model m = Model::load(folder);
+    const Checkpoint ck(folder);
+    const Config& c = m.config();
+    const int D = c.dim, H = c.heads, hd = D / H, h = 3 * c.patch, w = 5 * c.patch;
+    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.21f * static_cast<float>(i)) * 1.2f;
+    Probe probe;
+    probe.pool_attention = true;
+    Trace t;
+    const Features f = m.forward(x.data(), 1, h, w, probe, t);
+    REQUIRE(t.pool_attention.size() == static_cast<std::size_t>(H) * t.tokens);
+    // softmax over the final-normed tokens of (W_q latent + b_q)_h · (W_k x_t + b_k)_h / sqrt(hd)
+    const auto latent = ck.load("attn_pool.latent", {1, 1, D});
+    const auto wqkv = ck.load("attn_pool.qkv.weight", {3 * D, D});
+    const auto bqkv = ck.load("attn_pool.qkv.bias", {3 * D});
+    std::vector<double> q(D);
+    for (int i = 0; i < D; ++i) {
+        q[i] = bqkv[i];
+        for (int j = 0; j < D; ++j) q[i] += static_cast<double>(wqkv[static_cast<std::size_t>(i) * D + j]) * latent[j];
+    }
+    const int n = t.tokens;  // no class token, no registers: every token is a patch
+    REQUIRE(f.patches.size() == static_cast<std::size_t>(n) * D);
+    for (int head = 0; head < H; ++head) {
+        std::vector<double> s(n);
+        double top = -1e300, sum = 0;
+        for (int tok = 0; tok < n; ++tok) {
+            double z = 0;
+            for (int i = head * hd; i < (head + 1) * hd; ++i) {
+                double k = bqkv[D + i];
+                for (int j = 0; j < D; ++j)
+                    k += static_cast<double>(wqkv[static_cast<std::size_t>(D + i) * D + j]) * f.patches[static_cast<std::size_t>(tok) * D + j];
+                z += q[i] * k;
+            }
+            s[tok] = z / std::sqrt(static_cast<double>(hd));
+            top = std::max(top, s[tok]);
+        }
+        for (auto& v : s) sum += (v = std::exp(v - top));
+        for (int tok = 0; tok < n; ++tok) {
+            INFO("head " << head << " token " << tok);
+            CHECK(t.pool_attention_of(0, head)[tok] == Approx(s[tok] / sum).margin(1e-6));
+        }
+    }
+    // A model without an attention-pool head has no probe query.
+    const Model dinov3 = Model::load(fixture("models/hf_dinov3"));
+    Trace none;
+    CHECK_THROWS_WITH(dinov3.forward(x.data(), 1, h, w, probe, none),
+                      Catch::Contains("attention-pool head") && Catch::Contains("pools with token"));
+}

@@ -30,11 +30,13 @@ bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
-std::vector<float> test_image(int side) {
-    std::vector<float> x(static_cast<std::size_t>(3) * side * side);
+std::vector<float> test_image(int height, int width) {
+    std::vector<float> x(static_cast<std::size_t>(3) * height * width);
     for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 1.5f;
     return x;
 }
+
+std::vector<float> test_image(int side) { return test_image(side, side); }
 
 std::vector<std::uint16_t> bits16(const TensorView& t) {
     std::vector<std::uint16_t> out(static_cast<std::size_t>(t.numel()));
@@ -259,4 +261,47 @@ TEST_CASE("torch hub names resolve in $TORCH_HOME and nothing is downloaded", "[
     if (saved_xdg_env) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
     else ::unsetenv("XDG_CACHE_HOME");
     if (saved_home) ::setenv("TORCH_HOME", saved.c_str(), 1);
+}
+
+TEST_CASE("DINOv3's torch hub files: the HF folder's features, the unused k bias masked, the hashed hub name", "[torch][hub]") {
+    // The same weights in facebookresearch/dinov3's names (storage_tokens, qkv with a nonzero k
+    // bias that bias_mask zeroes, w1/w2/w3, rope_embed.periods) and in HF DINOv3ViTModel's.
+    for (const auto& [pth, folder, gated] : {std::tuple{"dinov3_hub.pth", "models/hf_dinov3", false},
+                                             std::tuple{"dinov3_hub_gated.pth", "models/hf_dinov3_gated", true}}) {
+        INFO(pth);
+        const Model hub = Model::load(torch_fixture(pth));
+        const Model hf = Model::load(fixture(folder));
+        const Config& c = hub.config();
+        CHECK(to_string(c.layout) == "dinov3-hub");
+        CHECK(c.family == Family::Dinov3);
+        CHECK(c.positions == Positions::RopeAxial);
+        CHECK(c.heads == hf.config().heads);  // from the rotary periods: head_dim / 4 of them
+        CHECK(c.rope_theta == Approx(100.0f).epsilon(1e-5));
+        CHECK(c.registers == 4);
+        CHECK((c.mlp == MlpKind::SwiGlu) == gated);
+        CHECK(c.eps == 1e-5f);
+        CHECK(c.pipeline == PixelPipeline::Torchvision);  // the hub's eval transform: short side 256, crop 224
+        CHECK_FALSE(c.eval_squash);
+        for (const auto& [h, w] : {std::pair{32, 32}, {24, 40}}) {
+            const auto x = test_image(h, w);
+            const Features a = hub.forward(x.data(), 1, h, w), b = hf.forward(x.data(), 1, h, w);
+            CHECK(a.cls == b.cls);
+            CHECK(a.patches == b.patches);
+            CHECK(a.registers == b.registers);
+        }
+    }
+
+    TempDir home;
+    const std::string checkpoints = home / "hub/checkpoints";
+    REQUIRE(std::system(("mkdir -p '" + checkpoints + "'").c_str()) == 0);
+    write_bytes(checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth", read_bytes(torch_fixture("dinov3_hub.pth")));
+    const char* saved_home = std::getenv("TORCH_HOME");
+    const std::string saved = saved_home ? saved_home : "";
+    ::setenv("TORCH_HOME", home.path().c_str(), 1);
+    CHECK(resolve_model_path("dinov3_vits16") == checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth");
+    CHECK_THROWS_WITH(resolve_model_path("dinov3_vitb16"),
+                      Catch::Contains("dinov3_vitb16: not in the torch hub cache") && Catch::Contains("_pretrain_*.pth") &&
+                          Catch::Contains("torch.hub.load('facebookresearch/dinov3', 'dinov3_vitb16')"));
+    if (saved_home) ::setenv("TORCH_HOME", saved.c_str(), 1);
+    else ::unsetenv("TORCH_HOME");
 }

@@ -32,12 +32,14 @@ void register_maps(CLI::App& app, Command& run) {
     cmd->add_option("--heads", a->heads, "all (each head + their mean) | mean | max | min")
         ->check(CLI::IsMember({"all", "mean", "max", "min"}))
         ->capture_default_str();
-    cmd->add_option("--query", a->query, "cls | reg:K | patch:R,C")->capture_default_str();
+    cmd->add_option("--query", a->query,
+                    "cls | reg:K | patch:R,C | probe (the attention-pool head's query over the final tokens: SigLIP's MAP)")
+        ->capture_default_str();
     cmd->add_flag("--rollout", a->rollout, "also write rollout.png (Abnar & Zuidema)");
     cmd->add_option("--discard", a->discard, "rollout: zero this fraction of the smallest fused weights per layer")
         ->check(CLI::Range(0.0f, 0.99f));
     add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
-    cmd->add_flag("--save-attention", a->save_attention, "write attention.npy [layers, heads, 1, tokens]");
+    cmd->add_flag("--save-attention", a->save_attention, "write attention.npy [layers, heads, 1, tokens] ([1, heads, 1, tokens] for --query probe)");
     cmd->add_flag("--save-norms", a->save_norms, "write norms.npy [layers, tokens]");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
     cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
@@ -48,7 +50,11 @@ void register_maps(CLI::App& app, Command& run) {
             const Model m = load_model(a->model);
             const Config& c = m.config();
             const ResizeSpec resize = pixel_spec(a->pixels);
-            const TokenRef query = TokenRef::parse(a->query);
+            // `probe`: the attention-pool head's query, which is no token of the sequence.
+            const bool pool_query = a->query == "probe";
+            const TokenRef query = pool_query ? TokenRef{} : TokenRef::parse(a->query);
+            const std::string query_name = pool_query ? std::string("probe") : query.to_string();
+            if (pool_query && a->rollout) throw UsageError("--rollout follows a token's attention down the layers; the probe query has none");
             const std::vector<int> layers = resolve_layers(a->layers, c.depth);
             const bool each_head = a->heads == "all";
             const HeadFusion fusion = each_head ? HeadFusion::Mean : parse_head_fusion(a->heads);
@@ -57,10 +63,11 @@ void register_maps(CLI::App& app, Command& run) {
             const Pixels px = load_pixels(a->image, resize, c, a->limits.image);
             m.check_tokens(px.height, px.width, a->limits.max_tokens, a->image);
             const int gh = px.height / c.patch, gw = px.width / c.patch;
-            const int q = query.token_index(m.registers(), gh, gw, c.class_token);
+            const int q = pool_query ? -1 : query.token_index(m.registers(), gh, gw, c.class_token);
 
             Probe probe = Probe::statistics(c.depth);
-            if (q != 0) probe.queries.push_back(q);
+            if (q > 0) probe.queries.push_back(q);
+            probe.pool_attention = pool_query;
             probe.all_queries = a->rollout;
             Trace t;
             m.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{a->threads, a->limits.max_tokens});
@@ -69,10 +76,11 @@ void register_maps(CLI::App& app, Command& run) {
             make_dirs(a->out);
             const std::string dir = a->out + "/";
             const cv::Mat image = render::fit(render::input_image(px, c.mean, c.std), 224);
-            const std::string what = query.to_string() + " attention, " + to_string(c.attention) +
+            const std::string what = query_name + " attention, " + to_string(c.attention) +
                                      (c.retrofit() ? " (retrofit)" : "") +
                                      (m.intervention().empty() ? "" : ", " + m.intervention().to_string());
-            render::write_png(dir + "attention.png", render::attention_grid(image, t, layers, q, each_head, fusion, what));
+            render::write_png(dir + "attention.png", pool_query ? render::pool_attention_grid(image, t, each_head, fusion, what)
+                                                                : render::attention_grid(image, t, layers, q, each_head, fusion, what));
             render::write_png(dir + "norms.png", render::norms_grid(image, t, layers, stats, "patch norms"));
             const auto& out_layer = stats.layers.back();
             render::write_png(dir + "histogram.png",
@@ -96,9 +104,12 @@ void register_maps(CLI::App& app, Command& run) {
             j["precision"] = m.precision().describe();
             j["intervention"] = m.intervention().to_string();
             j["retrofit"] = c.retrofit();
-            j["query"] = query.to_string();
+            j["query"] = query_name;
             write_file_atomic(dir + "stats.json", j.dump(1) + "\n");
-            if (a->save_attention) {
+            if (a->save_attention && pool_query) {
+                // [1, heads, 1, tokens]: the pool head in place of the layers.
+                write_npy(dir + "attention.npy", ArrayRef{{1, t.heads, 1, t.tokens}, t.pool_attention.data()});
+            } else if (a->save_attention) {
                 // [layers, heads, 1, tokens] for the chosen layers and query.
                 std::vector<float> att;
                 for (int l : layers)

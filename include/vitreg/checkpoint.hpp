@@ -35,6 +35,7 @@ public:
 
 private:
     std::vector<std::string> source_names(const std::string& canonical) const;
+    void apply_bias_mask(const TensorView& bias, std::vector<float>& values) const;
     bool proj_transposed() const;
     Config resolve(const std::string& dir, const ConfigOverrides& overrides);
 

@@ -63,6 +63,7 @@ enum class Layout {
     HFClip,   // HF transformers CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`
     HFSiglip, // HF transformers SiglipVisionModel / SiglipModel `vision_model.*` (no class token, a MAP head)
     HFDinov3, // HF transformers DINOv3ViTModel: q/k/v/o projections, no position embedding (rotary positions)
+    Dinov3Hub, // facebookresearch/dinov3 torch hub: dinov2 names, storage_tokens, a masked k bias, w1/w2/w3
 };
 // Where the tokens' positions come from.
 enum class Positions {

@@ -40,6 +40,7 @@ struct Probe {
     bool blocks_normed = false;         // ...with the final LayerNorm applied
     std::vector<int> qkv_layers;        // the q | k | v projections of these layers (any query's row can then be recomputed)
     bool linear_inputs = false;         // the input of every linear, as it enters the GEMM (int8 calibration)
+    bool pool_attention = false;        // an attention-pool head's probe query: its rows over every final-normed token (SigLIP's MAP)
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
@@ -67,6 +68,7 @@ struct Trace {
     std::vector<int> qkv_layers;
     std::vector<float> qkv;         // [qkv_layers, batch, tokens, 3 * dim]
     std::vector<std::uint8_t> evicted;  // [layers, batch, heads, tokens] keys an eviction removed (kept with q/k, so rows can be recomputed)
+    std::vector<float> pool_attention;  // [batch, heads, tokens] the attention-pool head's probe rows (Probe::pool_attention)
     std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
     std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
 
@@ -85,6 +87,7 @@ struct Trace {
     const float* key_mass_of(int layer, int b, int h) const { return key_mass.data() + (at(layer, b) * heads + h) * tokens; }
     const float* mlp_of(int l, int b) const { return mlp.data() + at(l, b) * tokens * mlp_hidden; }
     const float* qkv_of(int l, int b) const { return qkv.data() + at(l, b) * tokens * 3 * dim; }
+    const float* pool_attention_of(int b, int h) const { return pool_attention.data() + (static_cast<std::size_t>(b) * heads + h) * tokens; }
     // Block output slot l (an index into `block_layers`) of image b: [tokens, dim].
     const float* block_of(int l, int b) const { return blocks.data() + at(l, b) * tokens * dim; }
     // Every head's row of one query: [heads, tokens] (attention layer slot l, query slot q).

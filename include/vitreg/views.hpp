@@ -28,6 +28,9 @@ cv::Mat norms_tile(const cv::Mat& image, const float* norms, const Trace& trace,
 // query's rows in those layers.
 cv::Mat attention_grid(const cv::Mat& image, const Trace& trace, const std::vector<int>& layers, int query_token,
                        bool each_head, HeadFusion fusion, const std::string& title);
+// The same, one row: the attention-pool head's probe query (Probe::pool_attention, SigLIP's MAP).
+cv::Mat pool_attention_grid(const cv::Mat& image, const Trace& trace, bool each_head, HeadFusion fusion,
+                            const std::string& title);
 // One norm heatmap per layer on a shared colour scale, artifacts outlined, with a colour bar.
 cv::Mat norms_grid(const cv::Mat& image, const Trace& trace, const std::vector<int>& layers, const ImageStats& stats,
                    const std::string& title);

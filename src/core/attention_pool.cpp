@@ -41,7 +41,7 @@ AttentionPool AttentionPool::load(const Checkpoint& ck, const Config& c) {
     return p;
 }
 
-void AttentionPool::pool(const float* tokens, int n, float eps, MlpKind activation, float* out) const {
+void AttentionPool::pool(const float* tokens, int n, float eps, MlpKind activation, float* out, float* attention) const {
     const int D = dim, hd = dim / heads;
     const Eigen::Map<const RowMatrix> x(tokens, n, D);
     const Eigen::VectorXf q = qkv.topRows(D) * latent + qkv_bias.head(D);
@@ -56,6 +56,8 @@ void AttentionPool::pool(const float* tokens, int n, float eps, MlpKind activati
         Eigen::VectorXd s = ((x * u).cast<double>().array() + offset) * scale;
         s = (s.array() - s.maxCoeff()).exp();
         s /= s.sum();
+        if (attention)
+            for (int t = 0; t < n; ++t) attention[static_cast<std::size_t>(h) * n + t] = static_cast<float>(s[t]);
         // Σ_t p_t (W_v x_t + b_v) = W_v (Σ_t p_t x_t) + b_v, as the probabilities sum to one.
         const Eigen::VectorXf mean = (x.transpose().cast<double>() * s).cast<float>();
         mixed.segment(h * hd, hd) = wv.middleRows(h * hd, hd) * mean + qkv_bias.segment(2 * D + h * hd, hd);

@@ -27,8 +27,9 @@ struct AttentionPool {
     static AttentionPool load(const Checkpoint& ck, const Config& c);
 
     // The pooled feature [D] of one image's tokens [n, D]: softmax attention of the probe (in
-    // double, a few thousand numbers), the MLP's activation the model's own.
-    void pool(const float* tokens, int n, float eps, MlpKind activation, float* out) const;
+    // double, a few thousand numbers), the MLP's activation the model's own. `attention`, when
+    // given, receives the probe's rows [heads, n].
+    void pool(const float* tokens, int n, float eps, MlpKind activation, float* out, float* attention = nullptr) const;
 };
 
 }  // namespace vitreg

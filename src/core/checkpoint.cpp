@@ -69,7 +69,8 @@ std::optional<LayoutMatch> detect_layout(const TensorFile& f) {
         if (ends_with(name, dino_marker)) {
             const std::string prefix = name.substr(0, name.size() - dino_marker.size());
             const bool timm_reg = f.has(prefix + "reg_token");
-            return LayoutMatch{timm_reg ? Layout::TimmReg : Layout::Dinov2, prefix};
+            const bool dinov3 = f.has(prefix + "storage_tokens") || f.has(prefix + "rope_embed.periods");
+            return LayoutMatch{dinov3 ? Layout::Dinov3Hub : timm_reg ? Layout::TimmReg : Layout::Dinov2, prefix};
         }
     }
     return std::nullopt;
@@ -171,6 +172,9 @@ const NamePairs kHfDinov3Top = {
     {"patch_embed.proj.", "embeddings.patch_embeddings."},
     {"norm.", "norm."},
 };
+// DINOv3's own (torch hub) names: dinov2's, but for the registers and the gated MLP's halves.
+const NamePairs kDinov3HubTop = {{"register_tokens", "storage_tokens"}};
+const NamePairs kDinov3HubBlock = {{"mlp.w12.", "mlp.w1.|mlp.w2."}};
 const NamePairs kHfDinov3Block = {
     {"norm1.", "norm1."},
     {"norm2.", "norm2."},
@@ -390,6 +394,7 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
             names = table_names(canonical, kHfSiglipTop, "vision_model.encoder.layers.", kHfClipBlock);
             break;
         case Layout::HFDinov3: names = table_names(canonical, kHfDinov3Top, "layer.", kHfDinov3Block); break;
+        case Layout::Dinov3Hub: names = table_names(canonical, kDinov3HubTop, "blocks.", kDinov3HubBlock); break;
     }
     if (canonical == "proj" && !proj_source_.empty()) names = {proj_source_};
     for (auto& n : names) n = prefix_ + n;
@@ -422,6 +427,26 @@ std::vector<const TensorView*> Checkpoint::parts(const std::string& canonical) c
     return out;
 }
 
+// DINOv3's qkv keeps a k bias it never uses: `bias_mask` beside it (1 kept, 0 masked; the forward
+// computes bias · mask) says which. A masked entry is zero here, whatever the file holds.
+void Checkpoint::apply_bias_mask(const TensorView& bias, std::vector<float>& values) const {
+    const std::string mask_name = bias.name + "_mask";
+    if (bias.name.size() < 5 || bias.name.compare(bias.name.size() - 5, 5, ".bias") != 0 || !file_->has(mask_name)) return;
+    const auto& m = file_->get(mask_name);
+    if (m.numel() != static_cast<std::int64_t>(values.size()))
+        throw CheckpointError(path() + ": tensor '" + mask_name + "' has shape " + m.shape_string() + ", expected that of '" +
+                              bias.name + "' " + bias.shape_string());
+    const auto mask = m.to_float();
+    file_->release(m);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (mask[i] == 1.0f) continue;
+        if (mask[i] != 0.0f && !std::isnan(mask[i]))
+            throw CheckpointError(path() + ": tensor '" + mask_name + "' holds " + std::to_string(mask[i]) +
+                                  " at " + std::to_string(i) + " (a bias mask holds 0 or 1)");
+        values[i] = 0.0f;
+    }
+}
+
 std::vector<float> Checkpoint::load(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
     const auto views = parts(canonical);
     const bool transpose = canonical == "proj" && proj_transposed() && shape.size() == 2;
@@ -440,6 +465,7 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
                                   ", expected " + shape_text(part_shape));
         auto f = v->to_float();
         file_->release(*v);
+        apply_bias_mask(*v, f);
         out.insert(out.end(), f.begin(), f.end());
     }
     if (transpose) {
@@ -550,7 +576,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     const bool clip_layout = c.layout == Layout::OpenClip || c.layout == Layout::HFClip;
     const bool hf_tower = c.layout == Layout::HFClip || c.layout == Layout::HFSiglip;  // `vision_model.` of a two-tower model
     const bool timm_names = c.layout == Layout::Dinov2 || c.layout == Layout::TimmReg;
-    const bool dinov3 = c.layout == Layout::HFDinov3;
+    const bool dinov3_hf = c.layout == Layout::HFDinov3;
+    const bool dinov3 = dinov3_hf || c.layout == Layout::Dinov3Hub;
 
     // Hyper-parameters beside the weights: HF's config.json (for HF CLIP its vision_config),
     // OpenCLIP's open_clip_config.json, an HF-hub timm repo's config.json (architecture,
@@ -559,7 +586,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     nlohmann::json top, open_clip, timm, preprocessor;
     const std::string open_clip_file = dir + "/open_clip_config.json", preprocessor_file = dir + "/preprocessor_config.json";
     const int depth_limit = overrides.limits.max_json_depth;
-    if (c.layout == Layout::HF || hf_tower || dinov3) {
+    if (c.layout == Layout::HF || hf_tower || dinov3_hf) {
         if (!is_file(h.cfg_file))
             throw ConfigError(fpath + ": HF layout needs a sibling config.json (looked for " + h.cfg_file + ")");
         h.cfg = read_config_json(h.cfg_file, depth_limit);
@@ -570,7 +597,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                 h.cfg = top["vision_config"];
             }
         }
-        if ((hf_tower || dinov3) && is_file(preprocessor_file)) preprocessor = read_config_json(preprocessor_file, depth_limit);
+        if ((hf_tower || dinov3_hf) && is_file(preprocessor_file)) preprocessor = read_config_json(preprocessor_file, depth_limit);
     } else if (c.layout == Layout::OpenClip) {
         if (is_file(open_clip_file)) open_clip = read_config_json(open_clip_file, depth_limit);
     } else if (is_file(h.cfg_file)) {
@@ -624,7 +651,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (c.positions == Positions::RopeAxial) {
         if (has("pos_embed")) throw CheckpointError(fpath + ": rotary positions and a learned pos_embed: one or the other");
         c.pos_embed_class = false;
-        const long image = dinov3 ? h.cfg_int("image_size").value_or(224) : h.meta_int("input_size").value_or(224);
+        const long image = dinov3_hf ? h.cfg_int("image_size").value_or(224) : h.meta_int("input_size").value_or(224);
         c.grid = static_cast<int>(std::max<long>(1, image / c.patch));  // the native input's grid (nothing is resampled)
         if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
         else if (auto t2 = h.cfg_float("rope_theta")) c.rope_theta = static_cast<float>(*t2);
@@ -760,6 +787,13 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.heads = static_cast<int>(c.dim / head_width);
         if (c.dim % head_width) throw ConfigError(open_clip_file + ": head_width " + std::to_string(head_width) +
                                                   " does not divide the width " + std::to_string(c.dim));
+    } else if (c.layout == Layout::Dinov3Hub && file_->has(prefix_ + "rope_embed.periods")) {
+        // The rotary periods, one per band: head_dim / 4 of them.
+        const auto& periods = file_->get(prefix_ + "rope_embed.periods");
+        if (periods.shape.size() != 1 || periods.shape[0] <= 0 || c.dim % (4 * periods.shape[0]))
+            throw CheckpointError(fpath + ": tensor '" + periods.name + "' has shape " + periods.shape_string() +
+                                  ", expected [head_dim / 4] with head_dim dividing " + std::to_string(c.dim));
+        c.heads = static_cast<int>(c.dim / (4 * periods.shape[0]));
     } else if (hf_tower) {
         c.heads = 12;  // transformers' CLIPVisionConfig and SiglipVisionConfig default, which config.json leaves out
         c.notes.push_back("num_attention_heads not in config.json; HF's default 12");
@@ -774,6 +808,29 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     c.head_dim = c.dim / c.heads;
     if (c.positions == Positions::RopeAxial && c.head_dim % 4)
         throw ConfigError(fpath + ": axial RoPE needs a head width divisible by 4, not " + std::to_string(c.head_dim));
+    if (c.layout == Layout::Dinov3Hub && file_->has(prefix_ + "rope_embed.periods")) {
+        // periods[j] = θ^(4j/head_dim): θ is the second period to the power head_dim / 4.
+        const auto& t = file_->get(prefix_ + "rope_embed.periods");
+        const auto periods = t.to_float();
+        file_->release(t);
+        const int bands = static_cast<int>(periods.size());
+        if (bands > 1) {
+            // float32 periods hold θ to ~7 digits: keep 6 (100.0000076 is DINOv3's 100).
+            const double theta = std::pow(static_cast<double>(periods[1]), bands);
+            const double unit = std::pow(10.0, std::floor(std::log10(theta)) - 5);
+            c.rope_theta = static_cast<float>(std::round(theta / unit) * unit);
+        }
+        for (int j = 0; j < bands; ++j) {
+            const double want = std::pow(static_cast<double>(c.rope_theta), static_cast<double>(j) / bands);
+            if (!(std::abs(periods[j] - want) <= 1e-4 * want))
+                throw CheckpointError(fpath + ": tensor '" + t.name + "' is not theta^(4j/head_dim) for any theta (entry " +
+                                      std::to_string(j) + " is " + std::to_string(periods[j]) + ")");
+        }
+        if (!(c.rope_theta > 1)) throw CheckpointError(fpath + ": tensor '" + t.name + "' gives rope_theta " +
+                                                       std::to_string(c.rope_theta) + " (expected above 1)");
+    } else if (c.layout == Layout::Dinov3Hub) {
+        c.notes.push_back("no rope_embed.periods in the file: DINOv3's rope_theta 100 assumed");
+    }
 
     // Whatever metadata or config.json states must agree with the tensors.
     if (auto v = h.meta_int("patch_size")) agree(fpath, "metadata patch_size", *v, c.patch);
@@ -802,7 +859,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
 
     // The activation: SwiGLU from the tensors; QuickGELU where the checkpoint says so (OpenAI's
     // CLIP weights; HF's CLIPVisionConfig and OpenCLIP without a config default to it).
-    if (c.mlp == MlpKind::SwiGlu && dinov3) {
+    if (c.mlp == MlpKind::SwiGlu && dinov3_hf) {
         const std::string act = h.cfg_str("hidden_act").value_or("silu");
         if (act != "silu") throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (DINOv3's gated MLP runs silu)");
     }
@@ -821,7 +878,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             quick = act == "quick_gelu";
             if (!tanh && !quick && act != "gelu")
                 throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu, gelu_pytorch_tanh or quick_gelu)");
-        } else if (dinov3) {
+        } else if (dinov3_hf) {
             const std::string act = h.cfg_str("hidden_act").value_or("gelu");
             if (act != "gelu") throw ConfigError(h.cfg_file + ": hidden_act '" + act + "' (vitreg runs DINOv3's gelu, or silu gated)");
         } else if (c.layout == Layout::HFClip) {
@@ -904,7 +961,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     // the metadata. CLIP's eval transform resizes the short side to the input and crops it.
     // Whose transform: the layout's (a timm config beside any layout makes it timm's).
     c.pipeline = c.layout == Layout::OpenClip                               ? PixelPipeline::OpenClip
-                 : c.layout == Layout::HF || hf_tower || dinov3             ? PixelPipeline::HF
+                 : c.layout == Layout::HF || hf_tower || dinov3_hf             ? PixelPipeline::HF
                  : c.family == Family::Timm || c.layout == Layout::TimmReg ? PixelPipeline::Timm
                                                                             : PixelPipeline::Torchvision;
     if (pretrained) c.pipeline = PixelPipeline::Timm;
@@ -920,7 +977,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.crop_pct = 1.0;
         c.eval_squash = true;
     }
-    if (c.family == Family::Dinov3) {  // DINOv3ViTImageProcessorFast: squash to 224x224, bilinear, ImageNet's mean and std
+    if (dinov3_hf) {  // DINOv3ViTImageProcessorFast: squash to 224x224, bilinear, ImageNet's mean and std (the hub's eval
+                      // transform is DINOv2's: short side 256 bicubic, crop 224)
         c.input_size = c.native_size();
         c.crop_pct = 1.0;
         c.eval_squash = true;
@@ -1041,9 +1099,9 @@ std::string resolve_model_path(const std::string& spec) {
         }
         // Torch hub names, after the shipped ones.
         if (auto file = torch_hub_checkpoint(spec, &torch_looked)) return *file;
-        if (is_dinov2_hub_name(spec))
+        if (const std::string repo = torch_hub_repository(spec); !repo.empty())
             throw CheckpointError(spec + ": " + torch_looked + "; vitreg reads the local cache and downloads nothing: "
-                                  "fetch it first, e.g. python3 -c \"import torch; torch.hub.load('facebookresearch/dinov2', '" +
+                                  "fetch it first, e.g. python3 -c \"import torch; torch.hub.load('" + repo + "', '" +
                                   spec + "')\"");
     }
     std::string known;

@@ -84,6 +84,7 @@ std::string to_string(Layout l) {
         case Layout::HFClip: return "hf-clip";
         case Layout::HFSiglip: return "hf-siglip";
         case Layout::HFDinov3: return "hf-dinov3";
+        case Layout::Dinov3Hub: return "dinov3-hub";
     }
     return "?";
 }

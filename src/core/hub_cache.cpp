@@ -1,7 +1,9 @@
 #include "hub_cache.hpp"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
@@ -86,13 +88,30 @@ std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::st
     const std::string dir = torch_hub_checkpoints_dir();
     for (const std::string& candidate : {dir + "/" + name + "_pretrain.pth", dir + "/" + name + ".pth"})
         if (is_file(candidate)) return candidate;
-    if (looked) *looked = "not in the torch hub cache (no " + name + "_pretrain.pth nor " + name + ".pth in " + dir + ")";
+    // DINOv3 keeps the weights' dataset and hash in the name: NAME_pretrain_lvd1689m-08c60483.pth.
+    std::vector<std::string> hashed;
+    if (DIR* d = opendir(dir.c_str())) {
+        const std::string stem = name + "_pretrain_";
+        while (const dirent* e = readdir(d)) {
+            const std::string f = e->d_name;
+            if (f.size() > stem.size() + 4 && f.compare(0, stem.size(), stem) == 0 && f.compare(f.size() - 4, 4, ".pth") == 0 &&
+                is_file(dir + "/" + f))
+                hashed.push_back(dir + "/" + f);
+        }
+        closedir(d);
+    }
+    if (!hashed.empty()) return *std::min_element(hashed.begin(), hashed.end());
+    if (looked)
+        *looked = "not in the torch hub cache (no " + name + "_pretrain.pth, " + name + "_pretrain_*.pth nor " + name +
+                  ".pth in " + dir + ")";
     return std::nullopt;
 }
 
-bool is_dinov2_hub_name(const std::string& name) {
-    static const std::regex pattern("dinov2_vit[sblg]14(_reg4)?");
-    return std::regex_match(name, pattern);
+std::string torch_hub_repository(const std::string& name) {
+    static const std::regex dinov2("dinov2_vit[sblg]14(_reg4)?"), dinov3("dinov3_vit(s|splus|b|l|hplus|7b)16");
+    if (std::regex_match(name, dinov2)) return "facebookresearch/dinov2";
+    if (std::regex_match(name, dinov3)) return "facebookresearch/dinov3";
+    return "";
 }
 
 }  // namespace vitreg

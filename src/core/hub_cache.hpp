@@ -23,13 +23,15 @@ std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::strin
 // $XDG_CACHE_HOME/torch, else ~/.cache/torch (as torch.hub.get_dir()).
 std::string torch_hub_checkpoints_dir();
 
-// The file torch.hub.load keeps for entry point `name` ("dinov2_vits14_reg4"): NAME_pretrain.pth
-// (DINOv2's naming) or NAME.pth in torch_hub_checkpoints_dir(). nullopt when `name` is not a
-// plain name or neither file is there; `looked` then says where the search went.
+// The file torch.hub.load keeps for entry point `name` ("dinov2_vits14_reg4", "dinov3_vits16"):
+// NAME_pretrain.pth (DINOv2's naming), NAME_pretrain_DATASET-HASH.pth (DINOv3's: the first in
+// name order when several are kept) or NAME.pth in torch_hub_checkpoints_dir(). nullopt when
+// `name` is not a plain name or no such file is there; `looked` then says where the search went.
 std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::string* looked);
 
-// True for DINOv2's torch hub entry points, dinov2_vit{s,b,l,g}14 with an optional _reg4: the
-// names whose missing file gets a fetch command in the error.
-bool is_dinov2_hub_name(const std::string& name);
+// The repository of a known torch hub entry point (facebookresearch/dinov2 for dinov2_vit{s,b,l,g}14
+// with an optional _reg4, facebookresearch/dinov3 for dinov3_vit{s,s+,b,l,h+,7b}16), or "": the names
+// whose missing file gets a fetch command in the error.
+std::string torch_hub_repository(const std::string& name);
 
 }  // namespace vitreg

@@ -338,6 +338,12 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int register
     check_layers(probe.qkv_layers, c.depth, "qkv");
     t.qkv_layers = probe.qkv_layers;
     t.qkv.resize(t.qkv_layers.size() * per_layer * 3 * c.dim);
+    if (probe.pool_attention) {
+        if (c.pool != Pool::Map)
+            throw UsageError("the probe query is an attention-pool head's (SigLIP's MAP), and this model pools with " +
+                             to_string(c.pool) + ": query cls, reg:K or patch:R,C instead");
+        t.pool_attention.resize(per_layer * c.heads);
+    }
     return slot;
 }
 
@@ -579,7 +585,9 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     if (c.pool == Pool::Map)
         for (int b = 0; b < batch; ++b)
             attn_pool.pool(normed + static_cast<std::size_t>(b) * N * D, N, c.eps, c.mlp,
-                           f.pooled.data() + static_cast<std::size_t>(b) * D);
+                           f.pooled.data() + static_cast<std::size_t>(b) * D,
+                           trace->pool_attention.empty() ? nullptr
+                                                         : trace->pool_attention.data() + static_cast<std::size_t>(b) * c.heads * N);
     if (!P) f.cls = f.pooled;
     if (c.proj_dim > 0) {
         f.embedding_dim = c.proj_dim;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <opencv2/imgproc.hpp>
 
+#include "vitreg/error.hpp"
+
 namespace vitreg::render {
 
 namespace {
@@ -57,25 +59,41 @@ cv::Mat norms_tile(const cv::Mat& image, const float* norms, const Trace& t, flo
     return tile;
 }
 
-cv::Mat attention_grid(const cv::Mat& image, const Trace& t, const std::vector<int>& layers, int query_token, bool each_head,
-                       HeadFusion fusion, const std::string& title) {
-    const int q = t.query_slot(query_token);
+namespace {
+
+// Rows of tiles, one per entry of `rows` ([heads, tokens] each): each head's map (when
+// `each_head`), then the heads fused.
+cv::Mat head_grid(const cv::Mat& image, const Trace& t, const std::vector<std::vector<float>>& rows, bool each_head,
+                  HeadFusion fusion, const std::vector<std::string>& row_labels, const std::string& title) {
     std::vector<std::string> columns;
     if (each_head)
         for (int h = 0; h < t.heads; ++h) columns.push_back("head " + std::to_string(h));
     columns.push_back(to_string(fusion) + " of heads");
     std::vector<std::vector<cv::Mat>> tiles;
-    for (int layer : layers) {
-        const int slot = t.attention_slot(layer);
-        const std::vector<float> rows = t.query_rows(slot, 0, q);
+    for (const auto& r : rows) {
         std::vector<cv::Mat> row_tiles;
         if (each_head)
-            for (int h = 0; h < t.heads; ++h) row_tiles.push_back(attention_tile(image, rows.data() + static_cast<std::size_t>(h) * t.tokens, t));
-        row_tiles.push_back(attention_tile(image, fuse_heads(rows.data(), t.heads, t.tokens, fusion).data(), t));
+            for (int h = 0; h < t.heads; ++h) row_tiles.push_back(attention_tile(image, r.data() + static_cast<std::size_t>(h) * t.tokens, t));
+        row_tiles.push_back(attention_tile(image, fuse_heads(r.data(), t.heads, t.tokens, fusion).data(), t));
         tiles.push_back(std::move(row_tiles));
     }
-    return labelled_grid(tiles, columns, layer_labels(layers),
-                         title + " (each map scaled to its own maximum; bright = more attention)");
+    return labelled_grid(tiles, columns, row_labels, title + " (each map scaled to its own maximum; bright = more attention)");
+}
+
+}  // namespace
+
+cv::Mat attention_grid(const cv::Mat& image, const Trace& t, const std::vector<int>& layers, int query_token, bool each_head,
+                       HeadFusion fusion, const std::string& title) {
+    const int q = t.query_slot(query_token);
+    std::vector<std::vector<float>> rows;
+    for (int layer : layers) rows.push_back(t.query_rows(t.attention_slot(layer), 0, q));
+    return head_grid(image, t, rows, each_head, fusion, layer_labels(layers), title);
+}
+
+cv::Mat pool_attention_grid(const cv::Mat& image, const Trace& t, bool each_head, HeadFusion fusion, const std::string& title) {
+    if (t.pool_attention.empty()) throw UsageError("pool_attention_grid: the trace holds no attention-pool rows");
+    const std::vector<float> rows(t.pool_attention_of(0, 0), t.pool_attention_of(0, 0) + static_cast<std::size_t>(t.heads) * t.tokens);
+    return head_grid(image, t, {rows}, each_head, fusion, {"pool head"}, title);
 }
 
 cv::Mat norms_grid(const cv::Mat& image, const Trace& t, const std::vector<int>& layers, const ImageStats& stats,

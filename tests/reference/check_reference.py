@@ -35,7 +35,9 @@
      weights, (b) the attention against HF's formulation (nn.Linear, explicit cos / sin,
      rotate_half, F.softmax) and the tower against a torch.nn rebuild (folders, fixture cases,
      trace), (c) the RoPE tables by hand on a non-square grid (each axis its own count),
-     test-time registers unrotated, detection, defaults and refusals;
+     test-time registers unrotated, detection, defaults and refusals; the torch-hub layout
+     (dinov3_hub) both ways (the k bias masked, w12 = [w1; w2], the periods by hand) and its two
+     .pth fixtures: what make_torch_files writes now, exactly the HF folders' weights;
   h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
      and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
      weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
@@ -62,6 +64,7 @@ sys.path.insert(0, FIXTURES)
 sys.path.insert(0, os.path.join(HERE, ".."))
 import vit_reference as ref  # noqa: E402
 import make_fixtures as fx  # noqa: E402  (random well-scaled weights, model constants)
+import make_torch_files as tf  # noqa: E402  (the DINOv3 torch-hub .pth fixtures and their asserts)
 import study_reference as study  # noqa: E402
 from png_util import decode_png  # noqa: E402
 
@@ -1014,6 +1017,81 @@ def check_dinov3():
           len({"positions", "rope_theta"} & set(ref.config_record(plain))), 0)
 
 
+def check_dinov3_hub():
+    """The facebookresearch/dinov3 torch-hub layout (Dinov3HubLayout): names both ways on both
+    DINOv3 fixture specs, the masked k third (nonzero stored, zero read, a nonzero canonical k
+    bias refused), w12 = [w1; w2], the periods by hand; the two .pth fixtures on disk are what
+    make_torch_files writes now and hold exactly the HF folders' weights (its asserts rerun)."""
+    hub = ref.Dinov3HubLayout
+    for name, s in DINOV3.items():
+        canonical = fx.family_weights(s)
+        D = s.dim
+        masked = {k: torch.full((D,), 0.75, dtype=torch.float64) for k in canonical if k.endswith(".attn.qkv.bias")}
+        stored = hub.to_stored(canonical, s.heads, 100.0, masked_k_bias=masked)
+        mlp = ("w1", "w2", "w3") if s.act == "swiglu" else ("fc1", "fc2")
+        names = ["cls_token", "storage_tokens", "mask_token", "patch_embed.proj.weight", "patch_embed.proj.bias",
+                 "rope_embed.periods"]
+        for i in range(s.depth):
+            names += [f"blocks.{i}.{k}" for k in ("norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias",
+                                                   "attn.qkv.bias_mask", "attn.proj.weight", "attn.proj.bias",
+                                                   "ls1.gamma", "norm2.weight", "norm2.bias",
+                                                   *(f"mlp.{m}.{t}" for m in mlp for t in ("weight", "bias")),
+                                                   "ls2.gamma")]
+        names += ["norm.weight", "norm.bias"]
+        check(f"{name}: dinov3_hub to_stored gives DinoVisionTransformer.state_dict()'s names in its order",
+              0 if list(stored) == names else 1, 0)
+        k_rows = [stored[k][D:2 * D] for k in masked]
+        mask_ok = all(torch.equal(stored[k + "_mask"], torch.cat([torch.ones(D), torch.zeros(D), torch.ones(D)]).double())
+                      for k in masked)
+        check(f"{name}: dinov3_hub bias_mask ones with the k third 0; the stored k third holds masked_k_bias",
+              0 if mask_ok and all(bool((r == 0.75).all()) for r in k_rows) else 1, 0)
+        back = hub.to_canonical(stored)
+        same = sorted(back) == sorted(canonical)
+        check(f"{name}: dinov3_hub to_canonical(to_stored(w)) names", 0 if same else 1, 0)
+        if same:
+            check(f"{name}: dinov3_hub to_canonical(to_stored(w)) values (the nonzero k third masked to 0)",
+                  max(max_diff(back[k], canonical[k]) for k in canonical), 0)
+        if s.act == "swiglu":
+            check(f"{name}: dinov3_hub mlp.w12 = [w1; w2] (w1 the gate, as HF's gate_proj)",
+                  max_diff(torch.cat([stored["blocks.0.mlp.w1.weight"], stored["blocks.0.mlp.w2.weight"]]),
+                           canonical["blocks.0.mlp.w12.weight"]), 0)
+    canonical = fx.family_weights(DINOV3["hf_dinov3"])
+    try:
+        hub.to_stored(dict(canonical, **{"blocks.0.attn.qkv.bias": canonical["blocks.0.attn.qkv.bias"] + 1}), 3)
+        refused = False
+    except AssertionError:
+        refused = True
+    unmasked = hub.to_canonical({"blocks.0.attn.qkv.bias": torch.arange(6.0)})
+    check("dinov3_hub: a nonzero canonical k bias is refused (the mask would drop it); a bias without "
+          "bias_mask is read as stored", 0 if refused and torch.equal(unmasked["blocks.0.attn.qkv.bias"],
+                                                                   torch.arange(6.0)) else 1, 0)
+    check("dinov3_hub: periods at head dim 16, theta 100 = 1, 10^0.5, 10, 10^1.5 (4j/16 exponents)",
+          max_diff(hub.periods(16, 100.0), [1.0, 10 ** 0.5, 10.0, 10 ** 1.5]), 1e-13)
+
+    on_disk = [(n, f, d) for n, f, d in tf.DINOV3_HUB if os.path.exists(os.path.join(FIXTURES, "torch", n))]
+    if not on_disk:
+        print("skip fixtures: tests/fixtures/torch/dinov3_hub*.pth not generated")
+        return
+    check(f"the {len(tf.DINOV3_HUB)} DINOv3 hub .pth fixtures make_torch_files writes are on disk",
+          len(tf.DINOV3_HUB) - len(on_disk), 0)
+    for name, folder, dtype in on_disk:
+        path, model = os.path.join(FIXTURES, "torch", name), os.path.join(FIXTURES, "models", folder)
+        try:
+            _, shift = tf.assert_dinov3_hub(path, model, dtype)
+            error = 0
+        except AssertionError as e:
+            print(e)
+            shift, error = 0.0, 1
+        check(f"torch/{name}: hub names, order, shapes, dtypes; mask, nonzero k third, periods; read with the "
+              f"mask and w1 | w2 fused == models/{folder}'s canonical weights exactly; unmasked k moves every "
+              f"output by {shift:.2e} > {tf.DINOV3_HUB_MASK_MARGIN:.0e}", error, 0)
+        now = tf.dinov3_hub_state_dict(model, name, dtype)
+        disk = torch.load(path, weights_only=True)
+        same = list(now) == list(disk) and all(now[k].dtype == disk[k].dtype and torch.equal(now[k], disk[k])
+                                               for k in now)
+        check(f"torch/{name} is what make_torch_files writes now (every tensor bit for bit)", 0 if same else 1, 0)
+
+
 # --- e. trace invariants and rollout ------------------------------------------------------------
 
 def check_trace_invariants():
@@ -1455,6 +1533,7 @@ def main():
     check_families()
     check_siglip()
     check_dinov3()
+    check_dinov3_hub()
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()

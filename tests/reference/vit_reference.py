@@ -8,7 +8,7 @@ position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do 
 The module has seven parts, top to bottom:
   1. safetensors I/O (written by hand: no `safetensors` package needed),
   2. layouts: canonical weights <-> dinov2 / timm_reg / hf / timm / open_clip / hf_clip /
-     hf_siglip / hf_dinov3 tensor names, one adapter each,
+     hf_siglip / hf_dinov3 / dinov3_hub tensor names, one adapter each,
   3. config resolution (metadata, config.json, open_clip_config.json, preprocessor_config.json,
      shapes, defaults, overrides) and `load_model`,
   4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
@@ -41,7 +41,9 @@ attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output
 DINOv3 (DESIGN §10; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed at all
 (cfg.positions == "rope_dinov3": 2D axial RoPE on the patch tokens' q and k, see
 `rope_dinov3_tables`); a checkpoint without a k bias gets zero k rows in blocks.i.attn.qkv.bias;
-the gated MLP is blocks.i.mlp.w12 = [gate; up] and w3 = down (cfg.mlp "swiglu").
+the gated MLP is blocks.i.mlp.w12 = [gate; up] and w3 = down (cfg.mlp "swiglu"). Its torch-hub
+.pth state dicts (`Dinov3HubLayout`) keep these names but for storage_tokens and mlp.w1 / w2, and
+hold qkv.bias_mask and rope_embed.periods buffers.
 
 Needs only python3-torch and python3-numpy.
 """
@@ -515,6 +517,86 @@ class HFDinov3Layout(_RenamedBlocks):
         return canonical
 
 
+class Dinov3HubLayout:
+    """facebookresearch/dinov3 torch-hub checkpoints (`torch.hub.load('facebookresearch/dinov3',
+    'dinov3_vits16')`: torch.save of DinoVisionTransformer.state_dict(), no config file): the
+    canonical names except storage_tokens [1,R,D] (= register_tokens) and the gated MLP
+    (SwiGLUFFN) mlp.{w1, w2, w3}: w3(silu(w1(x)) * w2(x)), so mlp.w12 = [w1; w2] (HF's gate_proj,
+    up_proj) and w3 keeps its name; the GELU MLP is mlp.{fc1, fc2}. Two buffers: per block
+    attn.qkv.bias_mask [3D] (LinearKMaskedBias: the forward uses qkv.bias * bias_mask; ones with
+    the k third [D:2D] zero, so the stored k third of the bias does not count) and
+    rope_embed.periods [head_dim/4] (persistent; periods_j = θ^(4j/head_dim) = 1/inv_freq_j: the
+    only record of the head width and θ in the file). No pos_embed. to_canonical multiplies every
+    qkv bias by its mask (a bias without one is used as stored) and drops the periods; to_stored
+    writes the mask, the periods (`heads`, `rope_theta`) and, where `masked_k_bias` names a qkv
+    bias, those values into its masked k third (the canonical k rows must be 0: that is all the
+    mask lets through). Names come out in the order DinoVisionTransformer.state_dict() gives."""
+    name = "dinov3_hub"
+    BLOCK_ORDER = ("norm1.weight", "norm1.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.qkv.bias_mask",
+                   "attn.proj.weight", "attn.proj.bias", "ls1.gamma", "norm2.weight", "norm2.bias",
+                   "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc2.weight", "mlp.fc2.bias",
+                   "mlp.w1.weight", "mlp.w1.bias", "mlp.w2.weight", "mlp.w2.bias", "mlp.w3.weight",
+                   "mlp.w3.bias", "ls2.gamma")
+    TOP_ORDER = ("cls_token", "storage_tokens", "mask_token", "patch_embed.proj.weight",
+                 "patch_embed.proj.bias", "rope_embed.periods")
+
+    @staticmethod
+    def periods(head_dim, theta):
+        """rope_embed.periods [head_dim/4], float64: θ^(4j/head_dim), j = 0 .. head_dim/4 - 1."""
+        return theta ** (torch.arange(head_dim // 4, dtype=torch.float64) * 4 / head_dim)
+
+    @classmethod
+    def _rank(cls, key):
+        if key.startswith("blocks."):
+            index, rest = key[len("blocks."):].split(".", 1)
+            return (1, int(index), cls.BLOCK_ORDER.index(rest))
+        if key in cls.TOP_ORDER:
+            return (0, cls.TOP_ORDER.index(key), 0)
+        return (2, ("norm.weight", "norm.bias").index(key), 0) if key.startswith("norm.") else (3, 0, key)
+
+    @classmethod
+    def to_stored(cls, canonical, heads, rope_theta=100.0, masked_k_bias=None):
+        if "pos_embed" in canonical:
+            raise ValueError("DINOv3 has no absolute position embedding")
+        dim = canonical["patch_embed.proj.weight"].shape[0]
+        stored = {"rope_embed.periods": cls.periods(dim // heads, rope_theta)}
+        for key, value in canonical.items():
+            if key == "register_tokens":
+                stored["storage_tokens"] = value
+            elif key.endswith(".attn.qkv.bias"):
+                assert bool((value[dim:2 * dim] == 0).all()), f"{key}: the k rows are masked, so they must be 0"
+                mask = torch.ones_like(value)
+                mask[dim:2 * dim] = 0
+                value = value.clone()
+                if masked_k_bias is not None and key in masked_k_bias:
+                    value[dim:2 * dim] = masked_k_bias[key]
+                stored[key], stored[key + "_mask"] = value, mask
+            elif ".mlp.w12." in key:  # [w1 (gate); w2 (up)]
+                w1, w2 = value.chunk(2, dim=0)
+                stored[key.replace(".w12.", ".w1.")] = w1
+                stored[key.replace(".w12.", ".w2.")] = w2
+            else:
+                stored[key] = value
+        return {key: stored[key] for key in sorted(stored, key=cls._rank)}
+
+    @staticmethod
+    def to_canonical(stored):
+        canonical = {}
+        for key, value in stored.items():
+            if key == "rope_embed.periods" or key.endswith(".attn.qkv.bias_mask"):
+                continue  # the periods: recomputed from θ; the mask: applied below
+            if key == "storage_tokens":
+                canonical["register_tokens"] = value
+            elif key.endswith(".attn.qkv.bias") and key + "_mask" in stored:
+                canonical[key] = value * stored[key + "_mask"].to(value.dtype)
+            else:
+                canonical[key] = value
+        for w1 in [key for key in canonical if ".mlp.w1." in key]:
+            w2 = w1.replace(".w1.", ".w2.")
+            canonical[w1.replace(".w1.", ".w12.")] = torch.cat([canonical.pop(w1), canonical.pop(w2)], dim=0)
+        return canonical
+
+
 def _swap(key, pairs, to_stored):
     """Translate `key` by the first pair whose side matches: a name ending in '.' as a prefix,
     any other exactly."""
@@ -527,7 +609,7 @@ def _swap(key, pairs, to_stored):
 
 LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout, TimmLayout,
                                               OpenClipLayout, HFClipLayout, HFSiglipLayout,
-                                              HFDinov3Layout)}
+                                              HFDinov3Layout, Dinov3HubLayout)}
 SIGLIP_MODEL_TYPES = ("siglip", "siglip_vision_model")  # SiglipModel, SiglipVisionModel
 DINOV3_MODEL_TYPES = ("dinov3_vit",)  # DINOv3ViTModel
 
