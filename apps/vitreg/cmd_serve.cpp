@@ -2,7 +2,9 @@
 // HTTP server: any image of the folder or dropped onto the page, any query at any size.
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -33,19 +35,24 @@ void on_stop_signal(int) {
     [[maybe_unused]] const auto n = write(stop_pipe[1], &byte, 1);
 }
 
-std::thread stop_on_signal(ExploreServer& server) {
+// A signal may come before the server listens, and a stop before it listens is lost: the
+// waiter repeats it until the server's loop has returned (`finished`).
+std::thread stop_on_signal(ExploreServer& server, const std::atomic<bool>& finished) {
     if (pipe(stop_pipe) != 0) throw IoError("serve: cannot make a pipe for signals");
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
-    return std::thread([&server] {
+    return std::thread([&server, &finished] {
         char byte = 0;
         while (read(stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
         }
         if (byte == 1) std::cerr << "vitreg serve: stopping\n";
-        server.stop();
+        while (!finished) {
+            server.stop();
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
     });
 }
 
@@ -91,11 +98,13 @@ void register_serve(CLI::App& app, Command& run) {
             o.cache_bytes = static_cast<std::size_t>(a->cache_mb * 1024 * 1024);
             ExploreServer server(configs, o);
             const int port = server.bind();
-            std::thread waiter = stop_on_signal(server);
+            std::atomic<bool> finished{false};
+            std::thread waiter = stop_on_signal(server, finished);
             std::cout << "vitreg serve: http://" << o.host << ":" << port << "/" << std::endl;
             std::cerr << "vitreg serve: from another machine, tunnel it: ssh -L " << port << ":127.0.0.1:" << port
                       << " THIS_HOST, then open http://127.0.0.1:" << port << "/ (Ctrl-C stops)\n";
             server.run();
+            finished = true;
             const char done = 2;  // wakes the waiter if the server stopped by itself
             [[maybe_unused]] const auto n = write(stop_pipe[1], &done, 1);
             waiter.join();
