@@ -25,16 +25,15 @@ struct ExplorePage {
     std::string html;
 };
 
-// How the page labels a vitreg.Model: its file's stem, then what differs from the checkpoint.
+// How the page labels a vitreg.Model: as `vitreg explore` labels the spec that loads it.
 std::string label_of(const Model& m) {
-    std::string path = m.path();
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    std::string label = path.substr(path.find_last_of('/') + 1);
-    if (const auto dot = label.rfind(".safetensors"); dot != std::string::npos && dot + 12 == label.size()) label.resize(dot);
-    if (m.config().retrofit()) label += "@" + to_string(m.config().attention);
-    if (m.precision().precision != Precision::Fp32) label += "@" + to_string(m.precision().precision);
-    if (!m.intervention().empty()) label += " " + m.intervention().to_string();
-    return label;
+    ModelSpec s;
+    s.model = m.path();
+    if (m.config().retrofit()) s.attention = m.config().attention;
+    if (m.precision().precision != Precision::Fp32) s.precision = m.precision();
+    if (!m.intervention().empty()) s.intervention = m.intervention();
+    s.suffix = s.to_string().substr(s.model.size());
+    return s.label();
 }
 
 ExplorePage explore(const py::object& models, const py::object& images, const py::kwargs& kwargs) {

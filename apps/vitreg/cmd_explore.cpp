@@ -58,6 +58,7 @@ void register_explore(CLI::App& app, Command& run) {
             options.rollout = !a->no_rollout;
             options.max_bytes = static_cast<std::size_t>(a->max_page_mb * 1024 * 1024);
             options.title = a->title;
+            options.max_tokens = a->limits.max_tokens;
             const auto images = expand_inputs(a->images);
             if (images.empty()) throw UsageError("no images given");
             std::vector<Configuration> loaded;

@@ -43,6 +43,7 @@ struct PageOptions {
     bool rollout = true;                            // store rollout rows too
     std::size_t max_bytes = std::size_t(48) << 20;  // the page's budget (before compression)
     std::string title = "vitreg explore";
+    std::int64_t max_tokens = kDefaultMaxTokens;  // per image and configuration (0 = no limit)
 };
 
 // One configuration of the page: its label and the loaded model (not owned).

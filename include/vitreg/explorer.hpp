@@ -32,7 +32,8 @@ struct ViewState {
 // One configuration's look at one image.
 class Exploration {
 public:
-    Exploration(const Model& model, std::string label, const Pixels& pixels, int threads = 0);
+    Exploration(const Model& model, std::string label, const Pixels& pixels, int threads = 0,
+                std::int64_t max_tokens = kDefaultMaxTokens);
 
     const std::string& label() const { return label_; }
     const Model& model() const { return *model_; }

@@ -6,6 +6,7 @@
 #include "../core/quantize.hpp"
 #include "vitreg/attention.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/rollout.hpp"
 
 namespace vitreg {
 
@@ -88,13 +89,8 @@ QueryAttention query_attention(const Model& model, const Trace& t, int slot, int
 std::vector<float> mean_attention(const Model& model, const Trace& t, int slot, int b) {
     std::vector<int> every(static_cast<std::size_t>(t.tokens));
     for (int i = 0; i < t.tokens; ++i) every[static_cast<std::size_t>(i)] = i;
-    const QueryAttention a = query_attention(model, t, slot, b, every);
-    const std::size_t nn = static_cast<std::size_t>(t.tokens) * t.tokens;
-    std::vector<float> mean(a.rows.begin(), a.rows.begin() + static_cast<std::ptrdiff_t>(nn));
-    for (int h = 1; h < t.heads; ++h)
-        for (std::size_t i = 0; i < nn; ++i) mean[i] += a.rows[h * nn + i];
-    for (auto& v : mean) v /= static_cast<float>(t.heads);
-    return mean;
+    // [heads, tokens × tokens]: each head's matrix is one row for fuse_heads.
+    return fuse_heads(query_attention(model, t, slot, b, every).rows.data(), t.heads, t.tokens * t.tokens, HeadFusion::Mean);
 }
 
 }  // namespace vitreg

@@ -102,33 +102,33 @@ struct Model::Impl {
     RowMatrix proj;              // [D, E] when config.proj_dim
     AttentionPool attn_pool;     // config.pool == Pool::Map
 
-    mutable std::mutex pos_mutex;
-    mutable std::map<std::pair<int, int>, std::shared_ptr<const std::vector<float>>> pos_cache;
+    // What a forward needs per grid (the resampled pos_embed, the rotary tables), made on first
+    // use and kept: concurrent forwards share one copy.
+    template <class T>
+    struct PerGrid {
+        std::mutex mutex;
+        std::map<std::pair<int, int>, std::shared_ptr<const T>> made;
 
-    mutable std::map<std::pair<int, int>, std::shared_ptr<const RopeTables>> rope_cache;
+        template <class Make>
+        std::shared_ptr<const T> get(int h, int w, const Make& make) {
+            {
+                std::lock_guard<std::mutex> lock(mutex);
+                auto it = made.find({h, w});
+                if (it != made.end()) return it->second;
+            }
+            auto value = std::make_shared<const T>(make());
+            std::lock_guard<std::mutex> lock(mutex);
+            return made.emplace(std::make_pair(h, w), value).first->second;
+        }
+    };
+    mutable PerGrid<std::vector<float>> pos_cache;
+    mutable PerGrid<RopeTables> rope_cache;
 
-    // Rotary tables per grid (Positions::RopeAxial), made on first use.
     std::shared_ptr<const RopeTables> rope_for(int h, int w) const {
-        {
-            std::lock_guard<std::mutex> lock(pos_mutex);
-            auto it = rope_cache.find({h, w});
-            if (it != rope_cache.end()) return it->second;
-        }
-        auto t = std::make_shared<const RopeTables>(rope_axial_tables(h, w, config.head_dim, config.rope_theta));
-        std::lock_guard<std::mutex> lock(pos_mutex);
-        return rope_cache.emplace(std::make_pair(h, w), t).first->second;
+        return rope_cache.get(h, w, [&] { return rope_axial_tables(h, w, config.head_dim, config.rope_theta); });
     }
-
     std::shared_ptr<const std::vector<float>> pos_for(int h, int w) const {
-        {
-            std::lock_guard<std::mutex> lock(pos_mutex);
-            auto it = pos_cache.find({h, w});
-            if (it != pos_cache.end()) return it->second;
-        }
-        auto p = std::make_shared<const std::vector<float>>(
-            resample_pos_embed(pos_grid, config.grid, config.dim, h, w, config.pos_interp));
-        std::lock_guard<std::mutex> lock(pos_mutex);
-        return pos_cache.emplace(std::make_pair(h, w), p).first->second;
+        return pos_cache.get(h, w, [&] { return resample_pos_embed(pos_grid, config.grid, config.dim, h, w, config.pos_interp); });
     }
 
     // One arena per thread count, kept for the model's life, and the forward runs inside

@@ -104,15 +104,11 @@ QuerySelection QuerySelection::parse(const std::string& text) {
         return s;
     }
     s.kind = Kind::Patches;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const std::size_t end = std::min(text.find(';', start), text.size());
-        const std::string item = text.substr(start, end - start);
-        const std::size_t comma = item.find(',');
-        if (item.empty() || comma == std::string::npos)
+    for (const std::string& item : split(text, ';')) {
+        const auto rc = split(item, ',');
+        if (rc.size() != 2)
             throw UsageError(what + ": expected auto, all, cls, stride:S or R,C;R,C;... (bad entry '" + item + "')");
-        s.patches.emplace_back(parse_count(item.substr(0, comma), what + ": the row"), parse_count(item.substr(comma + 1), what + ": the column"));
-        start = end + 1;
+        s.patches.emplace_back(parse_count(rc[0], what + ": the row"), parse_count(rc[1], what + ": the column"));
     }
     return s;
 }
@@ -218,9 +214,7 @@ json image_entry(const std::string& name, const std::vector<const Exploration*>&
 
 json query_entry(const Exploration& e, int query, bool rollout) {
     const Trace& t = e.trace();
-    if (query < 0 || query >= t.tokens)
-        throw UsageError("query " + std::to_string(query) + " is not a token of this model (0.." + std::to_string(t.tokens - 1) + ")");
-    const std::vector<int> one{query};
+    const std::vector<int> one{query};  // query_attention refuses one out of range
     json out = {{"rows", q8(stored_rows(e, one), {t.layers, t.heads, 1, t.tokens})}, {"rollout", nullptr}};
     if (rollout) out["rollout"] = q8(e.rollout_rows(one), {1, t.tokens});
     return out;
@@ -252,7 +246,8 @@ std::string static_explore_page(const std::vector<PageConfig>& configs, const st
     for (std::size_t i = 0; i < images.size(); ++i)
         for (const auto& c : configs) {
             const Pixels px = load_pixels(images[i], spec, c.model->config(), limits);
-            views[i].push_back(std::make_unique<Exploration>(*c.model, c.label, px, threads));
+            c.model->check_tokens(px.height, px.width, options.max_tokens, images[i]);
+            views[i].push_back(std::make_unique<Exploration>(*c.model, c.label, px, threads, options.max_tokens));
         }
     const auto bytes_at = [&](int stride) {
         std::size_t total = 0;

@@ -59,12 +59,12 @@ std::string to_string(ViewMode m) {
     return "?";
 }
 
-Exploration::Exploration(const Model& model, std::string label, const Pixels& pixels, int threads)
+Exploration::Exploration(const Model& model, std::string label, const Pixels& pixels, int threads, std::int64_t max_tokens)
     : model_(&model), label_(std::move(label)) {
     const int depth = model.config().depth;
     Probe p = Probe::statistics(depth);
     p.qkv_layers = resolve_layers("all", depth);
-    model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, p, trace_, ForwardOptions{threads});
+    model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, p, trace_, ForwardOptions{threads, max_tokens});
     stats_ = image_stats(trace_, 0);
     input_ = input_image(pixels, model.config().mean, model.config().std);
     image_ = fit(input_, kMainSide);

@@ -359,10 +359,7 @@ class HFClipLayout(_RenamedBlocks):
             elif name == "proj":
                 value = value.T.contiguous()
             canonical[name] = value
-        for query in [key for key in canonical if ".attn.q." in key]:
-            rows = [canonical.pop(query.replace(".attn.q.", f".attn.{part}.")) for part in "qkv"]
-            canonical[query.replace(".attn.q.", ".attn.qkv.")] = torch.cat(rows, dim=0)
-        return canonical
+        return _merge_qkv(canonical)
 
 
 def _merge_qkv(canonical):
