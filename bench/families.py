@@ -4,9 +4,10 @@ layout with the shapes of DINOv2 ViT-S/14 and ViT-B/14 with 4 registers (pos_emb
 resampled to 224 px), DINOv3 ViT-S/16 and ViT-B/16 (4 registers, axial RoPE, no pos_embed), a
 ViT-S/16 with DINOv3's shapes but learned positions (what RoPE costs), SigLIP B/16 (no class token,
 GELU tanh, the attention-pool head), OpenAI CLIP ViT-B/16 (QuickGELU, ln_pre, no patch bias,
-projection 768->512) and DeiT-III-S/16 (no_embed_class, LayerScale), each timed by `vitreg bench`
-at 224x224, one after the other in one run. Speed does not depend on the weights' values, so no
-download is needed. (EVA-02 is not run: vitreg refuses it by name until it reads it.)
+projection 768->512), DeiT-III-S/16 (no_embed_class, LayerScale) and EVA-02 S/14 (learned positions
+and EVA's RoPE, SwiGLU 384->2x1024, fc_norm over the mean), each timed by `vitreg bench` at 224x224,
+one after the other in one run. Speed does not depend on the weights' values, so no download is
+needed.
 
 usage: /usr/bin/python3 bench/families.py [VITREG_BINARY] [THREADS] [KEEP_DIR]
 (KEEP_DIR: write the models there and keep them, e.g. for farm-bench A/B runs)
@@ -43,11 +44,13 @@ def write(path, tensors, metadata):
 
 
 def model(dim, depth, patch, grid, class_row, layer_scale, patch_bias, pre_norm, proj, registers=0, rope=False,
-          class_token=True, attn_pool=False):
+          class_token=True, attn_pool=False, swiglu=0):
     def randn(*shape):
         return (rng.standard_normal(shape) * 0.02).astype(np.float32)
     ones, zeros = np.ones(dim, np.float32), np.zeros(dim, np.float32)
-    t = {"patch_embed.proj.weight": randn(dim, 3, patch, patch), "norm.weight": ones, "norm.bias": zeros}
+    t = {"patch_embed.proj.weight": randn(dim, 3, patch, patch)}
+    # EVA-02's avg pool: fc_norm over the mean, no final norm
+    t.update({"fc_norm.weight": ones, "fc_norm.bias": zeros} if swiglu else {"norm.weight": ones, "norm.bias": zeros})
     if class_token:
         t["cls_token"] = randn(1, 1, dim)
     if not rope:
@@ -61,11 +64,12 @@ def model(dim, depth, patch, grid, class_row, layer_scale, patch_bias, pre_norm,
     if proj:
         t["proj"] = randn(dim, proj)
     linears = (("attn.qkv", 3 * dim, dim), ("attn.proj", dim, dim), ("mlp.fc1", 4 * dim, dim), ("mlp.fc2", dim, 4 * dim))
+    block_linears = linears[:2] + (("mlp.w12", 2 * swiglu, dim), ("mlp.w3", dim, swiglu)) if swiglu else linears
     for i in range(depth):
         b = f"blocks.{i}."
         for norm in ("norm1", "norm2"):
             t[b + norm + ".weight"], t[b + norm + ".bias"] = ones, zeros
-        for name, rows, cols in linears:
+        for name, rows, cols in block_linears:
             t[b + name + ".weight"], t[b + name + ".bias"] = randn(rows, cols), randn(rows)
         if layer_scale:
             t[b + "ls1.gamma"] = t[b + "ls2.gamma"] = np.full(dim, 0.1, np.float32)
@@ -95,6 +99,9 @@ MODELS = {
     "CLIP ViT-B/16": (model(768, 12, 16, 14, True, False, False, True, 512),
                       {"heads": "12", "patch_size": "16", "family": "clip", "act": "quick_gelu"}),
     "DeiT-III-S/16": (model(384, 12, 16, 14, False, True, True, False, 0), {"heads": "6", "patch_size": "16", "family": "timm"}),
+    "EVA-02 S/14": (model(384, 12, 14, 16, True, False, True, False, 0, swiglu=1024),
+                    {"heads": "6", "patch_size": "14", "family": "eva", "positions": "rope-eva", "rope_theta": "10000",
+                     "rope_ref_grid": "16,16"}),
 }
 
 KEEP = sys.argv[3] if len(sys.argv) > 3 else None

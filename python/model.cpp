@@ -48,7 +48,9 @@ py::dict config_dict(const PyModel& self) {
                     "trained_attention"_a = to_string(c.trained_attention),
                     "retrofit"_a = c.retrofit(), "sinks"_a = c.has_sinks, "layer_scale"_a = c.layer_scale,
                     "pos_interp"_a = to_string(c.pos_interp), "positions"_a = to_string(c.positions),
-                    "rope_theta"_a = c.rope_theta, "eps"_a = c.eps, "mean"_a = vec3(c.mean),
+                    "rope_theta"_a = c.rope_theta,
+                    "rope_ref_grid"_a = std::vector<int>{c.rope_ref_grid[0], c.rope_ref_grid[1]},
+                    "attn_norm"_a = c.attn_norm, "mlp_norm"_a = c.mlp_norm, "eps"_a = c.eps, "mean"_a = vec3(c.mean),
                     "std"_a = vec3(c.std), "dtype"_a = to_string(c.dtype), "parameters"_a = c.parameters,
                     "class_token"_a = c.class_token, "pos_embed_class"_a = c.pos_embed_class, "pre_norm"_a = c.pre_norm,
                     "patch_bias"_a = c.patch_bias, "qkv_bias"_a = c.qkv_bias, "final_norm"_a = c.final_norm,
@@ -289,7 +291,8 @@ once (each forward releases the GIL).)")
                                "head_dim, patch, registers (trained), test_time_registers, grid, native_size, mlp, "
                                "mlp_hidden, attention, precision, intervention, "
                                "trained_attention, retrofit, sinks, layer_scale, pos_interp, positions (learned | "
-                               "rope-axial), rope_theta, eps, mean, std, dtype, "
+                               "rope-axial | rope-eva), rope_theta, rope_ref_grid, attn_norm, mlp_norm, eps, mean, "
+                               "std, dtype, "
                                "parameters, notes (what the loader inferred or changed).")
         .def_property_readonly("path", [](const PyModel& self) { return self.model.path(); },
                                "The checkpoint file or folder this model was loaded from.")

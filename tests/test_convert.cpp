@@ -49,7 +49,8 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
                                        "models/timm_avg_fcnorm", "models/timm_clip_f16.safetensors",
                                        "models/timm_noqkvbias.safetensors", "torch/teacher_module.pth", "models/hf_siglip",
                                        "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated",
-                                       "torch/dinov3_hub.pth", "torch/dinov3_hub_gated.pth");
+                                       "torch/dinov3_hub.pth", "torch/dinov3_hub_gated.pth", "models/timm_eva02_small",
+                                       "models/timm_eva02_base", "models/timm_eva02_clip");
     INFO(model);
     TempDir dir;
     const std::string out = dir / "converted.safetensors";
@@ -73,6 +74,10 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
     CHECK(b.crop_pct == a.crop_pct);
     CHECK(b.positions == a.positions);
     CHECK(b.rope_theta == a.rope_theta);
+    CHECK(b.rope_ref_grid == a.rope_ref_grid);
+    CHECK(b.attn_norm == a.attn_norm);
+    CHECK(b.mlp_norm == a.mlp_norm);
+    CHECK(b.pipeline == a.pipeline);
     CHECK(b.eval_squash == a.eval_squash);
     CHECK(b.interpolation == a.interpolation);
     const int p = a.patch, native = a.grid * p;

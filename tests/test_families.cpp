@@ -136,6 +136,85 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
     CHECK(nb.patch == 14);
 }
 
+TEST_CASE("timm's Eva: each layout of EVA-02's attention and MLP, its rotary positions and EVA-CLIP's tower") {
+    // eva02_small: fused qkv with q_bias / v_bias, SwiGLU packed in fc1, fc_norm over the mean.
+    const Config s = Checkpoint(fixture("models/timm_eva02_small")).config();
+    CHECK(s.layout == Layout::TimmEva);
+    CHECK(s.family == Family::Eva);
+    CHECK(s.positions == Positions::RopeEva);
+    CHECK(s.has_pos_embed());  // beside the rotation, a learned pos_embed with a class row
+    CHECK(s.pos_embed_class);
+    CHECK(s.rope_ref_grid == std::array<int, 2>{16, 16});  // every eva02_* definition's ref_feat_shape
+    CHECK(s.rope_theta == 10000.0f);
+    CHECK(s.mlp == MlpKind::SwiGlu);
+    CHECK_FALSE(s.mlp_norm);
+    CHECK_FALSE(s.attn_norm);
+    CHECK(s.qkv_bias);  // q and v; k's is zero
+    CHECK_FALSE(s.layer_scale);
+    CHECK(s.pool == Pool::Avg);
+    CHECK(s.fc_norm);
+    CHECK_FALSE(s.final_norm);
+    CHECK(s.pos_interp == PosInterp::Antialias);
+    CHECK(s.pipeline == PixelPipeline::Timm);
+    CHECK(s.eps == Approx(1e-6));
+    CHECK(s.mean[0] == Approx(0.48145466));
+    CHECK(s.crop_pct == Approx(0.9));
+    // eva02_base: q/k/v projections, fc1_g / fc1_x with the sub-LayerNorm, gamma_1 / gamma_2, a
+    // stated ref_feat_shape.
+    const Config b = Checkpoint(fixture("models/timm_eva02_base")).config();
+    CHECK(b.layout == Layout::TimmEva);
+    CHECK(b.rope_ref_grid == std::array<int, 2>{6, 6});
+    CHECK(b.mlp == MlpKind::SwiGlu);
+    CHECK(b.mlp_norm);
+    CHECK_FALSE(b.attn_norm);
+    CHECK(b.layer_scale);
+    CHECK(b.qkv_bias);
+    // EVA-CLIP's tower: the attention's inner LayerNorm, the final norm, the class token, and the
+    // zero-bias head as the CLIP projection.
+    const Config c = Checkpoint(fixture("models/timm_eva02_clip")).config();
+    CHECK(c.attn_norm);
+    CHECK(c.mlp_norm);
+    CHECK(c.final_norm);
+    CHECK(c.pool == Pool::Token);
+    CHECK(c.proj_dim == 24);
+    CHECK(c.crop_pct == 1.0);
+}
+
+TEST_CASE("an EVA file without its config: the tensors' SwiGLU says EVA-02, and a note says it was assumed") {
+    TempDir dir;
+    // The folder's weights alone, their header stating only the head count (D/64 is no count at D = 48).
+    const std::string bytes = read_bytes(fixture("models/timm_eva02_small/model.safetensors"));
+    std::uint64_t header_size = 0;
+    std::memcpy(&header_size, bytes.data(), 8);
+    json header = json::parse(bytes.substr(8, header_size));
+    header["__metadata__"] = {{"heads", "3"}};
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    std::string stored(8, '\0');
+    const std::uint64_t size = text.size();
+    std::memcpy(&stored[0], &size, 8);
+    const std::string bare = dir / "eva02.safetensors";
+    write_bytes(bare, stored + text + bytes.substr(8 + header_size));
+    const Model folder = Model::load(fixture("models/timm_eva02_small")), alone = Model::load(bare);
+    CHECK(alone.config().positions == Positions::RopeEva);
+    CHECK(alone.config().rope_ref_grid == std::array<int, 2>{16, 16});
+    bool noted = false;
+    for (const auto& n : alone.config().notes) noted = noted || n.find("rotary positions assumed") != std::string::npos;
+    CHECK(noted);
+    const int p = folder.config().patch;
+    const auto x = smooth(3 * p, 5 * p);
+    CHECK(alone.forward(x.data(), 1, 3 * p, 5 * p).patches == folder.forward(x.data(), 1, 3 * p, 5 * p).patches);
+    // EVA-01's name (eva_*): no rotation, so other features.
+    const std::string d = dir / "eva01";
+    REQUIRE(std::system(("cp -r '" + fixture("models/timm_eva02_small") + "' '" + d + "'").c_str()) == 0);
+    json j = json::parse(read_bytes(d + "/config.json"));
+    j["architecture"] = "eva_giant_patch14_224";
+    write_bytes(d + "/config.json", j.dump());
+    const Model eva01 = Model::load(d);
+    CHECK(eva01.config().positions == Positions::Learned);
+    CHECK(eva01.forward(x.data(), 1, 3 * p, 5 * p).patches != folder.forward(x.data(), 1, 3 * p, 5 * p).patches);
+}
+
 TEST_CASE("pos_embed rows tell no_embed_class apart; other counts are refused") {
     TempDir dir;
     const std::string bytes = read_bytes(fixture("models/dinov2_f32.safetensors"));
@@ -225,7 +304,7 @@ TEST_CASE("extract --project writes embedding.npy for CLIP and refuses models wi
 }
 
 TEST_CASE("interventions and retrofits run on the other families") {
-    for (const char* path : {kOpenClip, kDeit3, kAvg, kTimmClip}) {
+    for (const char* path : {kOpenClip, kDeit3, kAvg, kTimmClip, "models/timm_eva02_base", "models/timm_eva02_clip"}) {
         INFO(path);
         const Model m = Model::load(fixture(path));
         const int p = m.config().patch, h = 2 * p, w = 3 * p;
@@ -364,6 +443,15 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
         const std::string d = folder_with(arch, kDeit3, "config.json", [&](json& j) { j["architecture"] = arch; });
         CHECK_THROWS_WITH(Checkpoint(d), Catch::Contains("timm architecture '" + arch + "'"));
     }
+    // A timm ViT's name beside Eva's tensors; EVA-02's post-norm giant, whose tensors have the
+    // pre-norm blocks' names.
+    const std::string vit_eva =
+        folder_with("vit_eva", "models/timm_eva02_small", "config.json", [](json& j) { j["architecture"] = "vit_small_patch14_224"; });
+    CHECK_THROWS_WITH(Checkpoint(vit_eva), Catch::Contains("timm architecture 'vit_small_patch14_224' does not match the tensors "
+                                                           "beside it (timm Eva names)"));
+    const std::string enormous = folder_with("enormous", "models/timm_eva02_clip", "config.json",
+                                             [](json& j) { j["architecture"] = "eva02_enormous_patch14_clip_224"; });
+    CHECK_THROWS_WITH(Checkpoint(enormous), Catch::Contains("has post-norm blocks (use_post_norm)"));
     // An open_clip config whose tower is timm's.
     const std::string timm_tower = folder_with("timm_tower", kOpenClip, "open_clip_config.json", [](json& j) {
         j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_so400m_patch14_siglip_384";
@@ -371,7 +459,8 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
     CHECK_THROWS_WITH(Checkpoint(timm_tower), Catch::Contains("the vision tower is timm's 'vit_so400m_patch14_siglip_384'"));
     // What vitreg runs still loads.
     for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip, "models/hf_siglip",
-                           "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated"})
+                           "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated", "models/timm_eva02_small",
+                           "models/timm_eva02_base", "models/timm_eva02_clip"})
         CHECK_NOTHROW(Checkpoint(fixture(ok)));
 }
 

@@ -24,9 +24,10 @@ void register_info(CLI::App& app, Command& run) {
             row("heads", std::to_string(c.heads) + " (head dim " + std::to_string(c.head_dim) + ")");
             row("patch", std::to_string(c.patch));
             row("registers", std::to_string(c.registers));
-            row("mlp", to_string(c.mlp) + " (hidden " + std::to_string(c.mlp_hidden) + ")");
+            row("mlp", to_string(c.mlp) + " (hidden " + std::to_string(c.mlp_hidden) + ")" +
+                           (c.mlp_norm ? ", a LayerNorm on the hidden activation" : ""));
             row("class token", !c.class_token                         ? "no (cls.npy holds the pooled feature)"
-                               : c.positions != Positions::Learned ? "yes, without a position (rotary positions)"
+                               : !c.has_pos_embed()                ? "yes, without a position (rotary positions)"
                                : c.pos_embed_class                 ? "yes, with a position"
                                                                    : "yes, without a position (no_embed_class)");
             row("pre_norm", c.pre_norm ? "yes" : "no");
@@ -38,14 +39,16 @@ void register_info(CLI::App& app, Command& run) {
                                                    : " (pooled.npy: the mean of the patch tokens)"));
             row("projection", c.proj_dim > 0 ? std::to_string(c.dim) + " -> " + std::to_string(c.proj_dim) + " (extract --project)"
                                              : std::string("none"));
-            row("attention", to_string(c.attention) + (c.retrofit() ? " (retrofit; trained with " + to_string(c.trained_attention) + ")" : ""));
-            if (c.positions == Positions::Learned) {
-                row("pos_interp", to_string(c.pos_interp));
-            } else {
+            row("attention", to_string(c.attention) + (c.retrofit() ? " (retrofit; trained with " + to_string(c.trained_attention) + ")" : "") +
+                                 (c.attn_norm ? ", a LayerNorm on its output" : ""));
+            if (c.has_pos_embed()) row("pos_interp", to_string(c.pos_interp));
+            if (c.rotary()) {
                 std::ostringstream theta;
                 theta << c.rope_theta;
-                row("positions", to_string(c.positions) + " (theta " + theta.str() +
-                                     ", q and k of the patches; any grid, nothing resampled)");
+                if (c.positions == Positions::RopeEva)
+                    theta << ", reference grid " << c.rope_ref_grid[0] << "x" << c.rope_ref_grid[1];
+                row("positions", to_string(c.positions) + " (theta " + theta.str() + ", q and k of the patches" +
+                                     (c.has_pos_embed() ? "; beside the learned pos_embed)" : "; any grid, nothing resampled)"));
             }
             row("layer_scale", c.layer_scale ? "yes" : "no");
             std::ostringstream eps;

@@ -44,6 +44,9 @@ private:
     // Where the canonical `proj` [D, E] comes from in the dinov2 / timm layouts (timm CLIP's
     // `head.weight` [E, D]); empty: `proj` itself.
     std::string proj_source_;
+    // timm Eva's block names (canonical suffix -> stored), picked from the tensors: its attention
+    // and MLP each come in two layouts.
+    std::vector<std::pair<std::string, std::string>> eva_block_;
     Config config_;
 };
 

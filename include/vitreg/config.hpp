@@ -36,7 +36,7 @@ enum class MlpKind {
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
 // never branches on it; it reads the flags below (DESIGN.md §7).
-enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3 };
+enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva };
 
 // What the model's own head reads (timm's global_pool).
 enum class Pool {
@@ -64,12 +64,15 @@ enum class Layout {
     HFSiglip, // HF transformers SiglipVisionModel / SiglipModel `vision_model.*` (no class token, a MAP head)
     HFDinov3, // HF transformers DINOv3ViTModel: q/k/v/o projections, no position embedding (rotary positions)
     Dinov3Hub, // facebookresearch/dinov3 torch hub: dinov2 names, storage_tokens, a masked k bias, w1/w2/w3
+    TimmEva,   // timm's Eva (EVA-02, EVA-CLIP towers): q_bias/v_bias or q/k/v projections, gamma_1/2, SwiGLU fc1(_g/_x)
 };
 // Where the tokens' positions come from.
 enum class Positions {
     Learned,    // a learned embedding added before the blocks, resampled to the grid (pos_interp)
     RopeAxial,  // DINOv3: q and k of the patches rotated by their centre's y and x in [-1, 1]
                 // (each axis over its own count: any grid, nothing resampled); prefix tokens unrotated
+    RopeEva,    // EVA-02 (timm RotaryEmbeddingCat): interleaved pairs rotated by the patch index scaled to a
+                // reference grid (t = i / n · ref) times θ^(−4j/head_dim); prefix tokens unrotated
 };
 
 std::string to_string(AttentionKind k);
@@ -102,7 +105,8 @@ struct Config {
     bool layer_scale = true;
     PosInterp pos_interp = PosInterp::Offset;
     Positions positions = Positions::Learned;
-    float rope_theta = 100.0f;  // RopeAxial: the frequencies' base θ (inv_freq = θ^(−4j/head_dim))
+    float rope_theta = 100.0f;  // RoPE: the frequencies' base θ (inv_freq = θ^(−4j/head_dim)); EVA's temperature 1e4
+    std::array<int, 2> rope_ref_grid{0, 0};  // RopeEva: timm's ref_feat_shape (h, w), the grid the angles span
     float eps = 1e-6f;
     // The family-neutral facts of DESIGN.md §7 (timm's VisionTransformer flags). The defaults are
     // DINOv2's, so a dinov2 checkpoint sets none of them.
@@ -114,6 +118,8 @@ struct Config {
     bool patch_bias = true;       // the patch convolution has a bias (CLIP's conv1 has none)
     bool qkv_bias = true;         // attn.qkv has a bias
     bool final_norm = true;       // `norm` over every token (false: identity, timm avg pool with fc_norm)
+    bool attn_norm = false;       // a LayerNorm on the attention output before attn.proj (EVA-CLIP's scale_attn_inner)
+    bool mlp_norm = false;        // a LayerNorm on the MLP's hidden activation before fc2 / w3 (EVA-02's scale_mlp)
     Pool pool = Pool::Token;      // the model's own pooled feature: CLS, or the mean of the patches
     bool fc_norm = false;         // pooled = fc_norm(mean of the patch tokens) (timm global_pool='avg')
     int proj_dim = 0;             // E > 0: a projection proj [D, E], embedding = norm(CLS)·proj (CLIP)
@@ -137,6 +143,10 @@ struct Config {
 
     bool retrofit() const { return attention != trained_attention; }
     int native_size() const { return grid * patch; }
+    // A learned pos_embed is added before the blocks (EVA-02 has one beside its rotary positions).
+    bool has_pos_embed() const { return positions != Positions::RopeAxial; }
+    // q and k of the patches are rotated in every block.
+    bool rotary() const { return positions != Positions::Learned; }
     // Tokens before the registers: 1 with a class token, else 0.
     int prefix_tokens() const { return class_token ? 1 : 0; }
     // Shortest side of the eval transform before its center crop: floor(input_size / crop_pct).

@@ -34,9 +34,9 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         data[name] = std::move(values);
     };
     const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) { put(name, shape, ck.load(name, shape)); };
-    const auto norm = [&](const std::string& name) {
-        copy(name + ".weight", {D});
-        copy(name + ".bias", {D});
+    const auto norm = [&](const std::string& name, std::int64_t width = 0) {
+        copy(name + ".weight", {width ? width : D});
+        copy(name + ".bias", {width ? width : D});
     };
     const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true) {
         copy(name + ".weight", {out_dim, in_dim});
@@ -46,8 +46,8 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (c.patch_bias) copy("patch_embed.proj.bias", {D});
     if (c.class_token) copy("cls_token", {1, 1, D});
     if (c.registers) copy("register_tokens", {1, c.registers, D});
-    if (c.positions != Positions::Learned) {
-        // rotary positions: no pos_embed (the metadata says which)
+    if (!c.has_pos_embed()) {
+        // rotary positions only: no pos_embed (the metadata says which)
     } else if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
         auto grid = ck.load("pos_embed", {1, M * M, D});
         grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
@@ -63,7 +63,9 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         norm(b + "norm1");
         norm(b + "norm2");
         linear(b + "attn.qkv", 3 * D, D, c.qkv_bias);
+        if (c.attn_norm) norm(b + "attn.norm");
         linear(b + "attn.proj", D, D);
+        if (c.mlp_norm) norm(b + "mlp.norm", H);
         if (c.mlp == MlpKind::SwiGlu) {
             linear(b + "mlp.w12", 2 * H, D);
             linear(b + "mlp.w3", D, H);
@@ -114,6 +116,8 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (c.positions != Positions::Learned) {
         meta["positions"] = to_string(c.positions);
         meta["rope_theta"] = number(c.rope_theta, 9);
+        if (c.positions == Positions::RopeEva)
+            meta["rope_ref_grid"] = std::to_string(c.rope_ref_grid[0]) + "," + std::to_string(c.rope_ref_grid[1]);
     }
     if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
         meta["input_size"] = std::to_string(c.input_size);

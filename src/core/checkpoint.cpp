@@ -70,7 +70,13 @@ std::optional<LayoutMatch> detect_layout(const TensorFile& f) {
             const std::string prefix = name.substr(0, name.size() - dino_marker.size());
             const bool timm_reg = f.has(prefix + "reg_token");
             const bool dinov3 = f.has(prefix + "storage_tokens") || f.has(prefix + "rope_embed.periods");
-            return LayoutMatch{dinov3 ? Layout::Dinov3Hub : timm_reg ? Layout::TimmReg : Layout::Dinov2, prefix};
+            // timm's Eva: the q and v biases apart, q/k/v projections, SwiGLU's halves, gamma_1.
+            bool eva = false;
+            for (const char* t : {"blocks.0.attn.q_bias", "blocks.0.attn.q_proj.weight", "blocks.0.mlp.fc1_g.weight",
+                                  "blocks.0.gamma_1"})
+                eva = eva || f.has(prefix + t);
+            return LayoutMatch{dinov3 ? Layout::Dinov3Hub : eva ? Layout::TimmEva : timm_reg ? Layout::TimmReg : Layout::Dinov2,
+                               prefix};
         }
     }
     return std::nullopt;
@@ -187,6 +193,29 @@ const NamePairs kHfDinov3Block = {
     {"mlp.w12.", "mlp.gate_proj.|mlp.up_proj."},
     {"mlp.w3.", "mlp.down_proj."},
 };
+
+// timm's Eva: the attention fused (qkv with q_bias and v_bias; the k bias a zero buffer it does
+// not save) or as q/k/v projections (k without bias); the MLP plain, SwiGLU packed in fc1 (the
+// gate first, timm's GluMlp) or SwiGLU as fc1_g and fc1_x (then mlp.norm before fc2).
+NamePairs eva_block_names(const TensorFile& f, const std::string& prefix) {
+    const std::string b = prefix + "blocks.0.";
+    NamePairs names = {{"ls1.gamma", "gamma_1"}, {"ls2.gamma", "gamma_2"}};
+    if (f.has(b + "attn.q_proj.weight")) names.push_back({"attn.qkv.", "attn.q_proj.|attn.k_proj.|attn.v_proj."});
+    else names.push_back({"attn.qkv.bias", "attn.q_bias|attn.k_bias|attn.v_bias"});
+    const auto width = [&](const std::string& name, std::size_t dim) -> std::int64_t {
+        if (!f.has(b + name)) return -1;
+        const auto& shape = f.get(b + name).shape;
+        return shape.size() == 2 ? shape[dim] : -1;
+    };
+    if (f.has(b + "mlp.fc1_g.weight")) {
+        names.push_back({"mlp.w12.", "mlp.fc1_g.|mlp.fc1_x."});
+        names.push_back({"mlp.w3.", "mlp.fc2."});
+    } else if (width("mlp.fc1.weight", 0) > 0 && width("mlp.fc1.weight", 0) == 2 * width("mlp.fc2.weight", 1)) {
+        names.push_back({"mlp.w12.", "mlp.fc1."});
+        names.push_back({"mlp.w3.", "mlp.fc2."});
+    }
+    return names;
+}
 
 // One translation table per level: `blocks.i.` maps to `block_prefix` + i + ".". A top-level
 // entry matches its name exactly, or as a prefix when it ends in '.'. A target "a.|b.|c." names
@@ -381,7 +410,15 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
 std::vector<std::string> Checkpoint::source_names(const std::string& canonical) const {
     std::vector<std::string> names;
     switch (config_.layout) {
-        case Layout::Dinov2: names = {canonical}; break;
+        case Layout::Dinov2:
+            names = {canonical};
+            // timm's AttentionPoolLatent (vit_*_siglip_*) keeps q [D] and kv [2D] apart.
+            if (starts_with(canonical, "attn_pool.qkv.") && !file_->has(prefix_ + canonical) &&
+                file_->has(prefix_ + "attn_pool.kv.weight")) {
+                const std::string leaf = canonical.substr(14);
+                names = {"attn_pool.q." + leaf, "attn_pool.kv." + leaf};
+            }
+            break;
         case Layout::TimmReg: names = {canonical == "register_tokens" ? "reg_token" : canonical}; break;
         case Layout::HF: names = hf_names(canonical); break;
         case Layout::OpenClip:
@@ -395,6 +432,7 @@ std::vector<std::string> Checkpoint::source_names(const std::string& canonical) 
             break;
         case Layout::HFDinov3: names = table_names(canonical, kHfDinov3Top, "layer.", kHfDinov3Block); break;
         case Layout::Dinov3Hub: names = table_names(canonical, kDinov3HubTop, "blocks.", kDinov3HubBlock); break;
+        case Layout::TimmEva: names = table_names(canonical, {}, "blocks.", eva_block_); break;
     }
     if (canonical == "proj" && !proj_source_.empty()) names = {proj_source_};
     for (auto& n : names) n = prefix_ + n;
@@ -450,12 +488,28 @@ void Checkpoint::apply_bias_mask(const TensorView& bias, std::vector<float>& val
 std::vector<float> Checkpoint::load(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
     const auto views = parts(canonical);
     const bool transpose = canonical == "proj" && proj_transposed() && shape.size() == 2;
-    // Parts (HF query/key/value) split dim 0 evenly.
+    // Parts (HF query/key/value) split dim 0 evenly, unless stored otherwise (below).
     std::vector<std::int64_t> part_shape = transpose ? std::vector<std::int64_t>{shape[1], shape[0]} : shape;
     part_shape[0] /= static_cast<std::int64_t>(views.size());
+    // Parts of unequal rows (timm's attention pool: q [D], kv [2D]) when every part is stored,
+    // each a whole multiple of the smallest and all of them the whole.
+    std::vector<std::int64_t> rows(views.size(), part_shape[0]);
+    if (views.size() > 1 && std::none_of(views.begin(), views.end(), [](const TensorView* v) { return v == nullptr; })) {
+        std::int64_t total = 0, least = INT64_MAX;
+        for (const auto* v : views) least = std::min(least, v->shape.empty() ? 0 : v->shape[0]);
+        bool whole = least > 0;
+        for (std::size_t i = 0; i < views.size() && whole; ++i) {
+            rows[i] = views[i]->shape[0];
+            whole = rows[i] % least == 0;
+            total += rows[i];
+        }
+        if (!whole || total != (transpose ? shape[1] : shape[0])) rows.assign(views.size(), part_shape[0]);
+    }
     std::vector<float> out;
     out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
-    for (const auto* v : views) {
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        const TensorView* v = views[i];
+        part_shape[0] = rows[i];
         if (!v) {  // a bias part the checkpoint leaves out
             out.insert(out.end(), static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)), 0.0f);
             continue;
@@ -485,7 +539,7 @@ namespace {
 const char* const kRuns =
     "vitreg runs HF model_type dinov2, dinov2_with_registers, dinov3_vit, clip, clip_vision_model, siglip and "
     "siglip_vision_model; timm's vit_*, "
-    "deit_* and deit3_* architectures; open_clip's own ViT towers";
+    "deit_*, deit3_*, eva02_* and eva_* architectures; open_clip's own ViT towers";
 
 // The HF model types vitreg runs, and the layout of their tensors.
 std::optional<Layout> hf_model_type_layout(const std::string& t) {
@@ -512,9 +566,14 @@ std::optional<Layout> hf_architecture_layout(const std::string& a) {
 // timm names the family first; these variants change what the tensors mean (an attention-pool
 // head, a distillation token, rotary positions).
 std::string unknown_timm_architecture(const std::string& a) {
+    if (starts_with(a, "eva02_") || starts_with(a, "eva_")) {
+        // eva02_enormous: post-norm blocks (use_post_norm), the same tensor names in another order
+        if (contains(a, "enormous")) return "has post-norm blocks (use_post_norm), which vitreg does not run";
+        return {};
+    }
     const bool family = starts_with(a, "vit_") || starts_with(a, "deit_") || starts_with(a, "deit3_");
     if (!family) return "is not a ViT vitreg runs";
-    for (const char* v : {"siglip", "distilled", "rope"})
+    for (const char* v : {"distilled", "rope"})
         if (a.find(v) != std::string::npos) return "is a " + std::string(v) + " variant, which vitreg does not run";
     return {};
 }
@@ -543,10 +602,16 @@ void refuse_unknown_model(const std::string& dir, const std::optional<Layout>& l
             for (const auto& a : *arch)
                 if (a.is_string()) check("architectures names", a.get<std::string>(), hf_architecture_layout(a.get<std::string>()));
         if (const auto* a = dig(j, {"architecture"}); a && a->is_string()) {
-            const std::string why = unknown_timm_architecture(a->get<std::string>());
-            if (!why.empty())
-                throw ConfigError(cfg_file + ": timm architecture '" + a->get<std::string>() + "' " + why + " (" + kRuns +
-                                  ")");
+            const std::string name = a->get<std::string>();
+            const std::string why = unknown_timm_architecture(name);
+            if (!why.empty()) throw ConfigError(cfg_file + ": timm architecture '" + name + "' " + why + " (" + kRuns + ")");
+            // timm's Eva and VisionTransformer name their tensors apart: the config and the
+            // tensors must tell the same family.
+            const bool eva_name = starts_with(name, "eva");
+            if (layout && (*layout == Layout::TimmEva) != eva_name &&
+                (*layout == Layout::TimmEva || *layout == Layout::Dinov2 || *layout == Layout::TimmReg))
+                throw ConfigError(cfg_file + ": timm architecture '" + name + "' does not match the tensors beside it (" +
+                                  (*layout == Layout::TimmEva ? "timm Eva names" : "timm VisionTransformer names") + ")");
         }
     }
     const std::string clip_file = dir + "/open_clip_config.json";
@@ -573,11 +638,13 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     c.layout = match->layout;
     prefix_ = match->prefix;
     config_.layout = c.layout;  // source_names() needs the layout from here on
+    if (c.layout == Layout::TimmEva) eva_block_ = eva_block_names(*file_, prefix_);
     const bool clip_layout = c.layout == Layout::OpenClip || c.layout == Layout::HFClip;
     const bool hf_tower = c.layout == Layout::HFClip || c.layout == Layout::HFSiglip;  // `vision_model.` of a two-tower model
     const bool timm_names = c.layout == Layout::Dinov2 || c.layout == Layout::TimmReg;
     const bool dinov3_hf = c.layout == Layout::HFDinov3;
     const bool dinov3 = dinov3_hf || c.layout == Layout::Dinov3Hub;
+    const bool eva = c.layout == Layout::TimmEva;
 
     // Hyper-parameters beside the weights: HF's config.json (for HF CLIP its vision_config),
     // OpenCLIP's open_clip_config.json, an HF-hub timm repo's config.json (architecture,
@@ -640,13 +707,48 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.registers = static_cast<int>(r.shape[1]);
     }
 
-    // Positions: rotary for DINOv3 (or a converted file's metadata), else a learned pos_embed.
+    // Positions: rotary for DINOv3, rotary beside pos_embed for EVA-02 (or a converted file's
+    // metadata), else a learned pos_embed.
     if (dinov3) {
         c.positions = Positions::RopeAxial;
     } else if (auto v = h.str("positions")) {
-        if (*v != "learned" && *v != "rope-axial")
-            throw ConfigError(fpath + ": metadata positions='" + *v + "' (expected learned or rope-axial)");
-        c.positions = *v == "rope-axial" ? Positions::RopeAxial : Positions::Learned;
+        if (*v != "learned" && *v != "rope-axial" && *v != "rope-eva")
+            throw ConfigError(fpath + ": metadata positions='" + *v + "' (expected learned, rope-axial or rope-eva)");
+        c.positions = *v == "rope-axial" ? Positions::RopeAxial : *v == "rope-eva" ? Positions::RopeEva : Positions::Learned;
+    } else if (eva) {
+        // The tensors cannot say: timm's model definitions do. Every eva02_* rotates (and has
+        // SwiGLU); EVA-01's eva_* does not (nor has SwiGLU).
+        const bool swiglu = has("blocks.0.mlp.w12.weight");
+        if (starts_with(architecture, "eva02_")) c.positions = Positions::RopeEva;
+        else if (!architecture.empty()) c.positions = Positions::Learned;
+        else {
+            c.positions = swiglu ? Positions::RopeEva : Positions::Learned;
+            c.notes.push_back(std::string("no timm config.json names the architecture: ") +
+                              (swiglu ? "EVA-02's rotary positions assumed (its SwiGLU MLP)"
+                                      : "EVA-01's learned positions only assumed (no SwiGLU)"));
+        }
+    }
+    if (c.positions == Positions::RopeEva) {
+        // timm's RotaryEmbeddingCat: temperature 1e4; ref_feat_shape (16, 16) in every eva02_* definition.
+        c.rope_theta = 10000.0f;
+        c.rope_ref_grid = {16, 16};
+        if (const auto* r = dig(timm, {"model_args", "ref_feat_shape"})) {
+            const std::string key = "model_args.ref_feat_shape";
+            if (r->is_array() && r->size() == 2)
+                c.rope_ref_grid = {static_cast<int>(json_count((*r)[0], h.cfg_file, key)),
+                                   static_cast<int>(json_count((*r)[1], h.cfg_file, key))};
+            else
+                c.rope_ref_grid[0] = c.rope_ref_grid[1] = static_cast<int>(json_count(*r, h.cfg_file, key));
+        }
+        if (auto g = h.str("rope_ref_grid")) {
+            const auto parts = split(*g, ',');
+            std::optional<long> rh, rw;
+            if (parts.size() == 2) rh = parse_integer(parts[0], 1, 1 << 16), rw = parse_integer(parts[1], 1, 1 << 16);
+            if (!rh || !rw) throw ConfigError(fpath + ": metadata rope_ref_grid='" + *g + "' is not two counts H,W");
+            c.rope_ref_grid = {static_cast<int>(*rh), static_cast<int>(*rw)};
+        }
+        if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
+        if (!(c.rope_theta > 1)) throw ConfigError(fpath + ": rope_theta must be above 1");
     }
     if (c.positions == Positions::RopeAxial) {
         if (has("pos_embed")) throw CheckpointError(fpath + ": rotary positions and a learned pos_embed: one or the other");
@@ -698,6 +800,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     c.layer_scale = has("blocks.0.ls1.gamma");
     c.has_sinks = has("blocks.0.attn.sinks");
     c.qkv_bias = has("blocks.0.attn.qkv.bias");
+    c.attn_norm = has("blocks.0.attn.norm.weight");
+    c.mlp_norm = has("blocks.0.mlp.norm.weight");
     c.pre_norm = has("norm_pre.weight");
     c.final_norm = has("norm.weight");
     c.fc_norm = has("fc_norm.weight");
@@ -710,9 +814,12 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         else if (*f == "clip") c.family = Family::Clip;
         else if (*f == "siglip") c.family = Family::Siglip;
         else if (*f == "dinov3") c.family = Family::Dinov3;
-        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, dinov3, timm, clip or siglip)");
+        else if (*f == "eva") c.family = Family::Eva;
+        else throw ConfigError(fpath + ": metadata family='" + *f + "' (expected dinov2, dinov3, timm, clip, siglip or eva)");
     } else if (dinov3) {
         c.family = Family::Dinov3;
+    } else if (eva) {
+        c.family = Family::Eva;
     } else if (c.layout == Layout::HFSiglip) {
         c.family = Family::Siglip;
     } else if (clip_layout) {
@@ -720,7 +827,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     } else if (c.layout == Layout::HF) {
         c.family = Family::Dinov2;
     } else if (!architecture.empty()) {
-        c.family = contains(architecture, "clip") ? Family::Clip : contains(architecture, "dinov2") ? Family::Dinov2 : Family::Timm;
+        c.family = contains(architecture, "siglip") ? Family::Siglip
+                   : contains(architecture, "clip")   ? Family::Clip
+                   : contains(architecture, "dinov2") ? Family::Dinov2
+                                                      : Family::Timm;
     } else if (c.pre_norm && !c.patch_bias) {
         c.family = Family::Clip;  // timm's vit_*_clip_*: norm_pre, a patch embedding without bias
     } else if (c.layout == Layout::Dinov2 &&
@@ -743,11 +853,15 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                                   std::to_string(c.dim) + "]");
         c.pool = Pool::Map;
     }
+    if (!architecture.empty() && c.family == Family::Siglip && c.class_token)
+        throw ConfigError(h.cfg_file + ": timm architecture '" + architecture +
+                          "' is a SigLIP tower, which has no class token, but the tensors beside it have one");
 
     // The projection of CLIP: OpenCLIP's proj [D, E], HF's visual_projection [E, D], timm's head
     // [E, D] when it is the converted projection (CLIP family, no bias or a zero one); a timm
     // classifier head is ignored.
-    if (timm_names && !has("proj") && c.family == Family::Clip && file_->has(prefix_ + "head.weight")) {
+    const bool clip_tower = c.family == Family::Clip || (eva && contains(architecture, "_clip_"));  // (EVA-CLIP's)
+    if ((timm_names || eva) && !has("proj") && clip_tower && file_->has(prefix_ + "head.weight")) {
         const auto& head = file_->get(prefix_ + "head.weight");
         bool zero_bias = true;
         if (file_->has(prefix_ + "head.bias")) {
@@ -806,8 +920,8 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (c.heads <= 0 || c.dim % c.heads != 0)
         throw ConfigError(fpath + ": " + std::to_string(c.heads) + " heads do not divide the width " + std::to_string(c.dim));
     c.head_dim = c.dim / c.heads;
-    if (c.positions == Positions::RopeAxial && c.head_dim % 4)
-        throw ConfigError(fpath + ": axial RoPE needs a head width divisible by 4, not " + std::to_string(c.head_dim));
+    if (c.rotary() && c.head_dim % 4)
+        throw ConfigError(fpath + ": 2D RoPE needs a head width divisible by 4, not " + std::to_string(c.head_dim));
     if (c.layout == Layout::Dinov3Hub && file_->has(prefix_ + "rope_embed.periods")) {
         // periods[j] = θ^(4j/head_dim): θ is the second period to the power head_dim / 4.
         const auto& t = file_->get(prefix_ + "rope_embed.periods");
@@ -895,8 +1009,11 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                 why = "no open_clip_config.json beside the weights: assumed OpenAI's QuickGELU";
             }
         } else if (!architecture.empty()) {
+            // timm builds nn.GELU unless model_args names another (its SigLIP towers included).
             const auto* act = dig(timm, {"model_args", "act_layer"});
-            quick = contains(architecture, "quickgelu") || (act && act->is_string() && act->get<std::string>() == "quick_gelu");
+            const std::string named = act && act->is_string() ? act->get<std::string>() : "";
+            quick = contains(architecture, "quickgelu") || named == "quick_gelu";
+            tanh = named == "gelu_tanh";
         }
         if (quick) c.mlp = MlpKind::QuickGelu;
         if (tanh) c.mlp = MlpKind::GeluTanh;
@@ -962,7 +1079,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     // Whose transform: the layout's (a timm config beside any layout makes it timm's).
     c.pipeline = c.layout == Layout::OpenClip                               ? PixelPipeline::OpenClip
                  : c.layout == Layout::HF || hf_tower || dinov3_hf             ? PixelPipeline::HF
-                 : c.family == Family::Timm || c.layout == Layout::TimmReg ? PixelPipeline::Timm
+                 : c.family == Family::Timm || c.family == Family::Eva || c.layout == Layout::TimmReg ? PixelPipeline::Timm
                                                                             : PixelPipeline::Torchvision;
     if (pretrained) c.pipeline = PixelPipeline::Timm;
     if (c.family == Family::Clip) {
@@ -970,6 +1087,12 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         c.std = kClipStd;
         c.input_size = c.native_size();
         c.crop_pct = 1.0;
+    }
+    if (c.family == Family::Eva) {  // timm's Eva _cfg: OpenAI CLIP's mean and std, crop_pct 0.9
+        c.mean = kClipMean;
+        c.std = kClipStd;
+        c.input_size = c.native_size();
+        c.crop_pct = 0.9;
     }
     if (c.family == Family::Siglip) {  // SiglipImageProcessor: squash to the input, no crop, mean = std = 0.5
         c.mean = c.std = {0.5f, 0.5f, 0.5f};
@@ -1038,6 +1161,13 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             c.input_size = static_cast<int>(ih);
         }
         interpolation(dig(*pretrained, {"interpolation"}), pf);
+        // timm's crop_mode: center (the default), squash (resize to the input, no crop), border.
+        c.eval_squash = false;
+        if (const auto* m = dig(*pretrained, {"crop_mode"}); m && m->is_string()) {
+            if (m->get<std::string>() == "squash") c.eval_squash = true;
+            else if (m->get<std::string>() != "center")
+                c.notes.push_back(pf + " asks for crop_mode '" + m->get<std::string>() + "'; --resize eval crops the center");
+        }
     }
     if (auto v = h.meta_triple("image_mean")) c.mean = *v;
     if (auto v = h.meta_triple("image_std")) c.std = *v;

@@ -41,6 +41,7 @@ std::string to_string(Family f) {
         case Family::Clip: return "clip";
         case Family::Siglip: return "siglip";
         case Family::Dinov3: return "dinov3";
+        case Family::Eva: return "eva";
     }
     return "?";
 }
@@ -71,6 +72,7 @@ std::string to_string(Positions p) {
     switch (p) {
         case Positions::Learned: return "learned";
         case Positions::RopeAxial: return "rope-axial";
+        case Positions::RopeEva: return "rope-eva";
     }
     return "?";
 }
@@ -85,6 +87,7 @@ std::string to_string(Layout l) {
         case Layout::HFSiglip: return "hf-siglip";
         case Layout::HFDinov3: return "hf-dinov3";
         case Layout::Dinov3Hub: return "dinov3-hub";
+        case Layout::TimmEva: return "timm-eva";
     }
     return "?";
 }

@@ -26,6 +26,7 @@ namespace {
 
 struct Block {
     Norm norm1, norm2;
+    Norm attn_norm, mlp_norm;  // config.attn_norm: over the attention output; config.mlp_norm: over the hidden
     Linear qkv, proj, fc1, fc2;  // SwiGLU: fc1 = w12 [D → 2H], fc2 = w3 [H → D]
     Eigen::VectorXf ls1, ls2;
     Eigen::VectorXf sinks;  // [heads], zeros unless the checkpoint has sink logits
@@ -125,7 +126,12 @@ struct Model::Impl {
     mutable PerGrid<RopeTables> rope_cache;
 
     std::shared_ptr<const RopeTables> rope_for(int h, int w) const {
-        return rope_cache.get(h, w, [&] { return rope_axial_tables(h, w, config.head_dim, config.rope_theta); });
+        return rope_cache.get(h, w, [&] {
+            const Config& c = config;
+            return c.positions == Positions::RopeEva
+                       ? rope_eva_tables(h, w, c.head_dim, c.rope_theta, c.rope_ref_grid[0], c.rope_ref_grid[1])
+                       : rope_axial_tables(h, w, c.head_dim, c.rope_theta);
+        });
     }
     std::shared_ptr<const std::vector<float>> pos_for(int h, int w) const {
         return pos_cache.get(h, w, [&] { return resample_pos_embed(pos_grid, config.grid, config.dim, h, w, config.pos_interp); });
@@ -188,8 +194,8 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         const auto r = ck.load("register_tokens", {1, c.registers, D});
         impl->registers = Eigen::Map<const RowMatrix>(r.data(), c.registers, D);
     }
-    if (c.positions != Positions::Learned) {
-        // rotary positions: nothing is added to the tokens
+    if (!c.has_pos_embed()) {
+        // DINOv3's rotary positions only: nothing is added to the tokens
     } else if (!c.pos_embed_class) {
         // timm no_embed_class: pos_embed covers the patches only (timm's converted DINOv2-reg
         // folded pos_embed[0] into cls_token).
@@ -208,6 +214,8 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         blk.norm1 = load_norm(ck, b + "norm1", D);
         blk.norm2 = load_norm(ck, b + "norm2", D);
         blk.qkv = load_linear(b + "attn.qkv", 3 * D, D, {}, c.qkv_bias);
+        if (c.attn_norm) blk.attn_norm = load_norm(ck, b + "attn.norm", D);
+        if (c.mlp_norm) blk.mlp_norm = load_norm(ck, b + "mlp.norm", c.mlp_hidden);
         blk.proj = load_linear(b + "attn.proj", D, D);
         if (swiglu) {
             blk.fc1 = load_linear(b + "mlp.w12", 2 * c.mlp_hidden, D);
@@ -457,7 +465,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     float* qkv = gemm::at_least(ws.qkv, qkv_size);
     float* hidden = gemm::at_least(ws.wide, std::max(static_cast<std::size_t>(rows) * hidden_width,
                                                        static_cast<std::size_t>(batch) * np * pp3));
-    float* gated = gemm::at_least(ws.gated, c.mlp == MlpKind::SwiGlu ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
+    const bool second_hidden = c.mlp == MlpKind::SwiGlu || c.mlp_norm;  // SwiGLU's gated half, or the normed hidden
+    float* gated = gemm::at_least(ws.gated, second_hidden ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
     float* mixed = normed;
     const std::vector<int> query_slot = prepare_trace(*probe, c, R, K, batch, gh, gw, *trace);
     // Every linear goes through here: the Probe may record its input (int8 calibration).
@@ -489,9 +498,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     // Tokens [CLS, registers, test-time registers, patches] (no CLS without a class token);
     // position embeddings on CLS (unless no_embed_class) and patches only; then norm_pre over
     // every token; test-time registers enter the blocks as zeros.
-    const bool learned = c.positions == Positions::Learned;
-    const auto pos = learned ? pos_for(gh, gw) : nullptr;
-    const auto rope = learned ? nullptr : rope_for(gh, gw);
+    const auto pos = c.has_pos_embed() ? pos_for(gh, gw) : nullptr;
+    const auto rope = c.rotary() ? rope_for(gh, gw) : nullptr;
     record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
     for (int b = 0; b < batch; ++b) {
         float* seq = x + static_cast<std::size_t>(b) * N * D;
@@ -531,6 +539,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
                            precision.precision != Precision::Fp32, recording ? &rec : nullptr,
                            evicted ? evicted + static_cast<std::size_t>(layer) * batch * c.heads * N : nullptr);
+        if (c.attn_norm) kernels::layer_norm(mixed, rows, D, blk.attn_norm, c.eps, mixed);
         linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
         kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
         float* activation = c.mlp == MlpKind::SwiGlu ? gated : hidden;
@@ -545,7 +554,14 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         }
         for (const auto& n : edit.register_neurons)
             if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, P + c.registers, K);
-        linear(activation, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
+        // The sub-LayerNorm reads the (edited) activation into the buffer it no longer needs; the
+        // Probe records the activation before it.
+        float* fc2_input = activation;
+        if (c.mlp_norm) {
+            fc2_input = activation == hidden ? gated : hidden;
+            kernels::layer_norm(activation, rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
+        }
+        linear(fc2_input, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
         record_layer(*probe, layer, x, D, activation, *trace);
     }
     // The final norm over every token (identity for timm's avg pool with fc_norm).

@@ -38,6 +38,11 @@
      test-time registers unrotated, detection, defaults and refusals; the torch-hub layout
      (dinov3_hub) both ways (the k bias masked, w12 = [w1; w2], the periods by hand) and its two
      .pth fixtures: what make_torch_files writes now, exactly the HF folders' weights;
+     EVA-02 (DESIGN §10; timm Eva): the interleaved rotation against complex numbers, the tables
+     by hand and against timm's float32 construction, with every angle 0 the plain attention,
+     the timm_eva layout both ways on the three fixtures (timm's names exactly), the config the
+     folders give, the tower against timm's Eva rebuilt from torch.nn modules (folders at four
+     grids, the fixture cases), detection and the timm config rules;
   h. the study (docs/study.md): the summary keys are the doc's list, softmax weights sum to 1
      and softmax-1 / sink ones to 1 - abstention, the mass curve at the main size is
      weights_sum, the parameter and split bookkeeping, a single image has no calibration, and
@@ -181,7 +186,8 @@ def check_design_resampling():
 def alt_forward(cfg, w, images):
     """A second forward, written apart from the reference's; the other families' flags too
     (no class token, no_embed_class, norm_pre, missing biases, QuickGELU, tanh GELU, fc_norm,
-    proj, the attention-pool head attn_pool.*, DINOv3's rotation: `alt_rotate`)."""
+    proj, the attention-pool head attn_pool.*, DINOv3's rotation: `alt_rotate`; EVA-02's
+    rotation `alt_rotate_eva`, inner attention norm attn.norm and MLP sub-norm mlp.norm)."""
     x = images.double()
     B, _, H, W = x.shape
     p, D, R = cfg.patch, cfg.dim, cfg.registers
@@ -230,6 +236,8 @@ def alt_forward(cfg, w, images):
             q, k, v = (qkv[..., j * D + h * hd: j * D + (h + 1) * hd] for j in range(3))
             if cfg.positions == "rope_dinov3":
                 q, k = (alt_rotate(t, h0, w0, cfg.rope_theta) for t in (q, k))
+            elif cfg.positions == "rope_eva":
+                q, k = (alt_rotate_eva(t, h0, w0, cfg.rope_theta, cfg.rope_ref_grid) for t in (q, k))
             z = torch.einsum("bnd,bmd->bnm", q, k) / math.sqrt(hd)
             if cfg.attention == "softmax":
                 a, null = torch.softmax(z, dim=-1), torch.zeros(z.shape[:-1], dtype=torch.float64)
@@ -243,13 +251,16 @@ def alt_forward(cfg, w, images):
             probs.append(a)
             nulls.append(null)
             zs.append(z)
-        x = x + w.get(b + "ls1.gamma", 1.0) * lin(torch.cat(heads, dim=-1), b + "attn.proj")
+        merged = torch.cat(heads, dim=-1)
+        if b + "attn.norm.weight" in w:
+            merged = ln(merged, b + "attn.norm")
+        x = x + w.get(b + "ls1.gamma", 1.0) * lin(merged, b + "attn.proj")
         hn = ln(x, b + "norm2")
         if cfg.mlp == "swiglu":
             u = lin(hn, b + "mlp.w12")
             x1, x2 = u[..., :u.shape[-1] // 2], u[..., u.shape[-1] // 2:]
             g = x1 * torch.sigmoid(x1) * x2
-            m = lin(g, b + "mlp.w3")
+            m = lin(ln(g, b + "mlp.norm") if b + "mlp.norm.weight" in w else g, b + "mlp.w3")
         elif cfg.mlp == "quick_gelu":
             u = lin(hn, b + "mlp.fc1")
             g = u / (1 + torch.exp(-1.702 * u))
@@ -319,6 +330,26 @@ def alt_rotate(t, gh, gw, theta):
             u, v = a[:, first + p, j], a[:, first + p, j + half]
             out[:, first + p, j] = u * math.cos(angle) - v * math.sin(angle)
             out[:, first + p, j + half] = v * math.cos(angle) + u * math.sin(angle)
+    return torch.from_numpy(out)
+
+
+def alt_rotate_eva(t, gh, gw, theta, ref_grid):
+    """EVA-02's rotation of the last gh*gw tokens of one head's t [B,N,hd], pair by pair in numpy
+    float64: dimensions (2i, 2i+1) form pair i < hd/2 and turn by t_axis * theta^(-f / (hd/4)),
+    where (axis, f) = divmod(i, hd/4), t_y = row / gh * ref_grid[0] and t_x = col / gw *
+    ref_grid[1]: (u, v) -> (u cos - v sin, v cos + u sin)."""
+    a = t.numpy()
+    out = a.copy()
+    B, N, hd = a.shape
+    quarter, first = hd // 4, N - gh * gw
+    for p in range(gh * gw):
+        position = (p // gw / gh * ref_grid[0], p % gw / gw * ref_grid[1])
+        for i in range(hd // 2):
+            axis, f = divmod(i, quarter)
+            angle = position[axis] * theta ** (-f / quarter)
+            u, v = a[:, first + p, 2 * i], a[:, first + p, 2 * i + 1]
+            out[:, first + p, 2 * i] = u * math.cos(angle) - v * math.sin(angle)
+            out[:, first + p, 2 * i + 1] = v * math.cos(angle) + u * math.sin(angle)
     return torch.from_numpy(out)
 
 
@@ -430,12 +461,17 @@ def check_families():
         hints = {"heads": spec.heads, "act": spec.act, "pos_interp": "antialias"}
         if spec.positions == "rope_dinov3":
             hints.update(family="dinov3", positions="rope_dinov3", rope_theta=100.0, grid=spec.grid)
+        if spec.positions == "rope_eva":
+            ref_grid = tuple(spec.configs["config.json"]["model_args"].get("ref_feat_shape", (16, 16)))
+            hints.update(family="eva", positions="rope_eva", rope_theta=1e4, rope_ref_grid=ref_grid)
         cfg, w = ref.config_from_weights(fx.family_weights(spec), ref.Dinov2Layout,
                                          hints), fx.family_weights(spec)
         for h, wd in spec.sizes:
             x = torch.randn(2, 3, h, wd, generator=torch.Generator().manual_seed(h + wd))
+            # (EVA: the reference's angles are float32 products, the second forward's float64)
             check(f"reference == second forward, trace too: {spec.name} {h}x{wd}",
-                  forward_difference(ref.forward(cfg, w, x, trace=True), alt_forward(cfg, w, x)), 2e-6)
+                  forward_difference(ref.forward(cfg, w, x, trace=True), alt_forward(cfg, w, x)),
+                  1e-5 if spec.positions == "rope_eva" else 2e-6)
 
     clip = fx.FamilySpec("check_clip", "open_clip", dim=32, heads=2, patch=8, grid=3,
                          other_grid=(2, 4), act="quick_gelu", pre_norm=True, patch_bias=False,
@@ -1092,6 +1128,344 @@ def check_dinov3_hub():
         check(f"torch/{name} is what make_torch_files writes now (every tensor bit for bit)", 0 if same else 1, 0)
 
 
+# --- EVA-02 (DESIGN §10; timm Eva) --------------------------------------------------------------
+
+EVA = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "timm_eva"}
+EVA_EPS = 1e-6  # timm.layers.LayerNorm's default, which Eva's norm_layer is
+
+
+def eva_rope_timm(gh, gw, head_dim, ref_grid, temperature=10000.0):
+    """(sin, cos) [gh*gw, head_dim] as timm's build_rotary_pos_embed(feat_shape=(gh, gw),
+    dim=head_dim, in_pixels=False, ref_feat_shape=ref_grid) builds them, in float32 throughout:
+    freq_bands(head_dim // 4, temperature, step=1); t = arange(s) / s * r per axis; meshgrid
+    'ij'; pos = grid[..., None] * bands; sin / cos reshaped to [gh*gw, -1], repeat_interleave(2)."""
+    num_bands = head_dim // 4
+    bands = 1.0 / (temperature ** (torch.arange(0, num_bands, 1, dtype=torch.int64).to(torch.float32) / num_bands))
+    t = [torch.arange(s, dtype=torch.int64).to(torch.float32) for s in (gh, gw)]
+    t = [x / f * r for x, f, r in zip(t, (gh, gw), ref_grid)]
+    grid = torch.stack(torch.meshgrid(t, indexing="ij"), dim=-1).unsqueeze(-1)
+    pos = grid * bands
+    sin, cos = pos.sin(), pos.cos()
+    return (sin.reshape(gh * gw, -1).repeat_interleave(2, -1),
+            cos.reshape(gh * gw, -1).repeat_interleave(2, -1))
+
+
+def eva_rot_timm(x):
+    """timm's rot: [x0 x1 x2 x3] -> [-x1 x0 -x3 x2]."""
+    return torch.stack([-x[..., 1::2], x[..., ::2]], -1).reshape(x.shape)
+
+
+def eva_by_modules(folder, images):
+    """timm's Eva forward rebuilt from torch.nn modules and the folder's timm-named tensors
+    (float64; LayerNorm eps 1e-6 as timm's; config.json read as timm reads it: architecture
+    eva02_* = use_rot_pos_emb with model_args.ref_feat_shape or 16 x 16, global_pool):
+    Conv2d patch embedding, [CLS, patches] + pos_embed (patch rows resampled as timm's
+    resample_abs_pos_embed: float32 bicubic with antialias), EvaBlock: EvaAttention (fused qkv
+    with cat(q_bias, zeros, v_bias), or q_proj / k_proj / v_proj; the rope of `eva_rope_timm`
+    applied as apply_rot_embed_cat to q, k of tokens 1..; softmax(q * scale @ k^T) v; attn.norm;
+    proj), gamma_1, GluMlp (fc1 chunked, silu(x1) * x2, fc2) or SwiGLU (fc1_g, fc1_x, norm,
+    fc2), gamma_2; norm; forward_head (avg: fc_norm(mean of tokens 1..); token: x[:, 0]) and
+    head. -> cls (x_norm[:, 0]), patches, pooled (vitreg's: fc_norm(mean of the patches) or
+    the mean of the normed patches), prenorm, head_input (timm's pre_logits), embedding
+    (head(pre_logits), bias included) where there is a head."""
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    stored, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+    args = config.get("model_args", {})
+    heads = args["num_heads"]
+    rope_ref = args.get("ref_feat_shape", (16, 16)) if config["architecture"].startswith("eva02_") else None
+    rope_ref = (rope_ref, rope_ref) if isinstance(rope_ref, int) else rope_ref
+    f64 = torch.float64
+    D, _, p, _ = stored["patch_embed.proj.weight"].shape
+    hd = D // heads
+    images = images.double()
+    B, _, H, W = images.shape
+    gh, gw = H // p, W // p
+    depth = len({k.split(".")[1] for k in stored if k.startswith("blocks.")})
+
+    def norm(prefix):
+        weight = stored[prefix + ".weight"]
+        m = torch.nn.LayerNorm(weight.shape[0], eps=EVA_EPS, dtype=f64)
+        with torch.no_grad():
+            m.weight.copy_(weight)
+            m.bias.copy_(stored[prefix + ".bias"])
+        return m
+
+    def dense(prefix):
+        weight = stored[prefix + ".weight"]
+        m = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=prefix + ".bias" in stored, dtype=f64)
+        with torch.no_grad():
+            m.weight.copy_(weight)
+            if m.bias is not None:
+                m.bias.copy_(stored[prefix + ".bias"])
+        return m
+
+    with torch.no_grad():
+        conv = torch.nn.Conv2d(3, D, p, stride=p, dtype=f64)
+        conv.weight.copy_(stored["patch_embed.proj.weight"])
+        conv.bias.copy_(stored["patch_embed.proj.bias"])
+        x = conv(images).flatten(2).transpose(1, 2)
+        x = torch.cat([stored["cls_token"].expand(B, -1, -1), x], dim=1)
+        pos = stored["pos_embed"]
+        M = math.isqrt(pos.shape[1] - 1)
+        if (gh, gw) != (M, M):
+            grid = pos[:, 1:].float().reshape(1, M, M, D).permute(0, 3, 1, 2)
+            grid = F.interpolate(grid, size=(gh, gw), mode="bicubic", antialias=True, align_corners=False)
+            pos = torch.cat([pos[:, :1], grid.permute(0, 2, 3, 1).reshape(1, gh * gw, D).double()], dim=1)
+        x = x + pos
+        if rope_ref is not None:
+            sin, cos = (t.double() for t in eva_rope_timm(gh, gw, hd, rope_ref))
+        N = x.shape[1]
+        for i in range(depth):
+            b = f"blocks.{i}"
+            y = norm(b + ".norm1")(x)
+            if b + ".attn.qkv.weight" in stored:
+                bias = torch.cat([stored[b + ".attn.q_bias"], torch.zeros(D, dtype=f64), stored[b + ".attn.v_bias"]])
+                qkv = F.linear(y, stored[b + ".attn.qkv.weight"], bias)
+                q, k, v = qkv.reshape(B, N, 3, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+            else:
+                q, k, v = (dense(f"{b}.attn.{n}_proj")(y).reshape(B, N, heads, -1).transpose(1, 2) for n in "qkv")
+            if rope_ref is not None:
+                q = torch.cat([q[:, :, :1], q[:, :, 1:] * cos + eva_rot_timm(q[:, :, 1:]) * sin], 2)
+                k = torch.cat([k[:, :, :1], k[:, :, 1:] * cos + eva_rot_timm(k[:, :, 1:]) * sin], 2)
+            a = torch.softmax((q * hd ** -0.5) @ k.transpose(-2, -1), dim=-1) @ v
+            a = a.transpose(1, 2).reshape(B, N, D)
+            if b + ".attn.norm.weight" in stored:
+                a = norm(b + ".attn.norm")(a)
+            a = dense(b + ".attn.proj")(a)
+            x = x + (stored[b + ".gamma_1"] * a if b + ".gamma_1" in stored else a)
+            y = norm(b + ".norm2")(x)
+            if b + ".mlp.fc1_g.weight" in stored:
+                h = F.silu(dense(b + ".mlp.fc1_g")(y)) * dense(b + ".mlp.fc1_x")(y)
+            else:
+                x1, x2 = dense(b + ".mlp.fc1")(y).chunk(2, dim=-1)
+                h = F.silu(x1) * x2
+            if b + ".mlp.norm.weight" in stored:
+                h = norm(b + ".mlp.norm")(h)
+            m = dense(b + ".mlp.fc2")(h)
+            x = x + (stored[b + ".gamma_2"] * m if b + ".gamma_2" in stored else m)
+        prenorm = x
+        xn = norm("norm")(x) if "norm.weight" in stored else x
+        if config["global_pool"] == "avg":
+            head_input = norm("fc_norm")(xn[:, 1:].mean(dim=1))
+            pooled = head_input
+        else:
+            head_input = xn[:, 0]
+            pooled = xn[:, 1:].mean(dim=1)
+        out = {"cls": xn[:, 0], "patches": xn[:, 1:], "pooled": pooled, "prenorm": prenorm,
+               "head_input": head_input}
+        if "head.weight" in stored:
+            out["embedding"] = dense("head")(head_input)
+    return out
+
+
+def check_eva():
+    """EVA-02 (DESIGN §10; timm Eva, layout timm_eva, family eva): (a) the interleaved rotation is
+    the complex product of the pairs (2i, 2i+1) with e^(i angle), the tables equal timm's
+    float32 construction and the angles by hand (float64); (b) with every angle 0 the EVA
+    attention is the plain attention of the same canonical weights (and the whole forward the
+    learned-position forward); (c) the timm_eva layout round trips, stored -> canonical -> stored
+    (names and values) and canonical -> stored -> canonical, for the three fixtures, with timm's
+    names exactly (make_fixtures' eva_names); the packed fc1 is [gate; value]; a nonzero k bias
+    is refused; EVA-01's GELU fc1 / fc2 stays fc1 / fc2; (d) the config the folders give; (e) the
+    reference against timm's Eva rebuilt from torch.nn modules on the stored timm tensors (the
+    fixture folders at four grids each; the fixture cases on disk), the EVA-CLIP embedding being
+    timm's head output; (f) detection, the timm config rules (eva02_ default ref 16 x 16, an int
+    ref, eva_ learned, a null ref refused) and config_record's defaults."""
+    g = torch.Generator().manual_seed(17)
+    # (a) the rotation as complex numbers; the tables
+    worst_complex = worst_tables = worst_timm = 0.0
+    for gh, gw, hd, ref_grid in ((4, 4, 16, (16, 16)), (3, 5, 16, (6, 6)), (2, 7, 8, (16, 16)), (5, 3, 32, (14, 9))):
+        cos, sin = ref.rope_eva_tables(gh, gw, hd, 1e4, ref_grid)
+        t = torch.randn(2, 3, 1 + gh * gw, hd, generator=g, dtype=torch.float64)
+        mine = ref.apply_rope(t, (cos, sin, "pairs"))
+        angle = torch.atan2(sin[:, ::2], cos[:, ::2])                       # [P, hd/2]
+        z = torch.view_as_complex(t[..., 1:, :].reshape(2, 3, gh * gw, hd // 2, 2).contiguous())
+        turned = torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).reshape(2, 3, gh * gw, hd)
+        worst_complex = max(worst_complex, max_diff(mine[..., 1:, :], turned), max_diff(mine[..., :1, :], t[..., :1, :]))
+        by_hand = torch.zeros(gh * gw, hd // 2, dtype=torch.float64)
+        for r in range(gh):
+            for c in range(gw):
+                for i in range(hd // 2):
+                    axis, f = divmod(i, hd // 4)
+                    position = r / gh * ref_grid[0] if axis == 0 else c / gw * ref_grid[1]
+                    by_hand[r * gw + c, i] = position * 1e4 ** (-f / (hd // 4))
+        worst_tables = max(worst_tables, max_diff(cos[:, ::2], torch.cos(by_hand)), max_diff(sin[:, ::2], torch.sin(by_hand)),
+                           max_diff(cos[:, 1::2], cos[:, ::2]), max_diff(sin[:, 1::2], sin[:, ::2]))
+        timm_sin, timm_cos = eva_rope_timm(gh, gw, hd, ref_grid)
+        worst_timm = max(worst_timm, max_diff(cos, timm_cos.double()), max_diff(sin, timm_sin.double()))
+    check("(a) EVA rotation == the pairs (2i, 2i+1) as complex numbers times e^(i angle); CLS unrotated "
+          "(4 grids, head dims 8-32)", worst_complex, 1e-14)
+    check("(a) EVA tables == angles by hand in float64 (t = i / n * R per axis, y bands then x bands, "
+          "each repeated in place; float32 angles as timm's)", worst_tables, 1e-5)
+    check("(a) EVA tables == timm's float32 build_rotary_pos_embed (cos / sin of its float32 angles "
+          "in float64 vs float32)", worst_timm, 1e-6)
+    q = torch.randn(1, 1, 3, 8, generator=g, dtype=torch.float64)
+    by_pairs = torch.stack([-q[..., 1::2], q[..., ::2]], dim=-1).reshape(q.shape)
+    check("(a) rotate_pairs([x0..x7]) = [-x1, x0, -x3, x2, ...]",
+          max_diff(ref.rotate_pairs(q), torch.cat([torch.stack([-q[..., 2 * i + 1], q[..., 2 * i]], -1)
+                                                   for i in range(4)], -1)) + max_diff(ref.rotate_pairs(q), by_pairs), 0)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {name: siglip_folder(s, tmp) for name, s in EVA.items()}
+        loaded = {name: ref.load_model(folder) for name, folder in folders.items()}
+
+        # (b) every angle 0: the plain attention of the same weights; the forward with learned positions
+        worst_attn = worst_forward = 0.0
+        for name, (cfg, w) in loaded.items():
+            plain = replace(cfg, positions="learned", rope_theta=0.0, rope_ref_grid=(0, 0), family="timm")
+            for gh, gw in ((cfg.grid, cfg.grid), (3, 5), (5, 2)):
+                x = torch.randn(2, 1 + gh * gw, cfg.dim, generator=g, dtype=torch.float64)
+                for layer in range(cfg.depth):
+                    with ref.rotation_disabled():
+                        a = ref.attention(x, w, f"blocks.{layer}.attn", cfg, rope=ref.rope_for(cfg, gh, gw))
+                    b = ref.attention(x, w, f"blocks.{layer}.attn", plain, rope=None)
+                    worst_attn = max(worst_attn, *(max_diff(u, v) for u, v in zip(a, b)))
+                images = torch.randn(2, 3, gh * cfg.patch, gw * cfg.patch, generator=g)
+                with ref.rotation_disabled():
+                    a = ref.forward(cfg, w, images, trace=True)
+                worst_forward = max(worst_forward, forward_difference(a, ref.forward(plain, w, images, trace=True)))
+        check("(b) EVA attention with every angle 0 == the plain attention of the same canonical weights "
+              "(output, probabilities, logits; 3 models, 3 grids, every layer)", worst_attn, 1e-12)
+        check("(b) EVA forward with every angle 0 == the learned-position forward, trace too", worst_forward, 1e-12)
+
+        # (c) the layout both ways
+        layout = ref.TimmEvaLayout
+        for name, s in EVA.items():
+            stored, _ = ref.read_safetensors(os.path.join(folders[name], "model.safetensors"))
+            check(f"{name}: the stored names are exactly timm Eva's ({len(stored)} tensors)",
+                  len(set(stored) ^ fx.eva_names(s)), 0)
+            head = s.proj_dim > 0
+            canonical = layout.to_canonical(stored, head_is_projection=head)
+            again = layout.to_stored(canonical, **layout.stored_options(stored))
+            same = sorted(again) == sorted(stored)
+            check(f"{name}: timm_eva stored -> canonical -> stored names", 0 if same else 1, 0)
+            if same:
+                check(f"{name}: timm_eva stored -> canonical -> stored values",
+                      max(max_diff(again[k], stored[k]) for k in stored), 0)
+            weights = fx.family_weights(s)
+            back = layout.to_canonical(layout.to_stored(weights, qkv_fused=not s.eva_split, packed_mlp=not s.eva_split),
+                                       head_is_projection=head)
+            same = sorted(back) == sorted(weights)
+            check(f"{name}: timm_eva canonical -> stored -> canonical names", 0 if same else 1, 0)
+            if same:
+                check(f"{name}: timm_eva canonical -> stored -> canonical values (k bias rows 0)",
+                      max(max_diff(back[k], weights[k]) for k in weights), 0)
+            D = s.dim
+            bias = canonical["blocks.0.attn.qkv.bias"]
+            if s.eva_split:
+                parts = (stored["blocks.0.attn.q_proj.weight"], stored["blocks.0.attn.k_proj.weight"],
+                         stored["blocks.0.attn.v_proj.weight"])
+                biases = (stored["blocks.0.attn.q_proj.bias"], stored["blocks.0.attn.v_proj.bias"])
+                w12 = torch.cat([stored["blocks.0.mlp.fc1_g.weight"], stored["blocks.0.mlp.fc1_x.weight"]])
+            else:
+                parts = stored["blocks.0.attn.qkv.weight"].chunk(3)
+                biases = (stored["blocks.0.attn.q_bias"], stored["blocks.0.attn.v_bias"])
+                w12 = stored["blocks.0.mlp.fc1.weight"]
+            error = (max_diff(canonical["blocks.0.attn.qkv.weight"], torch.cat(parts))
+                     + max_diff(bias, torch.cat([biases[0], torch.zeros(D, dtype=torch.float64), biases[1]]))
+                     + max_diff(canonical["blocks.0.mlp.w12.weight"], w12))
+            check(f"{name}: qkv = [q; k; v], qkv bias = [q; 0; v], w12 = [gate; value] "
+                  f"({'fc1_g; fc1_x' if s.eva_split else 'fc1 as stored'})", error, 0)
+        weights = fx.family_weights(EVA["timm_eva02_small"])
+        nonzero = dict(weights, **{"blocks.0.attn.qkv.bias": weights["blocks.0.attn.qkv.bias"] + 1})
+        try:
+            layout.to_stored(nonzero)
+            refused = False
+        except AssertionError:
+            refused = True
+        stored = layout.to_stored(weights)
+        k_bias = torch.full((EVA["timm_eva02_small"].dim,), 0.5, dtype=torch.float64)
+        read = layout.to_canonical(dict(stored, **{"blocks.0.attn.k_bias": k_bias}))
+        check("timm_eva: a nonzero k bias is refused; a stored k_bias buffer is read as the k rows",
+              0 if refused and torch.equal(read["blocks.0.attn.qkv.bias"][48:96], k_bias) else 1, 0)
+        gelu = {k: v for k, v in weights.items() if ".mlp." not in k}
+        for i in range(EVA["timm_eva02_small"].depth):
+            gelu[f"blocks.{i}.mlp.fc1.weight"] = torch.randn(96, 48, generator=g, dtype=torch.float64)
+            gelu[f"blocks.{i}.mlp.fc1.bias"] = torch.randn(96, generator=g, dtype=torch.float64)
+            gelu[f"blocks.{i}.mlp.fc2.weight"] = torch.randn(48, 96, generator=g, dtype=torch.float64)
+            gelu[f"blocks.{i}.mlp.fc2.bias"] = torch.randn(48, generator=g, dtype=torch.float64)
+        stored = layout.to_stored(gelu)
+        back = layout.to_canonical(stored)
+        check("timm_eva: EVA-01's GELU mlp.fc1 / fc2 (fc1 as wide as fc2's input) stay fc1 / fc2 both ways",
+              0 if sorted(back) == sorted(gelu) and ref.detect_layout(stored) is layout
+              and all(torch.equal(back[k], gelu[k]) for k in gelu) else 1, 0)
+
+        # (d) the config the folders give
+        for name, (cfg, w) in loaded.items():
+            s = EVA[name]
+            expected = dict(family="eva", positions="rope_eva", rope_theta=1e4, class_token=True, pos_embed_class=True,
+                            pre_norm=False, final_norm=not s.fc_norm, fc_norm=s.fc_norm, proj_dim=s.proj_dim,
+                            mlp="swiglu", eps=1e-6, pos_interp="antialias", pool="avg", eval_squash=False,
+                            mean=ref.CLIP_MEAN, std=ref.CLIP_STD, input_size=s.grid * s.patch,
+                            crop_pct=1.0 if s.proj_dim else 0.9, heads=3, dim=48, grid=s.grid, patch=s.patch,
+                            depth=2, registers=0, attention="softmax", mlp_norm=s.mlp_norm, attn_norm=s.attn_norm,
+                            rope_ref_grid=(6, 6) if name == "timm_eva02_base" else (16, 16))
+            wrong = [k for k, value in expected.items() if getattr(cfg, k) != value]
+            check(f"{name}: the config timm Eva's files give ({wrong})", len(wrong), 0)
+
+        # (e) against timm's Eva rebuilt from torch.nn modules
+        worst = 0.0
+        for name, folder in folders.items():
+            cfg, w = loaded[name]
+            for gh, gw in ((cfg.grid, cfg.grid), (3, 5), (5, 3), (2, 6)):
+                x = torch.randn(2, 3, gh * cfg.patch, gw * cfg.patch, generator=torch.Generator().manual_seed(gh * 7 + gw))
+                a, b = ref.forward(cfg, w, x), eva_by_modules(folder, x)
+                keys = ["cls", "patches", "pooled", "prenorm"] + (["embedding"] if cfg.proj_dim else [])
+                worst = max(worst, *(relative_difference(a[k], b[k]) for k in keys))
+                if cfg.fc_norm:  # the avg-pool models' pooled is timm's pre_logits
+                    worst = max(worst, relative_difference(a["pooled"], b["head_input"]))
+        check("(e) EVA reference == timm's Eva from torch.nn modules on the stored timm tensors (cls, patches, "
+              "pooled, prenorm, the EVA-CLIP embedding = head(norm(CLS)); 3 folders, 4 grids; relative)", worst, 1e-6)
+        cases, worst_stored = 0, 0.0
+        for entry in fixture_index("cases.json") or []:
+            if entry["layout"] != "timm_eva":
+                continue
+            cases += 1
+            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
+            b = eva_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
+            keys = ["cls", "patches", "pooled"] + (["embedding"] if "embedding" in case else [])
+            worst_stored = max(worst_stored, relative_difference(case["prenorm_last"], b["prenorm"]),
+                               *(relative_difference(case[k], b[k]) for k in keys))
+        if fixture_index("cases.json") is not None:
+            want = sum(len(s.sizes) for s in EVA.values())
+            check(f"the {want} EVA fixture cases make_fixtures writes are on disk", abs(cases - want), 0)
+            check("EVA fixture cases == timm's Eva from torch.nn modules (relative)", worst_stored, 1e-6)
+
+        # (f) detection and the config rules
+        detected = 0
+        for name, folder in folders.items():
+            stored, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+            detected += ref.detect_layout(stored) is ref.TimmEvaLayout
+        others = [os.path.join(FIXTURES, "models", f) for f in ("timm_deit3", "timm_avg_fcnorm", "timm_clip_f16.safetensors",
+                                                                "dinov2_swiglu_f32.safetensors")]
+        for path in others:
+            if os.path.exists(path):
+                stored, _ = ref.read_safetensors(os.path.join(path, "model.safetensors") if os.path.isdir(path) else path)
+                detected += ref.detect_layout(stored) is not ref.TimmEvaLayout
+        present = sum(os.path.exists(p) for p in others)
+        check(f"detect: the 3 EVA files are timm_eva (by q_bias / q_proj, fc1_g, gamma_1, or a packed fc1); "
+              f"{present} timm / dinov2 SwiGLU files are not", len(folders) + present - detected, 0)
+    hints = ref.hints_from_timm_config({"architecture": "eva02_large_patch14_448"})
+    as_int = ref.hints_from_timm_config({"architecture": "eva02_tiny_patch14_336", "model_args": {"ref_feat_shape": 24}})
+    eva01 = ref.hints_from_timm_config({"architecture": "eva_giant_patch14_224"})
+    clip = ref.hints_from_timm_config({"architecture": "eva02_large_patch14_clip_224"})
+    try:
+        ref.hints_from_timm_config({"architecture": "eva02_small_patch14_224", "model_args": {"ref_feat_shape": None}})
+        refused = False
+    except ValueError:
+        refused = True
+    rules = (hints["family"] == "eva" and hints["positions"] == "rope_eva" and hints["rope_ref_grid"] == (16, 16)
+             and hints["rope_theta"] == 1e4 and as_int["rope_ref_grid"] == (24, 24)
+             and eva01["family"] == "eva" and eva01["positions"] == "learned" and "rope_ref_grid" not in eva01
+             and clip["family"] == "eva" and clip["positions"] == "rope_eva" and refused)
+    check("timm config: eva02_* -> eva, rope_eva, ref 16 x 16 (an int ref_feat_shape both axes), eva_* -> learned, "
+          "eva02_*clip* is eva (not clip); a null ref_feat_shape refused", 0 if rules else 1, 0)
+    plain = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1)
+    check("config_record: rope_ref_grid, mlp_norm and attn_norm absent at their defaults",
+          len({"rope_ref_grid", "mlp_norm", "attn_norm"} & set(ref.config_record(plain))), 0)
+
+
 # --- e. trace invariants and rollout ------------------------------------------------------------
 
 def check_trace_invariants():
@@ -1534,6 +1908,7 @@ def main():
     check_siglip()
     check_dinov3()
     check_dinov3_hub()
+    check_eva()
     check_trace_invariants()
     check_rollout_by_hand()
     check_fixtures()

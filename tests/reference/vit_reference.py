@@ -44,6 +44,13 @@ DINOv3 (DESIGN §10; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed 
 the gated MLP is blocks.i.mlp.w12 = [gate; up] and w3 = down (cfg.mlp "swiglu"). Its torch-hub
 .pth state dicts (`Dinov3HubLayout`) keep these names but for storage_tokens and mlp.w1 / w2, and
 hold qkv.bias_mask and rope_embed.periods buffers.
+EVA-02 (DESIGN §10; timm `Eva`, `TimmEvaLayout`, family "eva") uses the dinov2 names with a learned
+pos_embed (class row included) AND, with cfg.positions == "rope_eva", timm's RotaryEmbeddingCat on
+the patch tokens' q and k (`rope_eva_tables`: interleaved pairs, positions arange(n)/n *
+cfg.rope_ref_grid per axis); its SwiGLU MLP is blocks.i.mlp.w12 = [gate; value] and w3, with the
+sub-LayerNorm blocks.i.mlp.norm [H] (cfg.mlp_norm: on silu(gate) * value, before w3); the EVA-CLIP
+towers add blocks.i.attn.norm [D] (cfg.attn_norm: a LayerNorm on the merged heads' attention
+output, before attn.proj); the k third of blocks.i.attn.qkv.bias is zero (timm has no k bias).
 
 Needs only python3-torch and python3-numpy.
 """
@@ -594,6 +601,136 @@ class Dinov3HubLayout:
         return canonical
 
 
+class TimmEvaLayout(_RenamedBlocks):
+    """timm `Eva` state dicts (EVA-01, EVA-02, the EVA-CLIP image towers; DESIGN §10): the
+    canonical top-level names (cls_token, pos_embed [1,1+M*M,D] with the class row,
+    patch_embed.proj.*, norm.* (global_pool 'token') or fc_norm.* (global_pool 'avg')), and per
+    block norm1, norm2, attn.proj, attn.norm (scale_attn_inner), mlp.norm (scale_mlp),
+    gamma_1 / gamma_2 (= ls1.gamma / ls2.gamma, init_values set). Two attention layouts:
+      fused (qkv_fused=True, S/Ti): attn.qkv.weight [3D,D] without a bias, attn.q_bias [D] and
+        attn.v_bias [D] (the k bias is a non-persistent zero buffer: absent; read when present);
+      split (qkv_fused=False, B/L): attn.q_proj.{weight,bias}, attn.k_proj.weight (no bias),
+        attn.v_proj.{weight,bias}.
+    Either way the canonical blocks.i.attn.qkv.bias is [q; 0; v] (the k rows must be 0 to store).
+    Three MLPs:
+      packed SwiGLU (GluMlp, gate_last=False, S/Ti): mlp.fc1 [2H,D] = [gate; value] = mlp.w12
+        as it is, mlp.fc2 [D,H] = mlp.w3 (fc1 twice as wide as fc2's input tells it);
+      separate SwiGLU (SwiGLU, scale_mlp, B/L): mlp.fc1_g [H,D] (gate), mlp.fc1_x [H,D] (value):
+        mlp.w12 = [fc1_g; fc1_x], mlp.fc2 = mlp.w3, and the sub-LayerNorm mlp.norm [H];
+      plain (EVA-01, GELU): mlp.fc1 / mlp.fc2 as the canonical names.
+    `head.{weight [E,D], bias}`: the EVA-CLIP projection where `head_is_projection` (canonical
+    proj [D,E] = head.weight^T; stored with a zero bias), else a classifier the forward ignores.
+    Buffers named rope.* (none in timm's files: non-persistent) are ignored."""
+    name = "timm_eva"
+    TOP = [("cls_token", "cls_token"), ("pos_embed", "pos_embed"),
+           ("patch_embed.proj.", "patch_embed.proj."), ("norm.", "norm."), ("fc_norm.", "fc_norm.")]
+    # attn.q/k/v and mlp.gate/value only inside this adapter (the split layouts' parts)
+    BLOCK = [("norm1.", "norm1."), ("norm2.", "norm2."), ("attn.proj.", "attn.proj."),
+             ("attn.norm.", "attn.norm."), ("attn.qkv.weight", "attn.qkv.weight"),
+             ("attn.q_bias", "attn.q_bias"), ("attn.k_bias", "attn.k_bias"),
+             ("attn.v_bias", "attn.v_bias"), ("attn.q.", "attn.q_proj."),
+             ("attn.k.", "attn.k_proj."), ("attn.v.", "attn.v_proj."),
+             ("ls1.gamma", "gamma_1"), ("ls2.gamma", "gamma_2"), ("mlp.norm.", "mlp.norm."),
+             ("mlp.gate.", "mlp.fc1_g."), ("mlp.value.", "mlp.fc1_x."), ("mlp.w12.", "mlp.fc1."),
+             ("mlp.w3.", "mlp.fc2."), ("mlp.fc1.", "mlp.fc1."), ("mlp.fc2.", "mlp.fc2.")]
+    BLOCKS = "blocks."
+
+    @staticmethod
+    def stored_options(stored):
+        """The to_stored options that give back `stored`'s layout: qkv_fused (no q_proj) and
+        packed_mlp (no fc1_g)."""
+        return {"qkv_fused": "blocks.0.attn.q_proj.weight" not in stored,
+                "packed_mlp": "blocks.0.mlp.fc1_g.weight" not in stored}
+
+    @classmethod
+    def to_stored(cls, canonical, qkv_fused=True, packed_mlp=True, classifier=None):
+        """`qkv_fused`: attn.qkv + q_bias / v_bias (else q_proj / k_proj / v_proj); `packed_mlp`:
+        SwiGLU as one mlp.fc1 (else fc1_g / fc1_x). `classifier` (weight, bias): a head that is
+        no projection (never read). mask_token is not stored (timm's filter drops it)."""
+        stored = {}
+        for key, value in canonical.items():
+            if key in ("mask_token", "proj"):
+                continue
+            if key == "register_tokens":
+                raise ValueError("timm Eva (EVA-01 / EVA-02) has no register tokens")
+            if key.endswith(".attn.qkv.bias"):
+                q, k, v = value.chunk(3, dim=0)
+                assert bool((k == 0).all()), f"{key}: timm Eva has no k bias, so the k rows must be 0"
+                if qkv_fused:
+                    stored[cls.rename(key.replace(".qkv.bias", ".q_bias"), True)] = q
+                    stored[cls.rename(key.replace(".qkv.bias", ".v_bias"), True)] = v
+                else:
+                    stored[cls.rename(key.replace(".qkv.", ".q."), True)] = q
+                    stored[cls.rename(key.replace(".qkv.", ".v."), True)] = v
+            elif key.endswith(".attn.qkv.weight") and not qkv_fused:
+                for part, rows in zip("qkv", value.chunk(3, dim=0)):
+                    stored[cls.rename(key.replace(".qkv.", f".{part}."), True)] = rows
+            elif ".mlp.w12." in key and not packed_mlp:
+                gate, x = value.chunk(2, dim=0)
+                stored[cls.rename(key.replace(".w12.", ".gate."), True)] = gate
+                stored[cls.rename(key.replace(".w12.", ".value."), True)] = x
+            else:
+                stored[cls.rename(key, True)] = value
+        if "proj" in canonical:
+            stored["head.weight"] = canonical["proj"].T.contiguous()
+            stored["head.bias"] = torch.zeros(canonical["proj"].shape[1], dtype=torch.float64)
+        elif classifier is not None:
+            stored["head.weight"], stored["head.bias"] = classifier
+        return stored
+
+    @classmethod
+    def to_canonical(cls, stored, head_is_projection=False):
+        canonical, packed = {}, {}
+        for key, value in stored.items():
+            if key.startswith("head."):
+                continue  # below: the projection, or a classifier
+            if key.startswith("rope.") or ".rope." in key:
+                continue  # rotary tables: non-persistent buffers the forward recomputes
+            canonical[cls.rename(key, False)] = value
+        for fc1 in [key for key in canonical if key.endswith(".mlp.w12.weight")]:
+            block = fc1[:-len(".mlp.w12.weight")]
+            fc2 = canonical[block + ".mlp.w3.weight"]
+            if canonical[fc1].shape[0] != 2 * fc2.shape[1]:  # EVA-01's GELU Mlp: fc1 / fc2
+                for part in ("weight", "bias"):
+                    for mine, theirs in (("w12", "fc1"), ("w3", "fc2")):
+                        name = f"{block}.mlp.{mine}.{part}"
+                        if name in canonical:
+                            canonical[f"{block}.mlp.{theirs}.{part}"] = canonical.pop(name)
+        for gate in [key for key in canonical if ".mlp.gate." in key]:
+            canonical[gate.replace(".gate.", ".w12.")] = torch.cat(
+                [canonical.pop(gate), canonical.pop(gate.replace(".gate.", ".value."))], dim=0)
+        for weight in [key for key in canonical if key.endswith(".attn.q.weight")]:
+            block = weight[:-len(".attn.q.weight")]
+            canonical[f"{block}.attn.qkv.weight"] = torch.cat(
+                [canonical.pop(f"{block}.attn.{part}.weight") for part in "qkv"], dim=0)
+            for part in "qkv":
+                packed.setdefault(block, {})[part] = canonical.pop(f"{block}.attn.{part}.bias", None)
+        for q in [key for key in canonical if key.endswith(".attn.q_bias")]:
+            block = q[:-len(".attn.q_bias")]
+            packed[block] = {part: canonical.pop(f"{block}.attn.{part}_bias", None) for part in "qkv"}
+        for block, parts in packed.items():
+            if any(b is not None for b in parts.values()):
+                dim = canonical[f"{block}.attn.qkv.weight"].shape[0] // 3
+                canonical[f"{block}.attn.qkv.bias"] = torch.cat(
+                    [b if b is not None else torch.zeros(dim, dtype=torch.float64) for b in parts.values()])
+        if head_is_projection:
+            canonical["proj"] = stored["head.weight"].T.contiguous()
+        return canonical
+
+
+def _is_timm_eva(names):
+    """timm Eva tensors: q_bias / q_proj / fc1_g / gamma_1 in block 0, or (given the tensors) a
+    packed SwiGLU fc1 twice as wide as fc2's input."""
+    if any(f"blocks.0.{k}" in names for k in ("attn.q_bias", "attn.q_proj.weight", "mlp.fc1_g.weight",
+                                               "gamma_1")):
+        return True
+    if not isinstance(names, dict):
+        return False
+    fc1, fc2 = names.get("blocks.0.mlp.fc1.weight"), names.get("blocks.0.mlp.fc2.weight")
+    return (hasattr(fc1, "shape") and hasattr(fc2, "shape") and len(fc1.shape) == 2
+            and len(fc2.shape) == 2 and fc1.shape[0] == 2 * fc2.shape[1])
+
+
 def _swap(key, pairs, to_stored):
     """Translate `key` by the first pair whose side matches: a name ending in '.' as a prefix,
     any other exactly."""
@@ -606,7 +743,7 @@ def _swap(key, pairs, to_stored):
 
 LAYOUTS = {layout.name: layout for layout in (Dinov2Layout, TimmRegLayout, HFLayout, TimmLayout,
                                               OpenClipLayout, HFClipLayout, HFSiglipLayout,
-                                              HFDinov3Layout, Dinov3HubLayout)}
+                                              HFDinov3Layout, Dinov3HubLayout, TimmEvaLayout)}
 SIGLIP_MODEL_TYPES = ("siglip", "siglip_vision_model")  # SiglipModel, SiglipVisionModel
 DINOV3_MODEL_TYPES = ("dinov3_vit",)  # DINOv3ViTModel
 
@@ -635,6 +772,8 @@ def detect_layout(names, model_type=None):
         return HFClipLayout
     if "visual.conv1.weight" in names:
         return OpenClipLayout
+    if _is_timm_eva(names):
+        return TimmEvaLayout
     if "reg_token" in names:
         return TimmRegLayout
     return Dinov2Layout
@@ -652,10 +791,12 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (DESIGN §7)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 SIGLIP_MEAN = SIGLIP_STD = (0.5, 0.5, 0.5)  # SiglipImageProcessor's defaults
-FAMILIES = ("dinov2", "timm", "clip", "siglip", "dinov3")
+FAMILIES = ("dinov2", "timm", "clip", "siglip", "dinov3", "eva")
 ACTIVATIONS = ("gelu", "quick_gelu", "swiglu", "gelu_tanh")
 POOLS = ("avg", "map")
-POSITIONS = ("learned", "rope_dinov3")
+POSITIONS = ("learned", "rope_dinov3", "rope_eva")
+EVA_ROPE_THETA = 10000.0     # timm RotaryEmbeddingCat's temperature (not in any config file)
+EVA_REF_GRID = (16, 16)      # ref_feat_shape of every timm eva02_* model
 
 
 @dataclass(frozen=True)
@@ -690,7 +831,15 @@ class Config:
     positions: str = "learned"  # learned: pos_embed, resampled by pos_interp | rope_dinov3: no
                                 # pos_embed, DINOv3's 2D axial RoPE on the patch tokens' q and k
                                 # (pos_interp then unused; `rope_dinov3_tables`)
-    rope_theta: float = 0.0     # rope_dinov3's base θ (HF rope_theta, 100); 0 with learned positions
+    rope_theta: float = 0.0     # rope_dinov3's base θ (HF rope_theta, 100); rope_eva's temperature
+                                # (10000); 0 with learned positions
+    # Appended for EVA-02 (DESIGN §10); the defaults leave every earlier model as it was.
+    rope_ref_grid: tuple = (0, 0)  # rope_eva: timm's ref_feat_shape (Rh, Rw): positions
+                                # arange(n) / n * R per axis; (0, 0) otherwise
+    mlp_norm: bool = False      # a LayerNorm mlp.norm [H] on the MLP's hidden activation before
+                                # its second linear (timm Eva scale_mlp)
+    attn_norm: bool = False     # a LayerNorm attn.norm [D] on the attention output (heads merged)
+                                # before attn.proj (timm Eva scale_attn_inner, EVA-CLIP)
 
     def __post_init__(self):
         assert self.attention in ATTENTION_KINDS, self.attention
@@ -700,17 +849,22 @@ class Config:
         assert self.pool in POOLS, self.pool
         assert self.dim % self.heads == 0, (self.dim, self.heads)
         assert self.positions in POSITIONS, self.positions
-        if self.positions == "rope_dinov3":
+        if self.positions in ("rope_dinov3", "rope_eva"):
             assert self.rope_theta > 0, self.rope_theta
             assert (self.dim // self.heads) % 4 == 0, f"RoPE needs head_dim % 4 == 0, not {self.dim // self.heads}"
         else:
             assert self.rope_theta == 0, "rope_theta without rotary positions"
+        assert isinstance(self.rope_ref_grid, tuple) and len(self.rope_ref_grid) == 2, self.rope_ref_grid
+        if self.positions == "rope_eva":
+            assert min(self.rope_ref_grid) > 0, f"rope_eva needs a reference grid, not {self.rope_ref_grid}"
+        else:
+            assert self.rope_ref_grid == (0, 0), "rope_ref_grid without rope_eva positions"
 
 
 # The fields a fixture index records only where they differ from DINOv2's defaults.
 FAMILY_FIELDS = ("family", "class_token", "pos_embed_class", "pre_norm", "final_norm", "fc_norm",
                  "proj_dim", "mean", "std", "input_size", "crop_pct", "pool", "eval_squash",
-                 "positions", "rope_theta")
+                 "positions", "rope_theta", "rope_ref_grid", "mlp_norm", "attn_norm")
 
 
 def config_record(cfg):
@@ -730,7 +884,10 @@ def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", t
     resize_pos_embed antialiases (antialias), HF CLIP's interpolate_pos_encoding does not (size),
     timm's CLIP towers are timm (antialias); HF SigLIP's interpolate_pos_encoding does not
     antialias either (size). HF DINOv3 has no position table to resample: `size`, the HF folders'
-    value, is recorded and never used."""
+    value, is recorded and never used. timm Eva (EVA-01 / EVA-02): timm's resample_abs_pos_embed,
+    bicubic with antialias."""
+    if layout is TimmEvaLayout:
+        return "antialias"
     if layout is HFDinov3Layout:
         return "size"
     if layout is HFLayout:
@@ -748,7 +905,9 @@ def infer_family(canonical, layout):
     """The family where no config names it: CLIP layouts are CLIP; timm's vit_*_clip_* have
     norm_pre and a patch embedding without bias; a timm-only feature (norm_pre, fc_norm, no class
     token, no class position, no qkv / patch bias, no final norm) says timm; else DINOv2. HF
-    SigLIP's layout is SigLIP, HF DINOv3's DINOv3."""
+    SigLIP's layout is SigLIP, HF DINOv3's DINOv3, timm Eva's EVA."""
+    if layout is TimmEvaLayout:
+        return "eva"
     if layout is HFSiglipLayout:
         return "siglip"
     if layout is HFDinov3Layout:
@@ -772,13 +931,20 @@ def config_from_weights(canonical, layout, hints):
     """Resolve a Config from canonical weight shapes plus `hints` (vitreg metadata keys, or
     the values a config file gives, already translated to vitreg's key names). Without a
     pos_embed the positions must be rotary (hints `positions` rope_dinov3, `rope_theta`); the
-    native grid M is then hints' `grid` (image_size // patch_size), 224 // patch without one."""
+    native grid M is then hints' `grid` (image_size // patch_size), 224 // patch without one.
+    rope_eva (EVA-02) keeps its learned pos_embed (the grid from it) and adds the rotation:
+    `rope_theta` (default 10000) and `rope_ref_grid` (default 16 x 16). An EVA model (family eva)
+    whose hints name no positions is EVA-02 (rope_eva, 16 x 16) when its MLP is SwiGLU, else
+    EVA-01 (learned): timm stores no rotary tensor. mlp_norm / attn_norm from the tensors
+    (blocks.0.mlp.norm / blocks.0.attn.norm)."""
     dim = canonical["patch_embed.proj.weight"].shape[0]
     patch = canonical["patch_embed.proj.weight"].shape[-1]
     registers = canonical["register_tokens"].shape[1] if "register_tokens" in canonical else 0
     class_token = "cls_token" in canonical
-    positions = hints.get("positions", "learned")
-    if positions == "learned":
+    eva = layout is TimmEvaLayout or hints.get("family") == "eva"
+    swiglu = "blocks.0.mlp.w12.weight" in canonical
+    positions = hints.get("positions") or ("rope_eva" if eva and swiglu else "learned")
+    if positions == "learned" or (positions == "rope_eva" and "pos_embed" in canonical):
         if "pos_embed" not in canonical:
             raise ValueError("no pos_embed and no rotary positions: the model has no positions")
         n_rows = canonical["pos_embed"].shape[1]
@@ -810,6 +976,7 @@ def config_from_weights(canonical, layout, hints):
     if "proj_dim" in hints and proj_dim:
         assert int(hints["proj_dim"]) == proj_dim, "projection_dim disagrees with the projection"
     clip, siglip, dinov3 = family == "clip", family == "siglip", family == "dinov3"
+    eva = family == "eva"
     native = grid * patch
     if "blocks.0.mlp.w12.weight" in canonical:
         act = "swiglu"
@@ -841,15 +1008,20 @@ def config_from_weights(canonical, layout, hints):
         fc_norm="fc_norm.weight" in canonical,
         proj_dim=proj_dim,
         mean=tuple(float(v) for v in hints.get(
-            "mean", CLIP_MEAN if clip else SIGLIP_MEAN if siglip else IMAGENET_MEAN)),
+            "mean", CLIP_MEAN if clip or eva else SIGLIP_MEAN if siglip else IMAGENET_MEAN)),
         std=tuple(float(v) for v in hints.get(
-            "std", CLIP_STD if clip else SIGLIP_STD if siglip else IMAGENET_STD)),
+            "std", CLIP_STD if clip or eva else SIGLIP_STD if siglip else IMAGENET_STD)),
         input_size=int(hints.get("input_size", native if clip or siglip else 224)),
-        crop_pct=float(hints.get("crop_pct", 1.0 if clip or siglip or dinov3 else 0.875)),
+        crop_pct=float(hints.get("crop_pct", 1.0 if clip or siglip or dinov3 else
+                                 0.9 if eva else 0.875)),
         pool="map" if "attn_pool.latent" in canonical else "avg",
         eval_squash=_flag(hints.get("eval_squash", siglip or dinov3)),
         positions=positions,
-        rope_theta=float(hints.get("rope_theta", 0.0)),
+        rope_theta=float(hints.get("rope_theta", EVA_ROPE_THETA if positions == "rope_eva" else 0.0)),
+        rope_ref_grid=tuple(int(v) for v in hints.get(
+            "rope_ref_grid", EVA_REF_GRID if positions == "rope_eva" else (0, 0))),
+        mlp_norm="blocks.0.mlp.norm.weight" in canonical,
+        attn_norm="blocks.0.attn.norm.weight" in canonical,
     )
 
 
@@ -1005,10 +1177,31 @@ def hints_from_open_clip_config(cfg):
 def hints_from_timm_config(cfg):
     """An HF-hub timm repo's config.json: `architecture` names the family (clip / dinov2 in the
     name, else timm) and QuickGELU (`quickgelu` in the name); model_args.num_heads where given;
-    pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used)."""
+    pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used).
+    timm Eva (DESIGN §10): an `architecture` starting eva02_ (EVA-02, the EVA-02-CLIP towers too)
+    is family eva with positions rope_eva, temperature 10000 and the reference grid
+    model_args.ref_feat_shape ([h, w] or one int) or 16 x 16 (every eva02_* model's, whatever
+    its native grid); eva_ (EVA-01) is family eva with learned positions only. A model_args
+    use_rot_pos_emb states the rotation either way; a null ref_feat_shape (positions
+    arange(n), no reference grid) is refused (ValueError)."""
     arch = cfg.get("architecture", "")
-    hints = {"family": "clip" if "clip" in arch else "dinov2" if "dinov2" in arch else "timm",
-             "timm_hub": True}  # timm resamples positions with antialias, whatever the family
+    model_args = cfg.get("model_args", {})
+    if arch.startswith(("eva02_", "eva_")):
+        hints = {"family": "eva", "timm_hub": True}
+        if model_args.get("use_rot_pos_emb", arch.startswith("eva02_")):
+            ref_shape = model_args.get("ref_feat_shape", EVA_REF_GRID)
+            if ref_shape is None:
+                raise ValueError("config.json: ref_feat_shape null (no reference grid) is not one "
+                                 "the reference computes")
+            if isinstance(ref_shape, int):
+                ref_shape = (ref_shape, ref_shape)
+            hints.update(positions="rope_eva", rope_theta=EVA_ROPE_THETA,
+                         rope_ref_grid=tuple(int(v) for v in ref_shape))
+        else:
+            hints["positions"] = "learned"
+    else:
+        hints = {"family": "clip" if "clip" in arch else "dinov2" if "dinov2" in arch else "timm",
+                 "timm_hub": True}  # timm resamples positions with antialias, whatever the family
     if "quickgelu" in arch or cfg.get("model_args", {}).get("act_layer") == "quick_gelu":
         hints["act"] = "quick_gelu"
     if "num_heads" in cfg.get("model_args", {}):
@@ -1024,8 +1217,12 @@ def hints_from_timm_config(cfg):
 
 def head_is_projection(stored, family):
     """timm's `head` is a CLIP tower's projection when the family is clip and it has no bias or
-    a zero one; otherwise it is a classifier, which the forward never reads."""
-    if family != "clip" or "head.weight" not in stored:
+    a zero one; otherwise it is a classifier, which the forward never reads. An EVA model's
+    (family eva) is the EVA-CLIP projection when, besides, the model pools its class token
+    (global_pool 'token': a final `norm`, no `fc_norm`)."""
+    if family not in ("clip", "eva") or "head.weight" not in stored:
+        return False
+    if family == "eva" and ("norm.weight" not in stored or "fc_norm.weight" in stored):
         return False
     return "head.bias" not in stored or bool((stored["head.bias"] == 0).all())
 
@@ -1040,7 +1237,7 @@ def load_model(path, attention_override="", pos_interp_override=""):
     vitreg metadata optional) or a directory holding model.safetensors and its configs (HF
     config.json; HF CLIP's, SigLIP's and DINOv3's also preprocessor_config.json; OpenCLIP's
     open_clip_config.json; an HF-hub timm repo's config.json with `architecture` /
-    `pretrained_cfg`).
+    `pretrained_cfg`, timm Eva's included: `hints_from_timm_config`).
     Returns (Config, canonical float64 weights)."""
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     stored, metadata = read_safetensors(os.path.join(path, "model.safetensors")
@@ -1080,6 +1277,9 @@ def load_model(path, attention_override="", pos_interp_override=""):
     if layout is Dinov2Layout:
         family = hints.get("family") or infer_family(stored, layout)
         canonical = TimmLayout.to_canonical(stored, head_is_projection(stored, family))
+    elif layout is TimmEvaLayout:
+        hints.setdefault("family", "eva")
+        canonical = TimmEvaLayout.to_canonical(stored, head_is_projection(stored, hints["family"]))
     else:
         canonical = layout.to_canonical(stored)
     cfg = config_from_weights(canonical, layout, hints)
@@ -1239,31 +1439,62 @@ def rope_dinov3_tables(gh, gw, head_dim, theta):
     return torch.cos(angles), torch.sin(angles)
 
 
+def rope_eva_tables(gh, gw, head_dim, theta, ref_grid):
+    """EVA-02's 2D RoPE for a gh x gw patch grid -> (cos, sin), float64 [gh*gw, head_dim], rows
+    the patches in row-major order (DESIGN §10; timm RotaryEmbeddingCat(head_dim,
+    in_pixels=False, ref_feat_shape=ref_grid), temperature theta). As timm computes them, in
+    float32: bands_j = 1 / theta^(j / (head_dim/4)), j = 0 .. head_dim/4 - 1; per axis
+    t = arange(n) / n * R (y: n = gh, R = ref_grid[0]; x: n = gw, R = ref_grid[1]; so t spans
+    [0, R) over any count); angle[y, x] = [t_y[y] * bands, t_x[x] * bands] (head_dim/2: the y
+    bands, then the x bands), each angle repeated twice in place (repeat_interleave:
+    a0 a0 a1 a1 ..., head_dim), for the interleaved pairs of `rotate_pairs`. cos / sin are then
+    taken in float64 of those float32 angles."""
+    assert head_dim % 4 == 0, head_dim
+    quarter = head_dim // 4
+    bands = 1.0 / (theta ** (torch.arange(quarter, dtype=torch.int64).to(torch.float32) / quarter))
+    ty = torch.arange(gh, dtype=torch.int64).to(torch.float32) / gh * ref_grid[0]
+    tx = torch.arange(gw, dtype=torch.int64).to(torch.float32) / gw * ref_grid[1]
+    grid = torch.stack(torch.meshgrid(ty, tx, indexing="ij"), dim=-1)            # [gh, gw, 2]
+    angles = (grid[..., None] * bands).reshape(gh * gw, 2 * quarter)             # float32
+    angles = angles.repeat_interleave(2, dim=-1).to(torch.float64)               # [gh*gw, hd]
+    return torch.cos(angles), torch.sin(angles)
+
+
 def rotate_half(t):
     """[a, b] (the two halves of the last axis) -> [-b, a]."""
     a, b = t.chunk(2, dim=-1)
     return torch.cat([-b, a], dim=-1)
 
 
+def rotate_pairs(t):
+    """Interleaved pairs (timm's `rot`): out[2i] = -t[2i+1], out[2i+1] = t[2i]."""
+    return torch.stack([-t[..., 1::2], t[..., ::2]], dim=-1).reshape(t.shape)
+
+
+ROTATIONS = {"half": rotate_half, "pairs": rotate_pairs}
+
+
 def apply_rope(t, rope):
     """t [B,h,N,hd] with its last cos.shape[0] tokens (the patches) rotated,
-    t' = t cos + rotate_half(t) sin; the tokens before them (CLS, registers, test-time
-    registers) unchanged. rope None: t."""
+    t' = t cos + rotate(t) sin; the tokens before them (CLS, registers, test-time registers)
+    unchanged. rope: (cos, sin) (DINOv3: rotate_half) or (cos, sin, kind) with kind "half" |
+    "pairs" (EVA-02: `rotate_pairs`); None: t."""
     if rope is None:
         return t
-    cos, sin = rope
+    cos, sin = rope[:2]
+    rotate = ROTATIONS[rope[2] if len(rope) > 2 else "half"]
     n = cos.shape[0]
     assert n <= t.shape[-2], (n, tuple(t.shape))
     patches = t[..., t.shape[-2] - n:, :]
-    return torch.cat([t[..., :t.shape[-2] - n, :], patches * cos + rotate_half(patches) * sin], dim=-2)
+    return torch.cat([t[..., :t.shape[-2] - n, :], patches * cos + rotate(patches) * sin], dim=-2)
 
 
 _rope_off = False
 
 
 class rotation_disabled:
-    """Within `with rotation_disabled():` every rope_dinov3 angle is 0 (cos 1, sin 0: the
-    rotation is the identity). For the checks that the rotation matters."""
+    """Within `with rotation_disabled():` every rope_dinov3 / rope_eva angle is 0 (cos 1, sin 0:
+    the rotation is the identity). For the checks that the rotation matters."""
 
     def __enter__(self):
         global _rope_off
@@ -1275,21 +1506,29 @@ class rotation_disabled:
 
 
 def rope_for(cfg, gh, gw):
-    """(cos, sin) of cfg's rotary positions on a gh x gw grid, or None (learned positions)."""
-    if cfg.positions != "rope_dinov3":
+    """The rotation of cfg's rotary positions on a gh x gw grid (`apply_rope`'s rope): rope_dinov3
+    (cos, sin); rope_eva (cos, sin, "pairs"); None with learned positions only."""
+    if cfg.positions == "rope_dinov3":
+        cos, sin = rope_dinov3_tables(gh, gw, cfg.dim // cfg.heads, cfg.rope_theta)
+        kind = ()
+    elif cfg.positions == "rope_eva":
+        cos, sin = rope_eva_tables(gh, gw, cfg.dim // cfg.heads, cfg.rope_theta, cfg.rope_ref_grid)
+        kind = ("pairs",)
+    else:
         return None
-    cos, sin = rope_dinov3_tables(gh, gw, cfg.dim // cfg.heads, cfg.rope_theta)
     if _rope_off:
         cos, sin = torch.ones_like(cos), torch.zeros_like(sin)
-    return cos, sin
+    return (cos, sin) + kind
 
 
 def attention(x, w, prefix, cfg, evict=None, rope=None):
     """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v.
     `evict` (bool [B,h,N] or None): keys whose logits become -inf for every query before the
     normalizer (DESIGN §9): softmax renormalizes over the remaining keys, softmax-1 / sink keep
-    their null term. `rope` ((cos, sin) [P,hd] or None): DINOv3's rotation of the last P tokens'
-    q and k in every head, after the projections, before q.k (`apply_rope`). Returns (output
+    their null term. `rope` ((cos, sin[, kind]) [P,hd] or None): DINOv3's / EVA-02's rotation of
+    the last P tokens' q and k in every head, after the projections (and their bias), before q.k
+    (`apply_rope`). With cfg.attn_norm the merged heads' output goes through the LayerNorm
+    `prefix.norm` before `prefix.proj` (EVA-CLIP's inner attention norm). Returns (output
     [B,N,D], probabilities [B,h,N,N], abstention [B,h,N], logits [B,h,N,N]: the scaled q.k of the
     rotated q and k, before the eviction mask)."""
     B, N, D = x.shape
@@ -1313,6 +1552,8 @@ def attention(x, w, prefix, cfg, evict=None, rope=None):
     p, abstention = attention_with_abstention(masked, cfg.attention, sinks)
     pv = p @ v if _numerics.precision == "fp32" else bf16(p) @ bf16(v)
     out = pv.transpose(1, 2).reshape(B, N, D)
+    if cfg.attn_norm:
+        out = layer_norm(out, w, prefix + ".norm", cfg.eps)
     return linear(out, w, prefix + ".proj"), p, abstention, logits
 
 
@@ -1320,7 +1561,9 @@ def mlp(x, w, prefix, cfg, edit=None):
     """Returns (output [B,N,D], hidden activation [B,N,H]: after the activation (GELU, QuickGELU,
     tanh GELU), or silu(x1) * x2).
     `edit` (callable or None) replaces the hidden activation before the second linear; the
-    returned hidden is the edited one."""
+    returned hidden is the edited one. With cfg.mlp_norm the (edited) hidden activation goes
+    through the LayerNorm `prefix.norm` [H] before the second linear (EVA-02's sub-LN, timm
+    scale_mlp); the returned hidden is the activation before that norm."""
     if cfg.mlp == "swiglu":
         x1, x2 = linear(x, w, prefix + ".w12").chunk(2, dim=-1)
         hidden = F.silu(x1) * x2
@@ -1334,6 +1577,8 @@ def mlp(x, w, prefix, cfg, edit=None):
     if edit is not None:
         hidden = edit(hidden)
     second = ".w3" if cfg.mlp == "swiglu" else ".fc2"
+    if cfg.mlp_norm:
+        return linear(layer_norm(hidden, w, prefix + ".norm", cfg.eps), w, prefix + second), hidden
     return linear(hidden, w, prefix + second), hidden
 
 
@@ -1366,7 +1611,8 @@ def embed(images, w, cfg, ttr=0):
     """Tokens [B, P+R+K+h0*w0, D]: [CLS, registers, K test-time registers, patches] (P = 1; no
     CLS and P = 0 without a class token); the position embedding is added to CLS (unless
     no_embed_class) and patches before the registers are inserted (registers get none; with
-    rope_dinov3 positions nothing is added: the rotation sits in the attention); then
+    rope_dinov3 positions nothing is added: the rotation sits in the attention; rope_eva adds
+    the learned table, resampled as timm's, and rotates too); then
     norm_pre (cfg.pre_norm) over every token; the K = `ttr` test-time registers are zero vectors
     as the blocks receive them (DESIGN §9: after norm_pre)."""
     B, _, H, W = images.shape
@@ -1382,7 +1628,8 @@ def embed(images, w, cfg, ttr=0):
         if "patch_embed.proj.bias" in w:
             conv["patch_embed.proj.bias"] = w["patch_embed.proj.bias"]
         patches = linear(F.unfold(images, p, stride=p).transpose(1, 2), conv, "patch_embed.proj")
-    learned = cfg.positions == "learned"      # rope_dinov3: no absolute positions at all
+    # rope_dinov3: no absolute positions at all; rope_eva: the learned table and the rotation
+    learned = cfg.positions == "learned" or (cfg.positions == "rope_eva" and "pos_embed" in w)
     if learned:
         pos = w["pos_embed"][0]
         first = 1 if cfg.pos_embed_class else 0   # the class token's row, if pos_embed has one
@@ -1491,6 +1738,8 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
     position is added to any token; every block's attention rotates the patch tokens' q and k
     (`rope_dinov3_tables` of the input's grid; CLS, registers and test-time registers unrotated);
     `cls` is HF's pooler_output (the normed CLS), `pooled` still the mean of the patches.
+    With "rope_eva" (EVA-02) the learned pos_embed is added as for timm and every block rotates
+    the patch tokens' q and k too (`rope_eva_tables`, interleaved pairs; CLS unrotated).
 
     With trace=True the dict also holds "trace", a dict of float64 tensors with a leading batch
     axis B and then one entry per block (L = depth), tokens N = 1 + R + K + h0*w0 in token order
