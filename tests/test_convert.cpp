@@ -50,7 +50,7 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
                                        "models/timm_noqkvbias.safetensors", "torch/teacher_module.pth", "models/hf_siglip",
                                        "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated",
                                        "torch/dinov3_hub.pth", "torch/dinov3_hub_gated.pth", "models/timm_eva02_small",
-                                       "models/timm_eva02_base", "models/timm_eva02_clip");
+                                       "models/timm_eva02_base", "models/timm_eva02_clip", "models/timm_siglip");
     INFO(model);
     TempDir dir;
     const std::string out = dir / "converted.safetensors";

@@ -90,6 +90,18 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
         CHECK(sg.parameters == vision);  // a SiglipModel's text tower is not counted
     }
 
+    // timm's vit_*_siglip_*: timm names, the attention pool's q and kv apart, the activation from
+    // model_args, timm's center crop.
+    const Config ts = Checkpoint(fixture("models/timm_siglip")).config();
+    CHECK(ts.family == Family::Siglip);
+    CHECK(ts.pool == Pool::Map);
+    CHECK(ts.mlp == MlpKind::GeluTanh);
+    CHECK_FALSE(ts.class_token);
+    CHECK(ts.pipeline == PixelPipeline::Timm);
+    CHECK_FALSE(ts.eval_squash);
+    CHECK(ts.pos_interp == PosInterp::Antialias);
+    CHECK(ts.mean[0] == Approx(0.5));
+
     const Config oc = Checkpoint(fixture(kOpenClip)).config();
     CHECK(oc.layout == Layout::OpenClip);
     CHECK(oc.family == Family::Clip);
@@ -460,7 +472,7 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
     // What vitreg runs still loads.
     for (const char* ok : {kHfClip, "models/hf_dinov2", "models/hf_reg2", kDeit3, kAvg, kOpenClip, "models/hf_siglip",
                            "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated", "models/timm_eva02_small",
-                           "models/timm_eva02_base", "models/timm_eva02_clip"})
+                           "models/timm_eva02_base", "models/timm_eva02_clip", "models/timm_siglip"})
         CHECK_NOTHROW(Checkpoint(fixture(ok)));
 }
 

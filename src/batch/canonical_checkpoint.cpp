@@ -112,7 +112,7 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     // What the canonical names do not say about the other families (DESIGN.md §7).
     if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
     if (c.mlp == MlpKind::QuickGelu || c.mlp == MlpKind::GeluTanh) meta["act"] = to_string(c.mlp);
-    if (c.eval_squash) meta["eval_squash"] = "1";
+    meta["eval_squash"] = c.eval_squash ? "1" : "0";  // (a family's default may be either: SigLIP's HF and timm transforms differ)
     if (c.positions != Positions::Learned) {
         meta["positions"] = to_string(c.positions);
         meta["rope_theta"] = number(c.rope_theta, 9);

@@ -29,7 +29,11 @@
      HF SigLIP tower rebuilt from torch.nn modules (Conv2d, LayerNorm, Linear, an explicit
      softmax attention, MultiheadAttention for the MAP head) from the fixtures' HF tensors against the
      reference, SiglipVisionModel and SiglipModel folders loading to one config and the same
-     outputs, the layout and config rules (probe, model_type, defaults, refusals);
+     outputs, the layout and config rules (probe, model_type, defaults, refusals); timm's SigLIP
+     tower (timm_siglip): the timm layout's names both ways (AttentionPoolLatent's q / kv =
+     HF's in_proj split at D), the config its folder gives, the reference against timm's
+     VisionTransformer rebuilt from torch.nn modules, hf_siglip's outputs at the native grid
+     (not at 3x5: antialias vs size), the timm config rules (act_layer, crop_mode) and refusals;
      DINOv3 (DESIGN §10): the hf_dinov3 layout's names both ways (no k bias), the config its
      files give, (a) with every rotation angle 0 the forward is the DINOv2 forward of the same
      weights, (b) the attention against HF's formulation (nn.Linear, explicit cos / sin,
@@ -543,6 +547,23 @@ def siglip_folder(spec, tmp):
     return os.path.join(tmp, spec.path)
 
 
+def stored_modules(stored, D, eps, prefix=""):
+    """torch.nn modules loaded from stored tensors named `prefix` + name: load(module, name),
+    a LayerNorm of width D, a Linear of the stored weight's shape (float64)."""
+    def load(module, name):
+        module.load_state_dict({k: stored[f"{prefix}{name}.{k}"] for k in module.state_dict()})
+        return module.eval()
+
+    def norm(name):
+        return load(torch.nn.LayerNorm(D, eps=eps, dtype=torch.float64), name)
+
+    def dense(name):
+        out_features, in_features = stored[f"{prefix}{name}.weight"].shape
+        return load(torch.nn.Linear(in_features, out_features, dtype=torch.float64), name)
+
+    return load, norm, dense
+
+
 def siglip_by_modules(folder, images):
     """HF SigLIP's vision tower rebuilt from torch.nn modules and the folder's HF-named tensors
     (float64; config.json as transformers reads it, with SiglipVisionConfig's defaults): Conv2d
@@ -561,16 +582,7 @@ def siglip_by_modules(folder, images):
     eps, M, hd = vision.get("layer_norm_eps", 1e-6), vision["image_size"] // p, D // heads
     f64 = torch.float64
 
-    def load(module, prefix):
-        module.load_state_dict({k: stored[f"vision_model.{prefix}.{k}"] for k in module.state_dict()})
-        return module.eval()
-
-    def norm(prefix):
-        return load(torch.nn.LayerNorm(D, eps=eps, dtype=f64), prefix)
-
-    def dense(prefix):
-        out_features, in_features = stored[f"vision_model.{prefix}.weight"].shape
-        return load(torch.nn.Linear(in_features, out_features, dtype=f64), prefix)
+    load, norm, dense = stored_modules(stored, D, eps, "vision_model.")
 
     def mlp(t, prefix):
         return dense(prefix + ".fc2")(F.gelu(dense(prefix + ".fc1")(t), approximate="tanh"))
@@ -740,6 +752,215 @@ def check_siglip():
     plain = ref.Config(dim=4, depth=1, heads=1, patch=1, registers=0, grid=1)
     check("config_record: pool and eval_squash absent at their defaults",
           len({"pool", "eval_squash"} & set(ref.config_record(plain))), 0)
+
+
+TIMM_SIGLIP = next(spec for spec in fx.FAMILY_MODELS if spec.name == "timm_siglip")
+
+
+def timm_siglip_by_modules(folder, images):
+    """timm's VisionTransformer(class_token=False, global_pool='map') rebuilt from torch.nn
+    modules and the folder's timm-named tensors (float64; config.json's model_args as timm
+    reads them): Conv2d patch embedding; pos_embed [1,M*M,D] resampled as timm's
+    resample_abs_pos_embed does (in float32, bicubic, antialias, skipped at the native grid; no
+    prefix tokens); per block LayerNorm, fused qkv Linear reshaped (B, N, 3, heads, hd),
+    softmax(q k^T / sqrt(hd)) v, proj, fc1, the act_layer (nn.GELU when absent; gelu_tanh:
+    approximate='tanh'), fc2; the final norm; AttentionPoolLatent: q from the latent, kv
+    reshaped (B, N, 2, heads, hd) (k then v), proj, then x + mlp(norm(x)), the first latent.
+    -> patches (normed), pooled (the head's output), prenorm."""
+    stored, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json")) as f:
+        config = json.load(f)
+    args = config["model_args"]
+    assert args.get("class_token") is False and config["global_pool"] == "map"
+    act = args.get("act_layer", "gelu")
+    assert act in ("gelu", "gelu_tanh"), act
+    heads = args["num_heads"]
+    D, _, p, _ = stored["patch_embed.proj.weight"].shape
+    M, hd, eps, f64 = math.isqrt(stored["pos_embed"].shape[1]), D // heads, 1e-6, torch.float64
+
+    load, norm, dense = stored_modules(stored, D, eps)
+
+    def mlp(t, prefix):
+        return dense(prefix + ".fc2")(F.gelu(dense(prefix + ".fc1")(t),
+                                             approximate="tanh" if act == "gelu_tanh" else "none"))
+
+    def attend(q, k, v):  # [B,h,Q,hd] x [B,h,N,hd]
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(hd), dim=-1) @ v
+
+    with torch.no_grad():
+        conv = load(torch.nn.Conv2d(3, D, p, stride=p, dtype=f64), "patch_embed.proj")
+        x = conv(images.double()).flatten(2).transpose(1, 2)
+        B, N, _ = x.shape
+        h0, w0 = images.shape[-2] // p, images.shape[-1] // p
+        pos = stored["pos_embed"]
+        if (h0, w0) != (M, M):
+            grid = pos.float().reshape(1, M, M, D).permute(0, 3, 1, 2)
+            pos = F.interpolate(grid, size=(h0, w0), mode="bicubic", align_corners=False, antialias=True)
+            pos = pos.permute(0, 2, 3, 1).reshape(1, N, D).double()
+        x = x + pos
+        for i in range(block_count_of(stored)):
+            b = f"blocks.{i}"
+            qkv = dense(b + ".attn.qkv")(norm(b + ".norm1")(x)).reshape(B, N, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            a = attend(*qkv.unbind(0))
+            x = x + dense(b + ".attn.proj")(a.transpose(1, 2).reshape(B, N, D))
+            x = x + mlp(norm(b + ".norm2")(x), b + ".mlp")
+        prenorm = x
+        x = norm("norm")(x)
+        latent = stored["attn_pool.latent"].expand(B, -1, -1)
+        q = dense("attn_pool.q")(latent).reshape(B, -1, heads, hd).transpose(1, 2)
+        k, v = dense("attn_pool.kv")(x).reshape(B, N, 2, heads, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        h = dense("attn_pool.proj")(attend(q, k, v).transpose(1, 2).reshape(B, -1, D))
+        h = h + mlp(norm("attn_pool.norm")(h), "attn_pool.mlp")
+    return {"patches": x, "pooled": h[:, 0], "prenorm": prenorm}
+
+
+def block_count_of(stored):
+    return ref.block_count([k for k in stored if k.startswith("blocks.")])
+
+
+def check_timm_siglip():
+    """timm's SigLIP tower (DESIGN §10; vit_*_siglip_*, layout timm, family siglip): the timm
+    layout's names (exactly timm's state dict: no cls_token, no fc_norm, no head,
+    AttentionPoolLatent's q [D,D] and kv [2D,D]) both ways and [q; kv] = HF's in_proj of the
+    same weights; the config its folder gives; the reference against timm's VisionTransformer
+    rebuilt from torch.nn modules (3 grids; the fixture cases on disk); at the native grid the
+    same weights and function as hf_siglip (equal outputs, and equal to the HF torch.nn
+    rebuild), at 3x5 not (antialias vs size); the timm config rules (siglip in the name,
+    act_layer, crop_mode) and refusals."""
+    spec = TIMM_SIGLIP
+    canonical = fx.family_weights(spec)
+    stored = ref.TimmLayout.to_stored(canonical)
+    check(f"timm_siglip: to_stored gives exactly timm's VisionTransformer(class_token=False, "
+          f"global_pool='map') names ({len(stored)} tensors)", len(set(stored) ^ fx.timm_siglip_names(spec)), 0)
+    D = spec.dim
+    shapes = {"pos_embed": (1, spec.grid ** 2, D), "attn_pool.latent": (1, 1, D),
+              "attn_pool.q.weight": (D, D), "attn_pool.kv.weight": (2 * D, D), "attn_pool.kv.bias": (2 * D,)}
+    check("timm_siglip: pos_embed [1,M*M,D] (no class row), latent [1,1,D], q [D,D], kv [2D,D]",
+          sum(tuple(stored[k].shape) != v for k, v in shapes.items()), 0)
+    back = ref.TimmLayout.to_canonical(stored)
+    same = sorted(back) == sorted(canonical)
+    check("timm_siglip: timm canonical -> stored -> canonical names", 0 if same else 1, 0)
+    if same:
+        check("timm_siglip: timm canonical -> stored -> canonical values",
+              max(max_diff(back[k], canonical[k]) for k in canonical), 0)
+    hf_stored = ref.HFSiglipLayout.to_stored(fx.family_weights(SIGLIP["hf_siglip"]))
+    in_proj = "vision_model.head.attention.in_proj_"
+    check("timm_siglip: [attn_pool.q; attn_pool.kv] (weight, bias) == hf_siglip's in_proj (the same "
+          "weights); kv rows [0:D] = HF's k rows [D:2D]",
+          max(max_diff(torch.cat([stored[f"attn_pool.q.{k}"], stored[f"attn_pool.kv.{k}"]]), hf_stored[in_proj + k])
+              for k in ("weight", "bias"))
+          + max_diff(stored["attn_pool.kv.weight"][:D], hf_stored[in_proj + "weight"][D:2 * D]), 0)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = siglip_folder(spec, tmp)
+        hf_folder = siglip_folder(SIGLIP["hf_siglip"], tmp)
+        on_disk, _ = ref.read_safetensors(os.path.join(folder, "model.safetensors"))
+        check("timm_siglip folder: timm's names exactly", len(set(on_disk) ^ fx.timm_siglip_names(spec)), 0)
+        again = ref.TimmLayout.to_stored(ref.TimmLayout.to_canonical(on_disk))
+        same = sorted(again) == sorted(on_disk)
+        check("timm_siglip folder: timm stored -> canonical -> stored names", 0 if same else 1, 0)
+        if same:
+            check("timm_siglip folder: timm stored -> canonical -> stored values",
+                  max(max_diff(again[k], on_disk[k]) for k in on_disk), 0)
+        check("detect: timm_siglip's tensors are timm VisionTransformer names (dinov2 / timm, not timm_eva or HF)",
+              0 if ref.detect_layout(on_disk) is ref.Dinov2Layout else 1, 0)
+        cfg, w = ref.load_model(folder)
+        expected = dict(family="siglip", class_token=False, pos_embed_class=False, pre_norm=False,
+                        final_norm=True, fc_norm=False, proj_dim=0, mlp="gelu_tanh", eps=1e-6,
+                        pos_interp="antialias", pool="map", eval_squash=False, mean=ref.SIGLIP_MEAN,
+                        std=ref.SIGLIP_STD, input_size=32, crop_pct=1.0, heads=3, dim=48, grid=4,
+                        patch=8, depth=2, registers=0, attention="softmax")
+        wrong = [k for k, value in expected.items() if getattr(cfg, k) != value]
+        check(f"timm_siglip: the config timm's files give ({wrong})", len(wrong), 0)
+        hf_cfg, hf_w = ref.load_model(hf_folder)
+        check("timm_siglip: hf_siglip's config but for pos_interp (antialias / size) and eval_squash "
+              "(center crop / squash)", 0 if replace(cfg, pos_interp="size", eval_squash=True) == hf_cfg else 1, 0)
+        check("timm_siglip: hf_siglip's canonical weights exactly",
+              max(max_diff(w[k], hf_w[k]) for k in w) if sorted(w) == sorted(hf_w) else 1, 0)
+
+        worst = 0.0
+        for size in ((32, 32), (24, 40), (16, 48), (40, 16)):
+            x = torch.randn(2, 3, *size, generator=torch.Generator().manual_seed(sum(size) + 1))
+            a, b = ref.forward(cfg, w, x), timm_siglip_by_modules(folder, x)
+            worst = max(worst, relative_difference(a["cls"], b["pooled"]),
+                        *(relative_difference(a[k], b[k]) for k in b))
+        check("timm SigLIP reference == timm's VisionTransformer from torch.nn modules (pooled, patches, "
+              "prenorm; 4 grids; relative)", worst, 1e-12)
+        x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(11))
+        a, b = ref.forward(cfg, w, x), ref.forward(hf_cfg, hf_w, x)
+        modules = timm_siglip_by_modules(folder, x), siglip_by_modules(hf_folder, x)
+        check("timm_siglip == hf_siglip at the native grid: the reference's outputs, and timm's "
+              "torch.nn rebuild against HF's (relative)",
+              max(max(max_diff(a[k], b[k]) for k in b),
+                  max(relative_difference(modules[0][k], modules[1][k]) for k in modules[1])), 1e-12)
+        x = torch.randn(2, 3, 24, 40, generator=torch.Generator().manual_seed(12))
+        a, b = ref.forward(cfg, w, x), ref.forward(hf_cfg, hf_w, x)
+        moved = min(relative_difference(a[k], b[k]) for k in ("cls", "patches", "prenorm"))
+        check("timm_siglip vs hf_siglip at 3x5: antialias vs size moves every output by > 1e-3 "
+              f"(relative; {moved:.2e})", 0 if moved > 1e-3 else 1, 0)
+
+        cases, worst_stored = 0, 0.0
+        for entry in fixture_index("cases.json") or []:
+            if entry["model"] != spec.path:
+                continue
+            cases += 1
+            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
+            b = timm_siglip_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
+            worst_stored = max(worst_stored, relative_difference(case["cls"], b["pooled"]),
+                               relative_difference(case["pooled"], b["pooled"]),
+                               relative_difference(case["patches"], b["patches"]),
+                               relative_difference(case["prenorm_last"], b["prenorm"]))
+        if fixture_index("cases.json") is not None:
+            check(f"cases.json holds the {len(spec.sizes)} timm_siglip cases make_fixtures writes",
+                  abs(cases - len(spec.sizes)), 0)
+            check("timm_siglip fixture cases == timm's torch.nn rebuild (cls = pooled; relative)", worst_stored, 1e-6)
+
+        # without act_layer timm builds nn.GELU: the exact GELU
+        plain = os.path.join(tmp, "timm_siglip_gelu")
+        os.makedirs(plain)
+        config = json.loads(json.dumps(spec.configs["config.json"]))
+        del config["model_args"]["act_layer"]
+        fx.write_json(os.path.join(plain, "config.json"), config)
+        os.symlink(os.path.join(os.path.abspath(folder), "model.safetensors"), os.path.join(plain, "model.safetensors"))
+        gelu_cfg, gelu_w = ref.load_model(plain)
+        x = torch.randn(1, 3, 24, 40, generator=torch.Generator().manual_seed(13))
+        check("timm_siglip without model_args.act_layer: nn.GELU (mlp gelu), against the torch.nn rebuild",
+              0 if gelu_cfg == replace(cfg, mlp="gelu") and relative_difference(
+                  ref.forward(gelu_cfg, gelu_w, x)["cls"], timm_siglip_by_modules(plain, x)["pooled"]) < 1e-12 else 1, 0)
+
+    def hints(**config):
+        return ref.hints_from_timm_config(config)
+    so400m = hints(architecture="vit_so400m_patch14_siglip_384", model_args={"class_token": False})
+    tanh = hints(architecture="vit_base_patch16_siglip_224", model_args={"act_layer": "gelu_tanh"})
+    squash = hints(architecture="vit_base_patch16_siglip_224", pretrained_cfg={"crop_mode": "squash"})
+    center = hints(architecture="vit_base_patch16_siglip_224", pretrained_cfg={})
+    clip = hints(architecture="vit_base_patch16_clip_224", pretrained_cfg={"crop_mode": "center"})
+    rules = (so400m["family"] == "siglip" and "act" not in so400m and "eval_squash" not in so400m
+             and tanh["family"] == "siglip" and tanh["act"] == "gelu_tanh" and squash["eval_squash"] is True
+             and center["eval_squash"] is False and clip["family"] == "clip" and clip["eval_squash"] is False)
+    check("timm config: *siglip* -> siglip; act_layer gelu_tanh -> gelu_tanh, absent -> gelu; pretrained_cfg "
+          "crop_mode squash -> eval_squash, else center crop", 0 if rules else 1, 0)
+    refusals = 0
+    try:
+        hints(architecture="vit_base_patch16_siglip_224", model_args={"act_layer": "silu"})
+    except ValueError:
+        refusals += 1
+    try:
+        with_cls = dict(canonical, cls_token=torch.zeros(1, 1, D, dtype=torch.float64))
+        ref.config_from_weights(with_cls, ref.Dinov2Layout, hints(architecture="vit_base_patch16_siglip_224"))
+    except ValueError:
+        refusals += 1
+    for bad in ({"attn_pool.qkv.weight": torch.zeros(3 * D, D)},
+                {"attn_pool.kv.weight": torch.zeros(3 * D, D)}):
+        broken = dict(stored, **bad)
+        if "attn_pool.qkv.weight" in bad:
+            del broken["attn_pool.q.weight"]
+        try:
+            ref.TimmLayout.to_canonical(broken)
+        except ValueError:
+            refusals += 1
+    check("timm SigLIP refused: an act_layer the reference does not compute, a class token beside a siglip "
+          "architecture, a fused attn_pool.qkv or a kv not [2D,D]", 4 - refusals, 0)
 
 
 DINOV3 = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "hf_dinov3"}
@@ -1906,6 +2127,7 @@ def main():
     check_layouts()
     check_families()
     check_siglip()
+    check_timm_siglip()
     check_dinov3()
     check_dinov3_hub()
     check_eva()

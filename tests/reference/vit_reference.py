@@ -37,7 +37,10 @@ SigLIP's vision tower (DESIGN §10; HF SiglipVisionModel) adds timm's AttentionP
 for its attention-pool (MAP) head: attn_pool.latent [1,1,D] (HF head.probe), attn_pool.q.{weight
 [D,D], bias} and attn_pool.kv.{weight [2D,D], bias} (HF head.attention.in_proj_* rows [0:D] and
 [D:3D], k then v), attn_pool.proj.* (out_proj), attn_pool.norm.* (head.layernorm),
-attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output.
+attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output. timm's own
+SigLIP towers (vit_*_siglip_*: VisionTransformer with class_token=False, global_pool='map') store
+exactly these names (TimmLayout): pos_embed [1,M*M,D], no fc_norm, no head; family siglip from the
+hub config.json's architecture, the activation from model_args.act_layer (nn.GELU when absent).
 DINOv3 (DESIGN §10; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed at all
 (cfg.positions == "rope_dinov3": 2D axial RoPE on the patch tokens' q and k, see
 `rope_dinov3_tables`); a checkpoint without a k bias gets zero k rows in blocks.i.attn.qkv.bias;
@@ -228,29 +231,64 @@ class HFLayout:
         return canonical
 
 
+def _with_timm_head(stored, canonical, classifier):
+    """timm's `head`: the CLIP projection [E, D] with a zero bias, or a classifier the forward
+    ignores (`classifier` = (weight, bias)), or none."""
+    if "proj" in canonical:
+        stored["head.weight"] = canonical["proj"].T.contiguous()
+        stored["head.bias"] = torch.zeros(canonical["proj"].shape[1], dtype=torch.float64)
+    elif classifier is not None:
+        stored["head.weight"], stored["head.bias"] = classifier
+    return stored
+
+
 class TimmLayout:
-    """timm VisionTransformer state dicts (DeiT-III, avg-pool models, vit_*_clip_*): the
-    canonical names, plus `head.{weight,bias}`. For a CLIP image tower timm's head is the
-    projection (`head.weight` = proj^T, `head.bias` = 0); any other head is a classifier, which
-    the forward ignores (`classifier` stores one)."""
+    """timm VisionTransformer state dicts (DeiT-III, avg-pool models, vit_*_clip_*,
+    vit_*_siglip_*): the canonical names, plus `head.{weight,bias}`. For a CLIP image tower
+    timm's head is the projection (`head.weight` = proj^T, `head.bias` = 0); any other head is a
+    classifier, which the forward ignores (`classifier` stores one). A SigLIP tower's
+    AttentionPoolLatent (global_pool='map') keeps its own names, which are the canonical ones:
+    attn_pool.latent [1,1,D], attn_pool.q.{weight [D,D], bias [D]}, attn_pool.kv.{weight [2D,D],
+    bias [2D]} (rows [0:D] k, [D:2D] v: timm reshapes kv to (2, heads, head_dim)), attn_pool.proj,
+    attn_pool.norm, attn_pool.mlp.{fc1,fc2}; so q and kv travel as they are (HF's in_proj and
+    vitreg's attn_pool.qkv are [q; kv], split at row D), checked by `_check_attn_pool`."""
     name = "timm"
 
     @staticmethod
     def to_stored(canonical, classifier=None):
+        _check_attn_pool(canonical)
         stored = {k: v for k, v in canonical.items() if k not in ("proj", "mask_token")}
-        if "proj" in canonical:
-            stored["head.weight"] = canonical["proj"].T.contiguous()
-            stored["head.bias"] = torch.zeros(canonical["proj"].shape[1], dtype=torch.float64)
-        elif classifier is not None:
-            stored["head.weight"], stored["head.bias"] = classifier
-        return stored
+        return _with_timm_head(stored, canonical, classifier)
 
     @staticmethod
     def to_canonical(stored, head_is_projection=False):
         canonical = {k: v for k, v in stored.items() if not k.startswith("head.")}
         if head_is_projection:
             canonical["proj"] = stored["head.weight"].T.contiguous()
+        _check_attn_pool(canonical)
         return canonical
+
+
+ATTN_POOL_PARTS = ("q", "kv", "proj", "norm", "mlp.fc1", "mlp.fc2")  # beside attn_pool.latent
+
+
+def _check_attn_pool(weights):
+    """An attention-pool head, if any, is timm's AttentionPoolLatent in full: the latent
+    [1,Q,D], q [D,D] and kv [2D,D] (k rows, then v) with their biases, proj, norm, mlp.fc1/fc2.
+    Raises ValueError otherwise (e.g. a fused attn_pool.qkv, which no timm model stores)."""
+    names = [k for k in weights if k.startswith("attn_pool.")]
+    if not names:
+        return
+    want = {"attn_pool.latent"} | {f"attn_pool.{p}.{k}" for p in ATTN_POOL_PARTS for k in ("weight", "bias")}
+    if set(names) != want:
+        raise ValueError(f"attention-pool head: tensors {sorted(set(names) ^ want)} differ from "
+                         "timm's AttentionPoolLatent (latent, q, kv, proj, norm, mlp.fc1, mlp.fc2)")
+    D = weights["attn_pool.latent"].shape[-1]
+    shapes = {"attn_pool.q.weight": (D, D), "attn_pool.q.bias": (D,),
+              "attn_pool.kv.weight": (2 * D, D), "attn_pool.kv.bias": (2 * D,)}
+    for name, shape in shapes.items():
+        if tuple(weights[name].shape) != shape:
+            raise ValueError(f"{name} has shape {tuple(weights[name].shape)}, expected {shape}")
 
 
 def _squeeze_leading(t, keep):
@@ -671,12 +709,7 @@ class TimmEvaLayout(_RenamedBlocks):
                 stored[cls.rename(key.replace(".w12.", ".value."), True)] = x
             else:
                 stored[cls.rename(key, True)] = value
-        if "proj" in canonical:
-            stored["head.weight"] = canonical["proj"].T.contiguous()
-            stored["head.bias"] = torch.zeros(canonical["proj"].shape[1], dtype=torch.float64)
-        elif classifier is not None:
-            stored["head.weight"], stored["head.bias"] = classifier
-        return stored
+        return _with_timm_head(stored, canonical, classifier)
 
     @classmethod
     def to_canonical(cls, stored, head_is_projection=False):
@@ -972,6 +1005,9 @@ def config_from_weights(canonical, layout, hints):
     if "depth" in hints:
         assert int(hints["depth"]) == depth, "layer count disagrees with the blocks stored"
     family = hints.get("family") or infer_family(canonical, layout)
+    if family == "siglip" and "timm_hub" in hints and class_token:
+        raise ValueError("config.json: a timm SigLIP architecture (no class token) beside tensors "
+                         "with a cls_token")
     proj_dim = canonical["proj"].shape[1] if "proj" in canonical else 0
     if "proj_dim" in hints and proj_dim:
         assert int(hints["proj_dim"]) == proj_dim, "projection_dim disagrees with the projection"
@@ -1174,10 +1210,21 @@ def hints_from_open_clip_config(cfg):
     return hints
 
 
+# timm's act_layer names (model_args.act_layer) of the activations the reference computes; timm
+# builds nn.GELU (the exact erf GELU) when none is named, its SigLIP towers included.
+TIMM_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_tanh", "quick_gelu": "quick_gelu"}
+
+
 def hints_from_timm_config(cfg):
-    """An HF-hub timm repo's config.json: `architecture` names the family (clip / dinov2 in the
-    name, else timm) and QuickGELU (`quickgelu` in the name); model_args.num_heads where given;
-    pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used).
+    """An HF-hub timm repo's config.json: `architecture` names the family (siglip / clip /
+    dinov2 in the name, in that order, else timm) and QuickGELU (`quickgelu` in the name);
+    model_args.act_layer the activation (gelu, gelu_tanh, quick_gelu; another is refused with
+    ValueError; absent: nn.GELU, so gelu unless the name says quickgelu); model_args.num_heads
+    where given; pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used) and crop_mode
+    (timm's eval transform center-crops unless it is "squash": eval_squash, stated whenever
+    there is a pretrained_cfg, so a SigLIP tower's family default does not apply).
+    timm's SigLIP towers (vit_*_siglip_*, DESIGN §10): family siglip; they have no class token
+    (a class token beside one is refused in `config_from_weights`).
     timm Eva (DESIGN §10): an `architecture` starting eva02_ (EVA-02, the EVA-02-CLIP towers too)
     is family eva with positions rope_eva, temperature 10000 and the reference grid
     model_args.ref_feat_shape ([h, w] or one int) or 16 x 16 (every eva02_* model's, whatever
@@ -1200,18 +1247,26 @@ def hints_from_timm_config(cfg):
         else:
             hints["positions"] = "learned"
     else:
-        hints = {"family": "clip" if "clip" in arch else "dinov2" if "dinov2" in arch else "timm",
-                 "timm_hub": True}  # timm resamples positions with antialias, whatever the family
-    if "quickgelu" in arch or cfg.get("model_args", {}).get("act_layer") == "quick_gelu":
+        family = ("siglip" if "siglip" in arch else "clip" if "clip" in arch
+                  else "dinov2" if "dinov2" in arch else "timm")
+        hints = {"family": family, "timm_hub": True}  # timm resamples positions with antialias
+    act = model_args.get("act_layer")
+    if act is not None:
+        if act not in TIMM_ACTIVATIONS:
+            raise ValueError(f"config.json: model_args.act_layer '{act}' is not one the reference computes")
+        hints["act"] = TIMM_ACTIVATIONS[act]
+    if "quickgelu" in arch:
         hints["act"] = "quick_gelu"
-    if "num_heads" in cfg.get("model_args", {}):
-        hints["heads"] = cfg["model_args"]["num_heads"]
-    pretrained = cfg.get("pretrained_cfg", {})
-    for key in ("mean", "std", "crop_pct"):
-        if key in pretrained:
-            hints[key] = pretrained[key]
-    if "input_size" in pretrained:
-        hints["input_size"] = pretrained["input_size"][1]
+    if "num_heads" in model_args:
+        hints["heads"] = model_args["num_heads"]
+    if "pretrained_cfg" in cfg:
+        pretrained = cfg["pretrained_cfg"]
+        for key in ("mean", "std", "crop_pct"):
+            if key in pretrained:
+                hints[key] = pretrained[key]
+        if "input_size" in pretrained:
+            hints["input_size"] = pretrained["input_size"][1]
+        hints["eval_squash"] = pretrained.get("crop_mode", "center") == "squash"
     return hints
 
 
