@@ -559,7 +559,7 @@ class CliTest(unittest.TestCase):
         env = dict(os.environ)
         for var, value, message in (("VITREG_ISA", "avx9", "VITREG_ISA='avx9' is not a kernel set"),
                                     ("VITREG_INT8_ISA", "sse", "VITREG_INT8_ISA='sse' is not an int8 kernel"),
-                                    ("VITREG_BF16_ISA", "amx", "VITREG_BF16_ISA='amx' is not a bf16 kernel")):
+                                    ("VITREG_BF16_ISA", "tiles", "VITREG_BF16_ISA='tiles' is not a bf16 kernel")):
             r = subprocess.run([VITREG, "bench", MODEL, "--iters", "1", "--warmup", "0", "--precision", "int8"],
                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600,
                                env=dict(env, **{var: value}))

@@ -25,6 +25,8 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
     if (peak.bf16 > 0) std::cout << "; bf16 vdpbf16ps " << peak.bf16 << " GFLOP/s";
     if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
+    if (peak.amx_int8 > 0) std::cout << "; AMX int8 " << peak.amx_int8 << " GOP/s (tdpbusd)";
+    if (peak.amx_bf16 > 0) std::cout << "; AMX bf16 " << peak.amx_bf16 << " GFLOP/s (tdpbf16ps)";
     std::cout << "\n";
     if (!(width_peak > 0)) return;
     const Config& c = m.config();
@@ -49,6 +51,10 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     std::cout << "; all four " << flops / seconds / 1e9 << " GFLOP/s = " << std::setprecision(0)
               << 100 * flops / seconds / 1e9 / width_peak << "% of the peak of their width\n";
     const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    if (m.precision().precision != Precision::Fp32) {  // its linears run on other units: no fp32 fraction
+        std::cout << "forward: " << m.precision().describe() << ", not a fraction of the fp32 peak\n";
+        return;
+    }
     std::cout << std::setprecision(0) << "forward: " << 100 * forward_gflops / (used * width_peak) << "% of " << used
               << " × the per-core peak of the kernels' width\n";
 }

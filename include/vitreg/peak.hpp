@@ -11,6 +11,8 @@ struct CorePeak {
     double bf16 = 0;     // GFLOP/s of vdpbf16ps (2 per product; 0: no AVX512-BF16)
     double int8 = 0;     // int8 GOP/s (2 per multiply-add) of the int8 dot product below
     std::string int8_instruction;  // "vpdpbusd (512-bit)", "vpdpbusd (256-bit)", "vpmaddubsw + vpmaddwd", or ""
+    double amx_int8 = 0;  // GOP/s of AMX's tdpbusd on four 16 × 16 tiles (0: no usable AMX-INT8)
+    double amx_bf16 = 0;  // GFLOP/s of AMX's tdpbf16ps, the same way (0: no usable AMX-BF16)
     // The fp32 kernels this process runs (after VITREG_ISA): their name, and the peak of their
     // width (fma512 for avx512, fma256 for avx2, 0 for portable code).
     std::string kernels;

@@ -3,6 +3,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +16,27 @@
 namespace vitreg::cpu {
 
 namespace {
+
+#if defined(__x86_64__)
+// AMX-TILE (CPUID.(EAX=7, ECX=0):EDX bit 24), the OS saving the tile state (XCR0 bits 17 and
+// 18), and, on Linux, the process's permission to use it: the kernel leaves the tile data
+// disabled until a process asks, and a tile instruction without it is a SIGILL.
+bool amx_tiles_usable() {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24))) return false;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false;  // OSXSAVE
+    unsigned lo = 0, hi = 0;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return false;
+#if defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+#else
+    return false;
+#endif
+}
+#endif
 
 Features read_cpuid() {
     Features f;
@@ -30,6 +55,10 @@ Features read_cpuid() {
     // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     f.avx_vnni = f.avx2_fma && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+    // AMX-INT8 and AMX-BF16: CPUID.(EAX=7, ECX=0):EDX bits 25 and 22.
+    const bool tiles = f.avx512 && amx_tiles_usable() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx);
+    f.amx_int8 = tiles && (edx & (1u << 25));
+    f.amx_bf16 = tiles && (edx & (1u << 22));
 #endif
     return f;
 }
@@ -37,7 +66,7 @@ Features read_cpuid() {
 Level level_of(const Features& f) { return f.avx512 ? Level::Avx512 : f.avx2_fma ? Level::Avx2 : Level::Portable; }
 
 Features capped(Features f, Level cap) {
-    if (cap < Level::Avx512) f.avx512 = f.avx512_bf16 = f.bf16_dot_full_rate = f.avx512_vnni = false;
+    if (cap < Level::Avx512) f.avx512 = f.avx512_bf16 = f.bf16_dot_full_rate = f.avx512_vnni = f.amx_int8 = f.amx_bf16 = false;
     if (cap < Level::Avx2) f = Features{};
     if (cap == Level::Avx2) f.avx_vnni = false;  // a plain AVX2 + FMA CPU
     return f;

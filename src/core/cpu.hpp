@@ -20,6 +20,10 @@ struct Features {
     bool bf16_dot_full_rate = false;
     bool avx512_vnni = false; // vpdpbusd on 512 bits (and, with VL, on 256)
     bool avx_vnni = false;    // vpdpbusd on 256 bits, VEX-encoded (Alder Lake, Zen 5)
+    // AMX's int8 tiles (tdpbusd: Sapphire Rapids and later Xeons), with the OS's tile state
+    // enabled and this process granted it (Linux's ARCH_REQ_XCOMP_PERM).
+    bool amx_int8 = false;
+    bool amx_bf16 = false;    // AMX's bf16 tiles (tdpbf16ps), on the same terms
 };
 
 enum class Level { Portable, Avx2, Avx512 };

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
+#include "amx.hpp"
 #include "cpu.hpp"
 #include "vector_loops.hpp"
 #include "vitreg/error.hpp"
@@ -208,6 +210,73 @@ inline void store(std::int32_t* o, VAcc v) { *o = v; }
 }  // namespace int8_portable
 #undef VITREG_LOWP_TARGET
 
+// ---- AMX: tdpbusd (int8) and tdpbf16ps (bf16) on tiles -----------------------------------
+// C is computed 32 × 32 at a time in four 16 × 16 32-bit tiles (0–3), from two tiles of A's rows
+// (4, 5: 16 rows × 64 bytes, 16 groups along k) and two of B (6, 7: 16 groups × 16 columns).
+// B's panels [panel_groups][32] hold each tile's rows 128 bytes apart; A is read in place, or
+// copied with its rows padded to whole tiles (a last strip under 32 rows, or groups not a
+// multiple of 16). tdpbusd's integers are vpdpbusd's; tdpbf16ps adds the odd product of each
+// pair, then the even one, as vdpbf16ps does.
+namespace {
+constexpr int kAmxRows = 32, kAmxCols = 32, kAmxGroups = 16;
+int amx_panel_groups(int groups) { return (groups + kAmxGroups - 1) / kAmxGroups * kAmxGroups; }
+}  // namespace
+#if defined(__x86_64__)
+namespace amx_kernel {
+
+// Acc std::int32_t: tdpbusd (uint8 A, int8 B); float: tdpbf16ps.
+template <class Acc, class Finish>
+VITREG_AMX_TARGET void drive(const std::uint32_t* a, int m, int groups,
+                                                                 const GroupBuffer& data, int stride, int c0, int c1,
+                                                                 const Finish& finish) {
+    vitreg::amx::configure();
+    const int chunks = stride / kAmxGroups;
+    alignas(64) Acc acc[kAmxRows * kAmxCols];
+    static thread_local GroupBuffer strip;
+    for (int r = 0; r < m; r += kAmxRows) {
+        const int rows = std::min(kAmxRows, m - r);
+        const std::uint32_t* ap = a + static_cast<std::size_t>(r) * groups;
+        long lda = groups;
+        if (rows < kAmxRows || stride != groups) {
+            std::uint32_t* dst = at_least(strip, static_cast<std::size_t>(kAmxRows) * stride);
+            for (int i = 0; i < kAmxRows; ++i) {
+                std::uint32_t* row = dst + static_cast<std::size_t>(i) * stride;
+                const std::uint32_t* from = ap + static_cast<std::size_t>(i) * groups;
+                if (i < rows) std::copy(from, from + groups, row);
+                std::fill(row + (i < rows ? groups : 0), row + stride, 0u);  // zeros: rows past m, groups past k
+            }
+            ap = dst;
+            lda = stride;
+        }
+        const long a_bytes = 4 * lda;
+        for (int col = c0; col < c1; col += kAmxCols) {
+            const std::uint32_t* panel = data.data() + static_cast<std::size_t>(col / kAmxCols) * stride * kAmxCols;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int ch = 0; ch < chunks; ++ch) {
+                const std::uint32_t* at = ap + ch * kAmxGroups;
+                const std::uint32_t* bt = panel + static_cast<std::size_t>(ch) * kAmxGroups * kAmxCols;
+                _tile_loadd(4, at, a_bytes);
+                _tile_loadd(5, at + 16 * lda, a_bytes);
+                _tile_loadd(6, bt, 4 * kAmxCols);
+                _tile_loadd(7, bt + 16, 4 * kAmxCols);
+                vitreg::amx::products<std::is_same_v<Acc, float>>();
+            }
+            _tile_stored(0, acc, 4 * kAmxCols);
+            _tile_stored(1, acc + 16, 4 * kAmxCols);
+            _tile_stored(2, acc + 16 * kAmxCols, 4 * kAmxCols);
+            _tile_stored(3, acc + 16 * kAmxCols + 16, 4 * kAmxCols);
+            finish(r, rows, col, std::min(kAmxCols, c1 - col), acc, kAmxCols);
+        }
+    }
+    _tile_release();
+}
+
+}  // namespace amx_kernel
+#endif
+
 namespace {
 
 // The int8 kernel VITREG_INT8_ISA names (to measure or test one path; `forced`), else the
@@ -221,7 +290,7 @@ Int8Choice choose_int8() {
     const cpu::Features& f = cpu::usable();
     const char* env = std::getenv("VITREG_INT8_ISA");
     if (env && *env) {
-        for (Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Avx2Maddubs,
+        for (Int8Isa isa : {Int8Isa::Amx, Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2, Int8Isa::Avx2Maddubs,
                             Int8Isa::Portable})
             if (!std::strcmp(env, to_id(isa))) {
                 if (!supported(isa))
@@ -230,8 +299,9 @@ Int8Choice choose_int8() {
                 return {isa, true};
             }
         throw Error(std::string("VITREG_INT8_ISA='") + env +
-                    "' is not an int8 kernel (avx512-vnni, avx-vnni, avx512, avx2, avx2-maddubs or portable)");
+                    "' is not an int8 kernel (amx, avx512-vnni, avx-vnni, avx512, avx2, avx2-maddubs or portable)");
     }
+    if (f.amx_int8) return {Int8Isa::Amx, false};
     if (f.avx512_vnni) return {Int8Isa::Avx512Vnni, false};
     if (f.avx_vnni) return {Int8Isa::Avx256Vnni, false};
     if (f.avx512) return {Int8Isa::Avx512, false};
@@ -308,11 +378,13 @@ Bf16Isa choose_bf16() {
     const char* env = std::getenv("VITREG_BF16_ISA");
     if (env && *env) {
         if (!std::strcmp(env, "fp32")) return Bf16Isa::Portable;
-        if (std::strcmp(env, "avx512-bf16"))
-            throw Error(std::string("VITREG_BF16_ISA='") + env + "' is not a bf16 kernel (avx512-bf16 or fp32)");
-        if (!f.avx512_bf16) throw Error("VITREG_BF16_ISA=avx512-bf16: not available on this CPU");
-        return Bf16Isa::Avx512Bf16;
+        const Bf16Isa isa = !std::strcmp(env, "amx") ? Bf16Isa::Amx : Bf16Isa::Avx512Bf16;
+        if (isa == Bf16Isa::Avx512Bf16 && std::strcmp(env, "avx512-bf16"))
+            throw Error(std::string("VITREG_BF16_ISA='") + env + "' is not a bf16 kernel (amx, avx512-bf16 or fp32)");
+        if (!supported(isa)) throw Error(std::string("VITREG_BF16_ISA=") + env + ": not available on this CPU");
+        return isa;
     }
+    if (f.amx_bf16) return Bf16Isa::Amx;
     return f.bf16_dot_full_rate ? Bf16Isa::Avx512Bf16 : Bf16Isa::Portable;
 }
 }  // namespace
@@ -322,9 +394,18 @@ Bf16Isa best_bf16() {
     return isa;
 }
 
-bool supported(Bf16Isa isa) { return isa == Bf16Isa::Portable || cpu::usable().avx512_bf16; }
+bool supported(Bf16Isa isa) {
+    switch (isa) {
+        case Bf16Isa::Amx: return cpu::usable().amx_bf16;
+        case Bf16Isa::Avx512Bf16: return cpu::usable().avx512_bf16;
+        case Bf16Isa::Portable: return true;
+    }
+    return false;
+}
 
-const char* to_string(Bf16Isa isa) { return isa == Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "portable"; }
+const char* to_string(Bf16Isa isa) {
+    return isa == Bf16Isa::Amx ? "amx-bf16 (tiles)" : isa == Bf16Isa::Avx512Bf16 ? "avx512-bf16" : "portable";
+}
 
 namespace {
 template <class At>
@@ -332,8 +413,10 @@ void pack_bf16_with(PackedBf16& p, int k, int n, Bf16Isa isa, At at) {
     p.k = k;
     p.n = n;
     p.isa = supported(isa) ? isa : best_bf16();
-    p.nr = tiles(p.isa).nr;
-    pack_groups(p.data, p.groups(), n, p.nr, [&](int g, int col) {
+    p.nr = p.isa == Bf16Isa::Amx ? kAmxCols : tiles(p.isa).nr;
+    p.panel_groups = p.isa == Bf16Isa::Amx ? amx_panel_groups(p.groups()) : p.groups();
+    pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
+        if (g >= p.groups()) return 0u;  // AMX's padding along k
         return quant::bf16_pair(at(2 * g, col), 2 * g + 1 < k ? at(2 * g + 1, col) : 0.0f);
     });
 }
@@ -356,12 +439,15 @@ void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out)
 void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
     const loops::Table& vec = loops::active();
-    drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
-          [&](int r, int rows, int col, int cols, const float* y, int nr) {
-              for (int i = 0; i < rows; ++i)
-                  vec.finish_row(y + i * nr, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
-                                 c + (r + i) * ldc + (col - c0));
-          });
+    const auto finish = [&](int r, int rows, int col, int cols, const float* y, int nr) {
+        for (int i = 0; i < rows; ++i)
+            vec.finish_row(y + i * nr, cols, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                           c + (r + i) * ldc + (col - c0));
+    };
+#if defined(__x86_64__)
+    if (b.isa == Bf16Isa::Amx) return amx_kernel::drive<float>(a, m, b.groups(), b.data, b.panel_groups, c0, c1, finish);
+#endif
+    drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1, finish);
 }
 
 // ---- int8 ----------------------------------------------------------------------------------
@@ -371,6 +457,7 @@ Int8Isa best_int8() { return int8_choice().isa; }
 bool supported(Int8Isa isa) {
     const cpu::Features& f = cpu::usable();
     switch (isa) {
+        case Int8Isa::Amx: return f.amx_int8;
         case Int8Isa::Avx512Vnni: return f.avx512_vnni;
         case Int8Isa::Avx256Vnni: return f.avx_vnni || f.avx512_vnni;
         case Int8Isa::Avx512: return f.avx512;
@@ -389,6 +476,7 @@ Int8Isa int8_kernel(int bits) {
 
 const char* to_id(Int8Isa isa) {
     switch (isa) {
+        case Int8Isa::Amx: return "amx";
         case Int8Isa::Avx512Vnni: return "avx512-vnni";
         case Int8Isa::Avx256Vnni: return "avx-vnni";
         case Int8Isa::Avx512: return "avx512";
@@ -401,6 +489,7 @@ const char* to_id(Int8Isa isa) {
 
 const char* to_string(Int8Isa isa) {
     switch (isa) {
+        case Int8Isa::Amx: return "amx-int8 (tiles)";
         case Int8Isa::Avx512Vnni: return "avx512-vnni";
         case Int8Isa::Avx256Vnni: return "avx-vnni (256-bit)";
         case Int8Isa::Avx512: return "avx512 (vnni emulated)";
@@ -421,7 +510,8 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
         throw Error("the vpmaddubsw kernel is exact for 7-bit weights only (VITREG_INT8_ISA=avx2-maddubs needs "
                     "--int8-weights 7)");
     const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
-    p.nr = tiles(p.isa).nr;
+    p.nr = p.isa == Int8Isa::Amx ? kAmxCols : tiles(p.isa).nr;
+    p.panel_groups = p.isa == Int8Isa::Amx ? amx_panel_groups(p.groups()) : p.groups();
     p.scale.resize(n);
     p.sums.assign(n, 0);
     std::vector<std::int8_t> q(static_cast<std::size_t>(p.groups()) * 4 * n, 0);  // [k padded][n]
@@ -435,8 +525,9 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
             p.sums[col] += v;
         }
     }
-    pack_groups(p.data, p.groups(), n, p.nr, [&](int g, int col) {
+    pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;
+        if (g >= p.groups()) return word;  // AMX's padding along k
         for (int i = 0; i < 4; ++i)
             word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(q[static_cast<std::size_t>(4 * g + i) * n + col]))
                     << (8 * i);
@@ -470,13 +561,17 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
 void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
     const loops::Table& vec = loops::active();
-    drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1,
-          [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
-              for (int i = 0; i < rows; ++i)
-                  vec.dequantize_row(acc + i * nr, cols, a.zero_point[r + i], b.sums.data() + col, a.scale[r + i],
-                                     b.scale.data() + col, e.bias ? e.bias + col : nullptr,
-                                     e.scale ? e.scale + col : nullptr, c + (r + i) * ldc + (col - c0));
-          });
+    const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
+        for (int i = 0; i < rows; ++i)
+            vec.dequantize_row(acc + i * nr, cols, a.zero_point[r + i], b.sums.data() + col, a.scale[r + i],
+                               b.scale.data() + col, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                               c + (r + i) * ldc + (col - c0));
+    };
+#if defined(__x86_64__)
+    if (b.isa == Int8Isa::Amx)
+        return amx_kernel::drive<std::int32_t>(a.data, m, b.groups(), b.data, b.panel_groups, c0, c1, finish);
+#endif
+    drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1, finish);
 }
 
 }  // namespace vitreg::gemm

@@ -25,19 +25,21 @@ namespace vitreg::gemm {
 using GroupBuffer = std::vector<std::uint32_t, AlignedAllocator<std::uint32_t>>;
 
 // ---- bf16 ---------------------------------------------------------------------------------
-enum class Bf16Isa { Avx512Bf16, Portable };
-// Avx512Bf16 where vdpbf16ps runs at the FMA's rate or VITREG_BF16_ISA=avx512-bf16 asks for it;
-// else Portable (and bf16 linears and attention run rounded operands through the fp32 kernels).
+enum class Bf16Isa { Amx, Avx512Bf16, Portable };
+// Amx (tdpbf16ps on tiles) where the CPU has AMX-BF16; else Avx512Bf16 where vdpbf16ps runs at
+// the FMA's rate; VITREG_BF16_ISA=amx|avx512-bf16|fp32 asks for one; else Portable (and bf16
+// linears and attention run rounded operands through the fp32 kernels).
 Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
-// Whether the forward's bf16 runs on vdpbf16ps (else on rounded operands through the fp32 kernels).
-inline bool native_bf16() { return best_bf16() == Bf16Isa::Avx512Bf16; }
+// Whether the forward's bf16 runs on bf16 instructions (else on rounded operands through the fp32 kernels).
+inline bool native_bf16() { return best_bf16() != Bf16Isa::Portable; }
 const char* to_string(Bf16Isa isa);
 
 struct PackedBf16 {
     int k = 0, n = 0, nr = 0;
+    int panel_groups = 0;  // a panel's rows: groups(), rounded up to AMX's 16 for Amx
     Bf16Isa isa = Bf16Isa::Portable;
-    GroupBuffer data;  // ceil(n / nr) panels of [ceil(k / 2)][nr] pairs, zero-padded
+    GroupBuffer data;  // ceil(n / nr) panels of [panel_groups][nr] pairs, zero-padded
     int groups() const { return (k + 1) / 2; }
     int panels() const { return (n + nr - 1) / nr; }
 };
@@ -55,11 +57,11 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
               const Epilogue& epilogue = {});
 
 // ---- int8 ---------------------------------------------------------------------------------
-// Avx512Vnni: vpdpbusd on 512 bits. Avx256Vnni: vpdpbusd on 256 bits (AVX-VNNI, or AVX512-VNNI
+// Amx: AMX's tdpbusd on 16 × 64-byte tiles, 32 × 32 of C per step. Avx512Vnni: vpdpbusd on 512 bits. Avx256Vnni: vpdpbusd on 256 bits (AVX-VNNI, or AVX512-VNNI
 // with VL). Avx512 / Avx2: vpmaddwd on the bytes widened to 16 bits — exact, where vpmaddubsw
 // would saturate 255·127·2. Avx2Maddubs: vpmaddubsw, then vpmaddwd by ones, for 7-bit weights
 // only (255·63·2 fits in 16 bits, so it is exact too). Portable: C++.
-enum class Int8Isa { Avx512Vnni, Avx256Vnni, Avx512, Avx2, Avx2Maddubs, Portable };
+enum class Int8Isa { Amx, Avx512Vnni, Avx256Vnni, Avx512, Avx2, Avx2Maddubs, Portable };
 // The fastest kernel for 8-bit weights that cpu::usable() runs, or the one VITREG_INT8_ISA names
 // (its to_id).
 Int8Isa best_int8();
@@ -68,12 +70,13 @@ Int8Isa best_int8();
 Int8Isa int8_kernel(int bits);
 bool supported(Int8Isa isa);
 const char* to_string(Int8Isa isa);
-const char* to_id(Int8Isa isa);  // "avx512-vnni", "avx-vnni", "avx512", "avx2", "portable"
+const char* to_id(Int8Isa isa);  // "amx", "avx512-vnni", "avx-vnni", "avx512", "avx2", "portable"
 
 struct PackedInt8 {
     int k = 0, n = 0, nr = 0;
+    int panel_groups = 0;             // a panel's rows: groups(), rounded up to AMX's 16 for Amx
     Int8Isa isa = Int8Isa::Portable;
-    GroupBuffer data;                 // ceil(n / nr) panels of [ceil(k / 4)][nr] quads of int8
+    GroupBuffer data;                 // ceil(n / nr) panels of [panel_groups][nr] quads of int8
     std::vector<float> scale;         // [n] per output column: max|w| / (2^(bits−1) − 1)
     std::vector<std::int32_t> sums;   // [n] Σ_k q[k, n], for the activation zero point's term
     int groups() const { return (k + 3) / 4; }

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "amx.hpp"
 #include "cpu.hpp"
 #include "kernels.hpp"
 
@@ -59,6 +60,29 @@ VITREG_PEAK_LOOP(dpbusd256, "avx2,avxvnni", __m256i, __m256i, _mm256_set1_epi32,
                  _mm256_set1_epi32(0x01ff01ff), _mm256_dpbusd_avx_epi32)
 VITREG_PEAK_LOOP(maddubs256, "avx2", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x01010101),
                  _mm256_set1_epi32(0x01ff01ff), maddubs_step)
+
+// AMX: four independent 16 × 16 accumulator tiles, each fed by tiles loaded once.
+template <bool Bf16>
+VITREG_AMX_TARGET void amx_loop(long iters) {
+    amx::configure();
+    alignas(64) static std::uint32_t operand[256], out[4][256];
+    for (int i = 0; i < 256; ++i) operand[i] = 0x00010001u;  // small values: no overflow, no denormals
+    _tile_loadd(4, operand, 64);
+    _tile_loadd(5, operand, 64);
+    _tile_loadd(6, operand, 64);
+    _tile_loadd(7, operand, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (long n = 0; n < iters; ++n) amx::products<Bf16>();
+    _tile_stored(0, out[0], 64);
+    _tile_stored(1, out[1], 64);
+    _tile_stored(2, out[2], 64);
+    _tile_stored(3, out[3], 64);
+    _tile_release();
+    keep(out, sizeof out);
+}
 #endif
 #undef VITREG_PEAK_LOOP
 
@@ -98,6 +122,9 @@ CorePeak measure_core_peak(double seconds) {
     if (f.avx2_fma) p.fma256 = rate(fma256, kChains * 8 * 2.0, seconds) / 1e9;
     if (f.avx512) p.fma512 = rate(fma512, kChains * 16 * 2.0, seconds) / 1e9;
     if (f.avx512_bf16) p.bf16 = rate(dpbf16_512, kChains * 32 * 2.0, seconds) / 1e9;
+    // One iteration: four tile products of 16 × 16 outputs over 64 int8 (or 32 bf16 pairs).
+    if (f.amx_int8) p.amx_int8 = rate(amx_loop<false>, 4 * 16 * 16 * 64 * 2.0, seconds) / 1e9;
+    if (f.amx_bf16) p.amx_bf16 = rate(amx_loop<true>, 4 * 16 * 16 * 32 * 2.0, seconds) / 1e9;
     if (f.avx512_vnni) {
         p.int8 = rate(dpbusd512, kChains * 64 * 2.0, seconds) / 1e9;
         p.int8_instruction = "vpdpbusd (512-bit)";

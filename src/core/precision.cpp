@@ -42,7 +42,9 @@ ActQuant parse_act_quant(const std::string& s) {
 std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token" : "per-tensor"; }
 
 namespace {
-std::string bf16_kernels() { return gemm::native_bf16() ? "avx512-bf16" : "bf16-rounded operands on fp32 FMA"; }
+std::string bf16_kernels() {
+    return gemm::native_bf16() ? gemm::to_string(gemm::best_bf16()) : "bf16-rounded operands on fp32 FMA";
+}
 }  // namespace
 
 std::string kernel_isa(Precision p, int int8_weight_bits) {
