@@ -219,10 +219,24 @@ void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa i
     else pack_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
 }
 
+// Attention's keys, per layer: each row of T read once, in order, and spread down its column of
+// the panel (reading T down its columns instead cost ~2% of a forward).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa, bool bf16) {
-    if (bf16)
-        pack_with(into, k, n, isa, [&](int row, int col) { return quant::round_bf16(scale * t[col * ldt + row]); });
-    else pack_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+    into.k = k;
+    into.n = n;
+    into.isa = supported(isa) ? isa : best();
+    into.nr = panel_width(into.isa, n);
+    const std::size_t size = static_cast<std::size_t>(into.panels()) * k * into.nr;
+    float* data = at_least(into.data, size);
+    std::fill(data, data + size, 0.0f);  // the padding columns
+    for (int col = 0; col < n; ++col) {
+        const float* row = t + col * ldt;
+        float* dst = data + static_cast<std::size_t>(col / into.nr) * k * into.nr + col % into.nr;
+        if (bf16)
+            for (int i = 0; i < k; ++i) dst[static_cast<std::size_t>(i) * into.nr] = quant::round_bf16(scale * row[i]);
+        else
+            for (int i = 0; i < k; ++i) dst[static_cast<std::size_t>(i) * into.nr] = scale * row[i];
+    }
 }
 
 PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa) {

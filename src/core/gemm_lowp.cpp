@@ -408,26 +408,47 @@ const char* to_string(Bf16Isa isa) {
 }
 
 namespace {
-template <class At>
-void pack_bf16_with(PackedBf16& p, int k, int n, Bf16Isa isa, At at) {
+// p's shape and kernel, and its panels zeroed (the padding the kernels multiply by).
+std::uint32_t* start_bf16_panels(PackedBf16& p, int k, int n, Bf16Isa isa) {
     p.k = k;
     p.n = n;
     p.isa = supported(isa) ? isa : best_bf16();
     p.nr = p.isa == Bf16Isa::Amx ? kAmxCols : tiles(p.isa).nr;
     p.panel_groups = p.isa == Bf16Isa::Amx ? amx_panel_groups(p.groups()) : p.groups();
-    pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
-        if (g >= p.groups()) return 0u;  // AMX's padding along k
-        return quant::bf16_pair(at(2 * g, col), 2 * g + 1 < k ? at(2 * g + 1, col) : 0.0f);
-    });
+    p.data.assign(static_cast<std::size_t>(p.panels()) * p.panel_groups * p.nr, 0u);
+    return p.data.data();
 }
 }  // namespace
 
+// Row pairs (2g, 2g + 1) of B, panel row by panel row: attention's values, per layer.
 void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa isa) {
-    pack_bf16_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
+    std::uint32_t* data = start_bf16_panels(into, k, n, isa);
+    const loops::Table& vec = loops::active();
+    for (int panel = 0; panel < into.panels(); ++panel) {
+        const int j0 = panel * into.nr, jn = std::min(into.nr, n - j0);
+        std::uint32_t* dst = data + static_cast<std::size_t>(panel) * into.panel_groups * into.nr;
+        for (int g = 0; g < into.groups(); ++g)
+            vec.bf16_interleave(b + 2 * g * ldb + j0, 2 * g + 1 < k ? b + (2 * g + 1) * ldb + j0 : nullptr, jn,
+                                dst + static_cast<std::size_t>(g) * into.nr);
+    }
 }
 
+// B = scale · Tᵀ: each row of T (attention's keys) scaled, paired along k, and spread down its
+// column of the panel.
 void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale, Bf16Isa isa) {
-    pack_bf16_with(into, k, n, isa, [&](int row, int col) { return scale * t[col * ldt + row]; });
+    std::uint32_t* data = start_bf16_panels(into, k, n, isa);
+    const loops::Table& vec = loops::active();
+    static thread_local std::vector<float> scaled;
+    static thread_local GroupBuffer pairs;
+    scaled.resize(static_cast<std::size_t>(k));
+    std::uint32_t* words = at_least(pairs, static_cast<std::size_t>(into.groups()));
+    for (int col = 0; col < n; ++col) {
+        const float* row = t + col * ldt;
+        for (int i = 0; i < k; ++i) scaled[i] = scale * row[i];
+        vec.bf16_pairs(scaled.data(), k, words);
+        std::uint32_t* dst = data + static_cast<std::size_t>(col / into.nr) * into.panel_groups * into.nr + col % into.nr;
+        for (int g = 0; g < into.groups(); ++g) dst[static_cast<std::size_t>(g) * into.nr] = words[g];
+    }
 }
 
 void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out) {

@@ -31,6 +31,8 @@ struct Table {
     // out[i] = bf16-rounded x[i] (as float), and bf16 pairs (even | odd << 16) of a row of k.
     void (*round_bf16)(const float* x, std::size_t n, float* out);
     void (*bf16_pairs)(const float* x, int k, std::uint32_t* out);
+    // bf16 pairs of two rows, element by element: out[j] = even[j] | odd[j] << 16 (odd null: 0).
+    void (*bf16_interleave)(const float* even, const float* odd, int n, std::uint32_t* out);
     // The min and max of a row of k (the range widened to hold 0), and the row quantized with q.
     void (*range)(const float* x, int k, float* lo, float* hi);
     void (*quantize_u8)(const float* x, int k, quant::AffineU8 q, std::uint8_t* out);
