@@ -357,7 +357,16 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int register
 
 // After block `layer`: token norms and kurtosis of the residual stream x [batch*tokens, dim],
 // and the MLP hidden activations [batch*tokens, mlp_hidden].
-void record_layer(const Probe& probe, int layer, const float* x, int dim, const float* hidden, Trace& t) {
+// The MLP's hidden activation of `rows` rows from row `first` on, where the Probe asked for it.
+void record_hidden(int layer, const float* hidden, std::size_t first, int rows, Trace& t) {
+    const auto slot = std::find(t.mlp_layers.begin(), t.mlp_layers.end(), layer);
+    if (slot == t.mlp_layers.end()) return;
+    const std::size_t layer_size = static_cast<std::size_t>(t.batch) * t.tokens * t.mlp_hidden;
+    std::copy(hidden, hidden + static_cast<std::size_t>(rows) * t.mlp_hidden,
+              t.mlp.begin() + static_cast<std::ptrdiff_t>((slot - t.mlp_layers.begin()) * layer_size + first * t.mlp_hidden));
+}
+
+void record_layer(const Probe& probe, int layer, const float* x, int dim, Trace& t) {
     const int rows = t.batch * t.tokens;
     const std::size_t at = static_cast<std::size_t>(layer) * rows;
     if (probe.norms) {
@@ -373,11 +382,6 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, const 
             const double m4 = s[3] / n - 4 * mean * s[2] / n + 6 * mean * mean * s[1] / n - 3 * mean * mean * mean * mean;
             t.kurtosis[static_cast<std::size_t>(layer) * t.batch + b] = m2 > 0 ? static_cast<float>(m4 / (m2 * m2)) : 0.0f;
         }
-    }
-    const auto slot = std::find(t.mlp_layers.begin(), t.mlp_layers.end(), layer);
-    if (slot != t.mlp_layers.end()) {
-        const std::size_t n = static_cast<std::size_t>(rows) * t.mlp_hidden;
-        std::copy(hidden, hidden + n, t.mlp.begin() + (slot - t.mlp_layers.begin()) * n);
     }
     // A layer may be asked for twice (e.g. "-1,-1"); every slot gets its copy.
     for (std::size_t k = 0; k < t.block_layers.size(); ++k)
@@ -518,6 +522,11 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     }
 
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
+    // Images per MLP chunk: as many as keep fc1's output within ~1.5 MB (one at least).
+    const int mlp_images =
+        probe->linear_inputs ? batch
+                             : std::clamp(static_cast<int>((std::size_t{3} << 19) / (static_cast<std::size_t>(N) * hidden_width * 4)),
+                                          1, batch);
     for (int layer = 0; layer < c.depth; ++layer) {
         const Block& blk = blocks[layer];
         kernels::AttentionRecord rec;
@@ -541,28 +550,38 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                            evicted ? evicted + static_cast<std::size_t>(layer) * batch * c.heads * N : nullptr);
         if (c.attn_norm) kernels::layer_norm(mixed, rows, D, blk.attn_norm, c.eps, mixed);
         linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
-        kernels::layer_norm(x, rows, D, blk.norm2, c.eps, normed);
-        float* activation = c.mlp == MlpKind::SwiGlu ? gated : hidden;
-        if (c.mlp == MlpKind::SwiGlu) {
-            linear(normed, rows, blk.fc1, hidden, Epilogue::Bias);
-            kernels::swiglu(hidden, rows, c.mlp_hidden, gated);
-        } else {
-            linear(normed, rows, blk.fc1, hidden,
-                   c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
-                   : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
-                                                : Epilogue::BiasGelu);
+        // The MLP a few whole images at a time, its hidden activations kept in the same rows of
+        // `hidden` / `gated` for every chunk so that they stay in L2 between fc1 and fc2 (rows are
+        // independent: the same bits as one pass). One pass where the Probe records each linear's
+        // whole input (int8 calibration).
+        for (int b0 = 0; b0 < batch; b0 += mlp_images) {
+            const int images = std::min(mlp_images, batch - b0), n_rows = images * N;
+            float* xc = x + static_cast<std::size_t>(b0) * N * D;
+            kernels::layer_norm(xc, n_rows, D, blk.norm2, c.eps, normed);
+            float* activation = c.mlp == MlpKind::SwiGlu ? gated : hidden;
+            if (c.mlp == MlpKind::SwiGlu) {
+                linear(normed, n_rows, blk.fc1, hidden, Epilogue::Bias);
+                kernels::swiglu(hidden, n_rows, c.mlp_hidden, gated);
+            } else {
+                linear(normed, n_rows, blk.fc1, hidden,
+                       c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
+                       : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
+                                                    : Epilogue::BiasGelu);
+            }
+            for (const auto& n : edit.register_neurons)
+                if (n.layer == layer)
+                    shift_register_neuron(activation, images, N, c.mlp_hidden, n.neuron, P + c.registers, K);
+            record_hidden(layer, activation, static_cast<std::size_t>(b0) * N, n_rows, *trace);
+            // The sub-LayerNorm reads the (edited) activation into the buffer it no longer needs;
+            // the Probe records the activation before it.
+            float* fc2_input = activation;
+            if (c.mlp_norm) {
+                fc2_input = activation == hidden ? gated : hidden;
+                kernels::layer_norm(activation, n_rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
+            }
+            linear(fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
         }
-        for (const auto& n : edit.register_neurons)
-            if (n.layer == layer) shift_register_neuron(activation, batch, N, c.mlp_hidden, n.neuron, P + c.registers, K);
-        // The sub-LayerNorm reads the (edited) activation into the buffer it no longer needs; the
-        // Probe records the activation before it.
-        float* fc2_input = activation;
-        if (c.mlp_norm) {
-            fc2_input = activation == hidden ? gated : hidden;
-            kernels::layer_norm(activation, rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
-        }
-        linear(fc2_input, rows, blk.fc2, x, Epilogue::ScaledResidual, &blk.ls2);
-        record_layer(*probe, layer, x, D, activation, *trace);
+        record_layer(*probe, layer, x, D, *trace);
     }
     // The final norm over every token (identity for timm's avg pool with fc_norm).
     if (c.final_norm) kernels::layer_norm(x, rows, D, norm, c.eps, normed);
