@@ -522,11 +522,13 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     }
 
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
-    // Images per MLP chunk: as many as keep fc1's output within ~1.5 MB (one at least).
-    const int mlp_images =
-        probe->linear_inputs ? batch
-                             : std::clamp(static_cast<int>((std::size_t{3} << 19) / (static_cast<std::size_t>(N) * hidden_width * 4)),
-                                          1, batch);
+    // Images per chunk of the attention and of the MLP: as many as keep q|k|v, or fc1's output,
+    // within ~1.5 MB (one at least); all of them where the Probe records each linear's input.
+    const auto images_within = [&](int width) {
+        const std::size_t budget = std::size_t{3} << 19, per_image = static_cast<std::size_t>(N) * width * 4;
+        return probe->linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
+    };
+    const int attention_images = images_within(3 * D), mlp_images = images_within(hidden_width);
     for (int layer = 0; layer < c.depth; ++layer) {
         const Block& blk = blocks[layer];
         kernels::AttentionRecord rec;
@@ -539,17 +541,31 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
         if (probe->abstention) rec.abstention = trace->abstention.data() + layer * per_layer * c.heads;
         if (probe->key_mass) rec.key_mass = trace->key_mass.data() + layer * per_layer * c.heads;
         const bool recording = rec.rows || rec.abstention || rec.key_mass;
-        kernels::layer_norm(x, rows, D, blk.norm1, c.eps, normed);
-        linear(normed, rows, blk.qkv, qkv, Epilogue::Bias);
-        if (rope) apply_rope(qkv, batch, N, P + R, c.heads, c.head_dim, *rope);  // the patches' q and k; the prefix has no position
-        for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
-            if (trace->qkv_layers[k] == layer)
-                std::copy(qkv, qkv + qkv_size, trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size));
-        kernels::attention(qkv, batch, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
-                           precision.precision != Precision::Fp32, recording ? &rec : nullptr,
-                           evicted ? evicted + static_cast<std::size_t>(layer) * batch * c.heads * N : nullptr);
-        if (c.attn_norm) kernels::layer_norm(mixed, rows, D, blk.attn_norm, c.eps, mixed);
-        linear(mixed, rows, blk.proj, x, Epilogue::ScaledResidual, &blk.ls1);
+        // Attention a few whole images at a time too, q|k|v in the same rows of `qkv` for each
+        // chunk (so they stay in L2 for the rotation, the packing and the scores); every record
+        // and mask at its images' offset.
+        for (int b0 = 0; b0 < batch; b0 += attention_images) {
+            const int images = std::min(attention_images, batch - b0), n_rows = images * N;
+            const std::size_t heads_before = static_cast<std::size_t>(b0) * c.heads;  // (sequence, head) pairs
+            float* xc = x + static_cast<std::size_t>(b0) * N * D;
+            kernels::layer_norm(xc, n_rows, D, blk.norm1, c.eps, normed);
+            linear(normed, n_rows, blk.qkv, qkv, Epilogue::Bias);
+            if (rope) apply_rope(qkv, images, N, P + R, c.heads, c.head_dim, *rope);  // the patches' q and k; the prefix has no position
+            const std::size_t chunk_qkv = static_cast<std::size_t>(n_rows) * 3 * D;
+            for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
+                if (trace->qkv_layers[k] == layer)
+                    std::copy(qkv, qkv + chunk_qkv,
+                              trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size + static_cast<std::size_t>(b0) * N * 3 * D));
+            kernels::AttentionRecord mine = rec;
+            if (mine.rows) mine.rows += heads_before * mine.slots * N;
+            if (mine.abstention) mine.abstention += heads_before * N;
+            if (mine.key_mass) mine.key_mass += heads_before * N;
+            kernels::attention(qkv, images, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
+                               precision.precision != Precision::Fp32, recording ? &mine : nullptr,
+                               evicted ? evicted + (static_cast<std::size_t>(layer) * batch * c.heads + heads_before) * N : nullptr);
+            if (c.attn_norm) kernels::layer_norm(mixed, n_rows, D, blk.attn_norm, c.eps, mixed);
+            linear(mixed, n_rows, blk.proj, xc, Epilogue::ScaledResidual, &blk.ls1);
+        }
         // The MLP a few whole images at a time, its hidden activations kept in the same rows of
         // `hidden` / `gated` for every chunk so that they stay in L2 between fc1 and fc2 (rows are
         // independent: the same bits as one pass). One pass where the Probe records each linear's
