@@ -523,9 +523,11 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
 
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
     // Images per chunk of the attention and of the MLP: as many as keep q|k|v, or fc1's output,
-    // within ~1.5 MB (one at least); all of them where the Probe records each linear's input.
+    // within ~1.5 MB per thread (each core's L2; one image at least); all of them where the Probe
+    // records each linear's input.
     const auto images_within = [&](int width) {
-        const std::size_t budget = std::size_t{3} << 19, per_image = static_cast<std::size_t>(N) * width * 4;
+        const std::size_t budget = (std::size_t{3} << 19) * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()),
+                          per_image = static_cast<std::size_t>(N) * width * 4;
         return probe->linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
     };
     const int attention_images = images_within(3 * D), mlp_images = images_within(hidden_width);
