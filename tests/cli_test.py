@@ -533,6 +533,20 @@ class CliTest(unittest.TestCase):
             self.assertIsNotNone(lin, r.stdout)
             self.assertGreater(float(lin.group(3)), 0.0)
             self.assertRegex(r.stdout, r"(?m)^forward: [0-9]+% of 1 × the per-core peak")
+        # A reduced-precision run times its own linears, against its instruction's peak where the CPU
+        # has a dot-product instruction (the tiles', vpdpbusd's), and claims no fp32 fraction.
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+        r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--threads", "1", "--peak", "--precision", "int8")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        if "avx2" in flags:
+            lin = re.search(r"^linear layers, int8, 1 thread \(([^)]*\)?)\): qkv ([0-9.]+).*all four ([0-9.]+) GOP/s", r.stdout,
+                            re.M)
+            self.assertIsNotNone(lin, r.stdout)
+            self.assertGreater(float(lin.group(3)), 0.0)
+            if "avx512_vnni" in flags or "amx_int8" in flags:
+                self.assertRegex(r.stdout, r"(?m)^linear layers, int8.* = [0-9]+% of its instruction's peak")
+            self.assertRegex(r.stdout, r"(?m)^forward: int8 per-token, not a fraction of the fp32 peak")
 
     def test_bench_shows_the_error_next_to_the_speed(self):
         for precision in ("bf16", "int8"):

@@ -51,7 +51,24 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     std::cout << "; all four " << flops / seconds / 1e9 << " GFLOP/s = " << std::setprecision(0)
               << 100 * flops / seconds / 1e9 / width_peak << "% of the peak of their width\n";
     const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    if (m.precision().precision != Precision::Fp32) {  // its linears run on other units: no fp32 fraction
+    const Precision precision = m.precision().precision;
+    if (precision != Precision::Fp32) {
+        // The same four linears on the reduced-precision kernels, against the peak of the
+        // instruction they run (the tiles' where the kernel is AMX's).
+        std::string kernel;
+        const double own = precision_peak(peak, precision, &kernel);
+        double ops = 0, time = 0;
+        std::cout << std::setprecision(1) << "linear layers, " << to_string(precision) << ", 1 thread (" << kernel << "):";
+        for (const Shape& s : shapes) {
+            const double g = linear_gflops(rows, s.in, s.out, 5, precision);
+            const double f = 2.0 * rows * s.in * s.out;
+            ops += f;
+            time += f / (g * 1e9);
+            std::cout << " " << s.name << " " << g << (own > 0 ? " (" + std::to_string(static_cast<int>(100 * g / own + 0.5)) + "%)" : "");
+        }
+        std::cout << "; all four " << ops / time / 1e9 << " G" << (precision == Precision::Int8 ? "OP" : "FLOP") << "/s"
+                  << (own > 0 ? " = " + std::to_string(static_cast<int>(100 * ops / time / 1e9 / own + 0.5)) + "% of its instruction's peak" : "")
+                  << " (the input's rounding or quantization included)\n";
         std::cout << "forward: " << m.precision().describe() << ", not a fraction of the fp32 peak\n";
         return;
     }

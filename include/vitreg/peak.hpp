@@ -3,6 +3,8 @@
 // what the core can do rather than as an adjective (vitreg bench --peak).
 #include <string>
 
+#include "vitreg/precision.hpp"
+
 namespace vitreg {
 
 struct CorePeak {
@@ -23,8 +25,14 @@ struct CorePeak {
 // of its CPU time (the best of five). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
 CorePeak measure_core_peak(double seconds = 0.1);
 
-// Single-thread fp32 GFLOP/s of one linear layer, y = x·Wᵀ + b for x [rows, in] and W [out, in],
-// through the GEMM kernels this process runs (best of `repeats`, in the thread's CPU time).
-double linear_gflops(int rows, int in, int out, int repeats = 5);
+// The measured peak of the instruction `precision`'s linears run on this process (the tiles' for
+// AMX, vpdpbusd's, vdpbf16ps', or the fp32 FMA's for bf16 on rounded operands; 0 where `peak`
+// has none), and the kernel's name in `kernel`.
+double precision_peak(const CorePeak& peak, Precision precision, std::string* kernel);
+
+// Single-thread GFLOP/s (GOP/s for int8) of one linear layer, y = x·Wᵀ + b for x [rows, in] and
+// W [out, in], through the GEMM kernels this process runs for `precision` (int8: per token, the
+// input's quantization included), best of `repeats`, in the thread's CPU time.
+double linear_gflops(int rows, int in, int out, int repeats = 5, Precision precision = Precision::Fp32);
 
 }  // namespace vitreg

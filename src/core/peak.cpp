@@ -11,6 +11,7 @@
 
 #include "amx.hpp"
 #include "cpu.hpp"
+#include "gemm_lowp.hpp"
 #include "kernels.hpp"
 
 namespace vitreg {
@@ -143,7 +144,30 @@ CorePeak measure_core_peak(double seconds) {
     return p;
 }
 
-double linear_gflops(int rows, int in, int out, int repeats) {
+double precision_peak(const CorePeak& peak, Precision precision, std::string* kernel) {
+    switch (precision) {
+        case Precision::Int8: {
+            const gemm::Int8Isa isa = gemm::best_int8();
+            *kernel = gemm::to_string(isa);
+            if (isa == gemm::Int8Isa::Amx) return peak.amx_int8;
+            return isa == gemm::Int8Isa::Avx512Vnni || isa == gemm::Int8Isa::Avx256Vnni ? peak.int8 : 0.0;
+        }
+        case Precision::Bf16: {
+            const gemm::Bf16Isa isa = gemm::best_bf16();
+            if (!gemm::native_bf16()) {
+                *kernel = "bf16-rounded operands on fp32 FMA";
+                return peak.kernel_peak;
+            }
+            *kernel = gemm::to_string(isa);
+            return isa == gemm::Bf16Isa::Amx ? peak.amx_bf16 : peak.bf16;
+        }
+        case Precision::Fp32: break;
+    }
+    *kernel = peak.kernels;
+    return peak.kernel_peak;
+}
+
+double linear_gflops(int rows, int in, int out, int repeats, Precision precision) {
     tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
     std::mt19937 rng(0);
     std::normal_distribution<float> normal;
@@ -151,7 +175,7 @@ double linear_gflops(int rows, int in, int out, int repeats) {
         y(static_cast<std::size_t>(rows) * out);
     for (auto& v : w) v = 0.05f * normal(rng);
     for (auto& v : x) v = normal(rng);
-    const kernels::Linear layer = kernels::make_linear(w.data(), out, in, Eigen::VectorXf::Zero(out), Precision::Fp32);
+    const kernels::Linear layer = kernels::make_linear(w.data(), out, in, Eigen::VectorXf::Zero(out), precision);
     kernels::LinearScratch scratch;
     double best = 0;
     for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the caches and is not counted
