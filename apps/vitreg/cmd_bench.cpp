@@ -38,40 +38,38 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     };
     const Shape shapes[] = {{"qkv", c.dim, 3 * c.dim}, {"proj", c.dim, c.dim}, {"fc1", c.dim, c.mlp == MlpKind::SwiGlu ? 2 * hidden : hidden},
                             {"fc2", hidden, c.dim}};
-    std::cout << "linear layers, fp32, 1 thread, " << rows << " rows (kernels " << peak.kernels << "):";
-    double flops = 0, seconds = 0;
-    for (const Shape& s : shapes) {
-        const double g = linear_gflops(rows, s.in, s.out);
-        const double f = 2.0 * rows * s.in * s.out;
-        flops += f;
-        seconds += f / (g * 1e9);
-        std::cout << " " << s.name << " " << g << " GFLOP/s (" << std::setprecision(0) << 100 * g / width_peak << "%)"
-                  << std::setprecision(1);
-    }
-    std::cout << "; all four " << flops / seconds / 1e9 << " GFLOP/s = " << std::setprecision(0)
-              << 100 * flops / seconds / 1e9 / width_peak << "% of the peak of their width\n";
-    const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    const Precision precision = m.precision().precision;
-    if (precision != Precision::Fp32) {
-        // The same four linears on the reduced-precision kernels, against the peak of the
-        // instruction they run (the tiles' where the kernel is AMX's).
+    // The four linears alone on one thread: on the fp32 kernels against their width's peak, then,
+    // for a reduced-precision run, on its own kernels against the instruction they run (the
+    // tiles' where the kernel is AMX's; the input's rounding or quantization included).
+    const auto time_linears = [&](const PrecisionOptions& precision) {
         std::string kernel;
         const double own = precision_peak(peak, precision, &kernel);
-        double ops = 0, time = 0;
-        std::cout << std::setprecision(1) << "linear layers, " << to_string(precision) << ", 1 thread (" << kernel << "):";
+        const bool fp32 = precision.precision == Precision::Fp32;
+        const char* unit = precision.precision == Precision::Int8 ? "GOP/s" : "GFLOP/s";
+        std::cout << std::setprecision(1) << "linear layers, " << to_string(precision.precision) << ", 1 thread, " << rows
+                  << " rows (kernels " << kernel << "):";
+        double ops = 0, seconds = 0;
         for (const Shape& s : shapes) {
-            const double g = linear_gflops(rows, s.in, s.out, 5, precision);
+            const double g = linear_gflops(rows, s.in, s.out, precision);
             const double f = 2.0 * rows * s.in * s.out;
             ops += f;
-            time += f / (g * 1e9);
-            std::cout << " " << s.name << " " << g << (own > 0 ? " (" + std::to_string(static_cast<int>(100 * g / own + 0.5)) + "%)" : "");
+            seconds += f / (g * 1e9);
+            std::cout << " " << s.name << " " << g << " " << unit;
+            if (own > 0) std::cout << " (" << std::setprecision(0) << 100 * g / own << "%)" << std::setprecision(1);
         }
-        std::cout << "; all four " << ops / time / 1e9 << " G" << (precision == Precision::Int8 ? "OP" : "FLOP") << "/s"
-                  << (own > 0 ? " = " + std::to_string(static_cast<int>(100 * ops / time / 1e9 / own + 0.5)) + "% of its instruction's peak" : "")
-                  << " (the input's rounding or quantization included)\n";
+        std::cout << "; all four " << ops / seconds / 1e9 << " " << unit;
+        if (own > 0)
+            std::cout << " = " << std::setprecision(0) << 100 * ops / seconds / 1e9 / own
+                      << (fp32 ? "% of the peak of their width" : "% of its instruction's peak");
+        std::cout << "\n";
+    };
+    time_linears(PrecisionOptions{});
+    if (m.precision().precision != Precision::Fp32) {
+        time_linears(m.precision());
         std::cout << "forward: " << m.precision().describe() << ", not a fraction of the fp32 peak\n";
         return;
     }
+    const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
     std::cout << std::setprecision(0) << "forward: " << 100 * forward_gflops / (used * width_peak) << "% of " << used
               << " × the per-core peak of the kernels' width\n";
 }

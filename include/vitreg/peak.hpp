@@ -25,14 +25,14 @@ struct CorePeak {
 // of its CPU time (the best of five). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
 CorePeak measure_core_peak(double seconds = 0.1);
 
-// The measured peak of the instruction `precision`'s linears run on this process (the tiles' for
-// AMX, vpdpbusd's, vdpbf16ps', or the fp32 FMA's for bf16 on rounded operands; 0 where `peak`
-// has none), and the kernel's name in `kernel`.
-double precision_peak(const CorePeak& peak, Precision precision, std::string* kernel);
+// The measured peak of the instruction the linears of `precision` run in this process (the fp32
+// kernels' width, the tiles' for AMX, vpdpbusd's, vdpbf16ps', or the fp32 FMA's for bf16 on
+// rounded operands; 0 where `peak` has none), and the kernel's name in `kernel`.
+double precision_peak(const CorePeak& peak, const PrecisionOptions& precision, std::string* kernel);
 
 // Single-thread GFLOP/s (GOP/s for int8) of one linear layer, y = x·Wᵀ + b for x [rows, in] and
 // W [out, in], through the GEMM kernels this process runs for `precision` (int8: per token, the
 // input's quantization included), best of `repeats`, in the thread's CPU time.
-double linear_gflops(int rows, int in, int out, int repeats = 5, Precision precision = Precision::Fp32);
+double linear_gflops(int rows, int in, int out, const PrecisionOptions& precision = {}, int repeats = 5);
 
 }  // namespace vitreg

@@ -747,17 +747,13 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
             if (!rh || !rw) throw ConfigError(fpath + ": metadata rope_ref_grid='" + *g + "' is not two counts H,W");
             c.rope_ref_grid = {static_cast<int>(*rh), static_cast<int>(*rw)};
         }
-        if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
-        if (!(c.rope_theta > 1)) throw ConfigError(fpath + ": rope_theta must be above 1");
     }
     if (c.positions == Positions::RopeAxial) {
         if (has("pos_embed")) throw CheckpointError(fpath + ": rotary positions and a learned pos_embed: one or the other");
         c.pos_embed_class = false;
         const long image = dinov3_hf ? h.cfg_int("image_size").value_or(224) : h.meta_int("input_size").value_or(224);
         c.grid = static_cast<int>(std::max<long>(1, image / c.patch));  // the native input's grid (nothing is resampled)
-        if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
-        else if (auto t2 = h.cfg_float("rope_theta")) c.rope_theta = static_cast<float>(*t2);
-        if (!(c.rope_theta > 1)) throw ConfigError(fpath + ": rope_theta must be above 1");
+        if (auto t = h.cfg_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
     } else {
         // pos_embed covers the patches, plus a class-token row unless the checkpoint is timm's
         // no_embed_class (its row count says which; the class token and registers then get none).
@@ -777,6 +773,11 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
                                   " positions, not a square grid of patches (M*M" +
                                   (c.class_token ? std::string(", or 1+M*M with the class token's") : std::string()) + ")");
         }
+    }
+
+    if (c.rotary()) {  // a converted file's metadata states θ over any default
+        if (auto t = h.meta_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
+        if (!(c.rope_theta > 1)) throw ConfigError(fpath + ": rope_theta must be above 1");
     }
 
     if (has("blocks.0.mlp.w12.weight")) {

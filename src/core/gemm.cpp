@@ -176,13 +176,18 @@ int panel_width(Isa isa, int n) {
 
 // Fills p with B [k, n], at(row, col) giving each element. p's storage is reused when it is
 // large enough, so repacking per layer (attention's keys and values) allocates nothing.
-template <class At>
-void pack_with(PackedMatrix& p, int k, int n, Isa isa, At at) {
+// p's shape and kernel for B [k, n], and its storage (at least that large, contents left as they are).
+float* start_panels(PackedMatrix& p, int k, int n, Isa isa) {
     p.k = k;
     p.n = n;
     p.isa = supported(isa) ? isa : best();
     p.nr = panel_width(p.isa, n);
-    float* data = at_least(p.data, static_cast<std::size_t>(p.panels()) * k * p.nr);
+    return at_least(p.data, static_cast<std::size_t>(p.panels()) * k * p.nr);
+}
+
+template <class At>
+void pack_with(PackedMatrix& p, int k, int n, Isa isa, At at) {
+    float* data = start_panels(p, k, n, isa);
     for (int panel = 0; panel < p.panels(); ++panel) {
         float* dst = data + static_cast<std::size_t>(panel) * k * p.nr;
         const int j0 = panel * p.nr, jn = std::min(p.nr, n - j0);
@@ -222,13 +227,8 @@ void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa i
 // Attention's keys, per layer: each row of T read once, in order, and spread down its column of
 // the panel (reading T down its columns instead cost ~2% of a forward).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa, bool bf16) {
-    into.k = k;
-    into.n = n;
-    into.isa = supported(isa) ? isa : best();
-    into.nr = panel_width(into.isa, n);
-    const std::size_t size = static_cast<std::size_t>(into.panels()) * k * into.nr;
-    float* data = at_least(into.data, size);
-    std::fill(data, data + size, 0.0f);  // the padding columns
+    float* data = start_panels(into, k, n, isa);
+    std::fill(data, data + static_cast<std::size_t>(into.panels()) * k * into.nr, 0.0f);  // the padding columns
     for (int col = 0; col < n; ++col) {
         const float* row = t + col * ldt;
         float* dst = data + static_cast<std::size_t>(col / into.nr) * k * into.nr + col % into.nr;

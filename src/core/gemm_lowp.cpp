@@ -215,20 +215,26 @@ inline void store(std::int32_t* o, VAcc v) { *o = v; }
 // (4, 5: 16 rows × 64 bytes, 16 groups along k) and two of B (6, 7: 16 groups × 16 columns).
 // B's panels [panel_groups][32] hold each tile's rows 128 bytes apart; A is read in place, or
 // copied with its rows padded to whole tiles (a last strip under 32 rows, or groups not a
-// multiple of 16). tdpbusd's integers are vpdpbusd's; tdpbf16ps adds the odd product of each
-// pair, then the even one, as vdpbf16ps does.
+// multiple of 16). tdpbusd's integers are vpdpbusd's; tdpbf16ps rounds its sums otherwise than
+// vdpbf16ps (test_gemm_lowp: within the same bound, not bit for bit).
 namespace {
 constexpr int kAmxRows = 32, kAmxCols = 32, kAmxGroups = 16;
-int amx_panel_groups(int groups) { return (groups + kAmxGroups - 1) / kAmxGroups * kAmxGroups; }
+
+// A packed B's panel width and rows for its kernel: AMX's 32 columns and k in whole tiles, else
+// the vector kernel's own width and k as it is.
+template <class Packed>
+void set_panel_shape(Packed& p, bool amx, int vector_nr) {
+    p.nr = amx ? kAmxCols : vector_nr;
+    p.panel_groups = amx ? (p.groups() + kAmxGroups - 1) / kAmxGroups * kAmxGroups : p.groups();
+}
 }  // namespace
 #if defined(__x86_64__)
 namespace amx_kernel {
 
 // Acc std::int32_t: tdpbusd (uint8 A, int8 B); float: tdpbf16ps.
 template <class Acc, class Finish>
-VITREG_AMX_TARGET void drive(const std::uint32_t* a, int m, int groups,
-                                                                 const GroupBuffer& data, int stride, int c0, int c1,
-                                                                 const Finish& finish) {
+VITREG_AMX_TARGET void drive(const std::uint32_t* a, int m, int groups, const GroupBuffer& data, int stride, int c0,
+                             int c1, const Finish& finish) {
     vitreg::amx::configure();
     const int chunks = stride / kAmxGroups;
     alignas(64) Acc acc[kAmxRows * kAmxCols];
@@ -413,8 +419,7 @@ std::uint32_t* start_bf16_panels(PackedBf16& p, int k, int n, Bf16Isa isa) {
     p.k = k;
     p.n = n;
     p.isa = supported(isa) ? isa : best_bf16();
-    p.nr = p.isa == Bf16Isa::Amx ? kAmxCols : tiles(p.isa).nr;
-    p.panel_groups = p.isa == Bf16Isa::Amx ? amx_panel_groups(p.groups()) : p.groups();
+    set_panel_shape(p, p.isa == Bf16Isa::Amx, tiles(p.isa).nr);
     p.data.assign(static_cast<std::size_t>(p.panels()) * p.panel_groups * p.nr, 0u);
     return p.data.data();
 }
@@ -531,8 +536,7 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
         throw Error("the vpmaddubsw kernel is exact for 7-bit weights only (VITREG_INT8_ISA=avx2-maddubs needs "
                     "--int8-weights 7)");
     const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
-    p.nr = p.isa == Int8Isa::Amx ? kAmxCols : tiles(p.isa).nr;
-    p.panel_groups = p.isa == Int8Isa::Amx ? amx_panel_groups(p.groups()) : p.groups();
+    set_panel_shape(p, p.isa == Int8Isa::Amx, tiles(p.isa).nr);
     p.scale.resize(n);
     p.sums.assign(n, 0);
     std::vector<std::int8_t> q(static_cast<std::size_t>(p.groups()) * 4 * n, 0);  // [k padded][n]

@@ -355,8 +355,6 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int register
     return slot;
 }
 
-// After block `layer`: token norms and kurtosis of the residual stream x [batch*tokens, dim],
-// and the MLP hidden activations [batch*tokens, mlp_hidden].
 // The MLP's hidden activation of `rows` rows from row `first` on, where the Probe asked for it.
 void record_hidden(int layer, const float* hidden, std::size_t first, int rows, Trace& t) {
     const auto slot = std::find(t.mlp_layers.begin(), t.mlp_layers.end(), layer);
@@ -366,6 +364,8 @@ void record_hidden(int layer, const float* hidden, std::size_t first, int rows, 
               t.mlp.begin() + static_cast<std::ptrdiff_t>((slot - t.mlp_layers.begin()) * layer_size + first * t.mlp_hidden));
 }
 
+// After block `layer`: token norms and kurtosis of the residual stream x [batch*tokens, dim], and
+// the block outputs the Probe asked for.
 void record_layer(const Probe& probe, int layer, const float* x, int dim, Trace& t) {
     const int rows = t.batch * t.tokens;
     const std::size_t at = static_cast<std::size_t>(layer) * rows;
@@ -463,14 +463,23 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     const int N = P + R + np, rows = batch * N;
     const int pp3 = 3 * p * p;
     const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
+    // Images per chunk of the attention and of the MLP: as many as keep q|k|v, or fc1's output,
+    // within ~1.5 MB per thread (each core's L2; one image at least); all of them where the Probe
+    // records each linear's input. q|k|v and the MLP's hidden buffers hold one chunk.
+    const auto images_within = [&](int width) {
+        const std::size_t budget = (std::size_t{3} << 19) * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()),
+                          per_image = static_cast<std::size_t>(N) * width * 4;
+        return probe->linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
+    };
+    const int attention_images = images_within(3 * D), mlp_images = images_within(hidden_width);
+    const std::size_t attention_rows = static_cast<std::size_t>(attention_images) * N,
+                      mlp_rows = static_cast<std::size_t>(mlp_images) * N;
     float* x = gemm::at_least(ws.x, static_cast<std::size_t>(rows) * D);
-    float* normed = gemm::at_least(ws.normed, static_cast<std::size_t>(rows) * D);
-    const std::size_t qkv_size = static_cast<std::size_t>(rows) * 3 * D;
-    float* qkv = gemm::at_least(ws.qkv, qkv_size);
-    float* hidden = gemm::at_least(ws.wide, std::max(static_cast<std::size_t>(rows) * hidden_width,
-                                                       static_cast<std::size_t>(batch) * np * pp3));
+    float* normed = gemm::at_least(ws.normed, static_cast<std::size_t>(rows) * D);  // (the final norm's: every row)
+    float* qkv = gemm::at_least(ws.qkv, attention_rows * 3 * D);
+    float* hidden = gemm::at_least(ws.wide, std::max(mlp_rows * hidden_width, static_cast<std::size_t>(batch) * np * pp3));
     const bool second_hidden = c.mlp == MlpKind::SwiGlu || c.mlp_norm;  // SwiGLU's gated half, or the normed hidden
-    float* gated = gemm::at_least(ws.gated, second_hidden ? static_cast<std::size_t>(rows) * c.mlp_hidden : 0);
+    float* gated = gemm::at_least(ws.gated, second_hidden ? mlp_rows * c.mlp_hidden : 0);
     float* mixed = normed;
     const std::vector<int> query_slot = prepare_trace(*probe, c, R, K, batch, gh, gw, *trace);
     // Every linear goes through here: the Probe may record its input (int8 calibration).
@@ -522,15 +531,6 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     }
 
     const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
-    // Images per chunk of the attention and of the MLP: as many as keep q|k|v, or fc1's output,
-    // within ~1.5 MB per thread (each core's L2; one image at least); all of them where the Probe
-    // records each linear's input.
-    const auto images_within = [&](int width) {
-        const std::size_t budget = (std::size_t{3} << 19) * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()),
-                          per_image = static_cast<std::size_t>(N) * width * 4;
-        return probe->linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
-    };
-    const int attention_images = images_within(3 * D), mlp_images = images_within(hidden_width);
     for (int layer = 0; layer < c.depth; ++layer) {
         const Block& blk = blocks[layer];
         kernels::AttentionRecord rec;
@@ -557,7 +557,7 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
             for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
                 if (trace->qkv_layers[k] == layer)
                     std::copy(qkv, qkv + chunk_qkv,
-                              trace->qkv.begin() + static_cast<std::ptrdiff_t>(k * qkv_size + static_cast<std::size_t>(b0) * N * 3 * D));
+                              trace->qkv.begin() + static_cast<std::ptrdiff_t>((k * rows + static_cast<std::size_t>(b0) * N) * 3 * D));
             kernels::AttentionRecord mine = rec;
             if (mine.rows) mine.rows += heads_before * mine.slots * N;
             if (mine.abstention) mine.abstention += heads_before * N;

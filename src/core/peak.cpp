@@ -144,30 +144,22 @@ CorePeak measure_core_peak(double seconds) {
     return p;
 }
 
-double precision_peak(const CorePeak& peak, Precision precision, std::string* kernel) {
-    switch (precision) {
-        case Precision::Int8: {
-            const gemm::Int8Isa isa = gemm::best_int8();
-            *kernel = gemm::to_string(isa);
-            if (isa == gemm::Int8Isa::Amx) return peak.amx_int8;
-            return isa == gemm::Int8Isa::Avx512Vnni || isa == gemm::Int8Isa::Avx256Vnni ? peak.int8 : 0.0;
-        }
-        case Precision::Bf16: {
-            const gemm::Bf16Isa isa = gemm::best_bf16();
-            if (!gemm::native_bf16()) {
-                *kernel = "bf16-rounded operands on fp32 FMA";
-                return peak.kernel_peak;
-            }
-            *kernel = gemm::to_string(isa);
-            return isa == gemm::Bf16Isa::Amx ? peak.amx_bf16 : peak.bf16;
-        }
-        case Precision::Fp32: break;
+double precision_peak(const CorePeak& peak, const PrecisionOptions& precision, std::string* kernel) {
+    if (precision.precision == Precision::Int8) {
+        const gemm::Int8Isa isa = gemm::int8_kernel(precision.int8_weight_bits);
+        *kernel = gemm::to_string(isa);
+        if (isa == gemm::Int8Isa::Amx) return peak.amx_int8;
+        return isa == gemm::Int8Isa::Avx512Vnni || isa == gemm::Int8Isa::Avx256Vnni ? peak.int8 : 0.0;
     }
-    *kernel = peak.kernels;
+    if (precision.precision == Precision::Bf16 && gemm::native_bf16()) {
+        *kernel = gemm::to_string(gemm::best_bf16());
+        return gemm::best_bf16() == gemm::Bf16Isa::Amx ? peak.amx_bf16 : peak.bf16;
+    }
+    *kernel = precision.precision == Precision::Bf16 ? "bf16-rounded operands on " + peak.kernels : peak.kernels;
     return peak.kernel_peak;
 }
 
-double linear_gflops(int rows, int in, int out, int repeats, Precision precision) {
+double linear_gflops(int rows, int in, int out, const PrecisionOptions& precision, int repeats) {
     tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
     std::mt19937 rng(0);
     std::normal_distribution<float> normal;
@@ -175,7 +167,8 @@ double linear_gflops(int rows, int in, int out, int repeats, Precision precision
         y(static_cast<std::size_t>(rows) * out);
     for (auto& v : w) v = 0.05f * normal(rng);
     for (auto& v : x) v = normal(rng);
-    const kernels::Linear layer = kernels::make_linear(w.data(), out, in, Eigen::VectorXf::Zero(out), precision);
+    const kernels::Linear layer = kernels::make_linear(w.data(), out, in, Eigen::VectorXf::Zero(out), precision.precision,
+                                                       std::nullopt, precision.int8_weight_bits);
     kernels::LinearScratch scratch;
     double best = 0;
     for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the caches and is not counted

@@ -65,6 +65,8 @@ RopeTables rope_eva_tables(int grid_h, int grid_w, int head_dim, float theta,
 void apply_rope(float *qkv, int batch, int tokens, int first, int heads,
                 int head_dim, const RopeTables &t) {
   const int dim = heads * head_dim, half = t.half;
+  // the pair an angle turns: (j, j + half) or (2j, 2j + 1)
+  const int step = t.interleaved ? 2 : 1, other = t.interleaved ? 1 : half;
   tbb::parallel_for(
       tbb::blocked_range<int>(0, batch * t.patches, 64),
       [&](const tbb::blocked_range<int> &range) {
@@ -78,9 +80,6 @@ void apply_rope(float *qkv, int batch, int tokens, int first, int heads,
           for (int part = 0; part < 2; ++part) // q, then k
             for (int h = 0; h < heads; ++h) {
               float *head = token + part * dim + h * head_dim;
-              // the pair an angle turns: (j, j + half) or (2j, 2j + 1)
-              const int step = t.interleaved ? 2 : 1,
-                        other = t.interleaved ? 1 : half;
               for (int j = 0; j < half; ++j) {
                 float *a = head + j * step, *b = a + other;
                 const float x = *a, y = *b;

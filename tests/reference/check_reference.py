@@ -547,6 +547,13 @@ def siglip_folder(spec, tmp):
     return os.path.join(tmp, spec.path)
 
 
+def stored_cases(keep):
+    """The cases.json entries keep(entry) selects, each with its case's tensors (none without an
+    index)."""
+    return [(entry, ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))[0])
+            for entry in fixture_index("cases.json") or [] if keep(entry)]
+
+
 def stored_modules(stored, D, eps, prefix=""):
     """torch.nn modules loaded from stored tensors named `prefix` + name: load(module, name),
     a LayerNorm of width D, a Linear of the stored weight's shape (float64)."""
@@ -695,11 +702,8 @@ def check_siglip():
                             *(relative_difference(a[k], b[k]) for k in b))
         check("SigLIP reference == torch.nn modules (pooled, patches, prenorm; 3 grids, 2 folders; "
               "relative)", worst, 1e-12)
-        for entry in fixture_index("cases.json") or []:
-            if entry["layout"] != "hf_siglip":
-                continue
+        for entry, case in stored_cases(lambda e: e["layout"] == "hf_siglip"):
             cases += 1
-            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
             b = siglip_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
             worst_stored = max(worst_stored, relative_difference(case["cls"], b["pooled"]),
                                relative_difference(case["pooled"], b["pooled"]),
@@ -900,11 +904,8 @@ def check_timm_siglip():
               f"(relative; {moved:.2e})", 0 if moved > 1e-3 else 1, 0)
 
         cases, worst_stored = 0, 0.0
-        for entry in fixture_index("cases.json") or []:
-            if entry["model"] != spec.path:
-                continue
+        for entry, case in stored_cases(lambda e: e["model"] == spec.path):
             cases += 1
-            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
             b = timm_siglip_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
             worst_stored = max(worst_stored, relative_difference(case["cls"], b["pooled"]),
                                relative_difference(case["pooled"], b["pooled"]),
@@ -1160,11 +1161,8 @@ def check_dinov3():
         check("(b) DINOv3 reference == torch.nn modules (cls, registers, patches, prenorm; 4 grids, "
               "2 folders; relative)", worst, 1e-12)
         cases, worst_stored = 0, 0.0
-        for entry in fixture_index("cases.json") or []:
-            if entry["layout"] != "hf_dinov3":
-                continue
+        for entry, case in stored_cases(lambda e: e["layout"] == "hf_dinov3"):
             cases += 1
-            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
             b = dinov3_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
             worst_stored = max(worst_stored, relative_difference(case["prenorm_last"], b["prenorm"]),
                                *(relative_difference(case[k], b[k]) for k in ("cls", "registers", "patches")))
@@ -1639,11 +1637,8 @@ def check_eva():
         check("(e) EVA reference == timm's Eva from torch.nn modules on the stored timm tensors (cls, patches, "
               "pooled, prenorm, the EVA-CLIP embedding = head(norm(CLS)); 3 folders, 4 grids; relative)", worst, 1e-6)
         cases, worst_stored = 0, 0.0
-        for entry in fixture_index("cases.json") or []:
-            if entry["layout"] != "timm_eva":
-                continue
+        for entry, case in stored_cases(lambda e: e["layout"] == "timm_eva"):
             cases += 1
-            case, _ = ref.read_safetensors(os.path.join(FIXTURES, entry["case"]))
             b = eva_by_modules(os.path.join(FIXTURES, entry["model"]), case["input"])
             keys = ["cls", "patches", "pooled"] + (["embedding"] if "embedding" in case else [])
             worst_stored = max(worst_stored, relative_difference(case["prenorm_last"], b["prenorm"]),
