@@ -29,24 +29,37 @@ const Isa kIsa = detect();
 // GFLOP/s) with A read in place, where 12×32 stayed at 111–112 unless A was packed too. Each
 // matrix is packed for the one that pads it least (48 for 1152, 64 for a 64-wide head).
 #if defined(__x86_64__)
+// One step of k: row p of the panel times column p of A's MR rows, into the accumulators.
+template <int MR, int NV>
+__attribute__((target("avx512f"), always_inline)) inline void avx512_step(__m512 (&acc)[MR][NV], const float* a,
+                                                                          long lda, const float* bp, int p) {
+    constexpr int NR = 16 * NV;
+    __m512 b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(bp + p * NR + 16 * v);
+    for (int r = 0; r < MR; ++r) {
+        const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
+    }
+}
+
 template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, const float* bp, int k, float* c,
                                                       long ldc, int cols, const float* bias, const float* scale) {
-    constexpr int NR = 16 * NV;
     // Fetch C's lines now, so that the stores at the end do not wait for them from memory.
     for (int r = 0; r < MR; ++r)
         for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + 16 * v, 1, 3);
     __m512 acc[MR][NV];
     for (int r = 0; r < MR; ++r)
         for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-    for (int p = 0; p < k; ++p) {
-        __m512 b[NV];
-        for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(bp + p * NR + 16 * v);
-        for (int r = 0; r < MR; ++r) {
-            const __m512 av = _mm512_set1_ps(a[r * lda + p]);
-            for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
-        }
+    // Two steps of k per iteration: ~6% off a whole forward on a Xeon (ViT-S/14, batch 8, one
+    // thread); the loop's own work, not memory, held one step per iteration back (8 × 48 with B
+    // in L1: 190–198 GFLOP/s, 210–234 unrolled).
+    int p = 0;
+    for (; p + 1 < k; p += 2) {
+        avx512_step<MR, NV>(acc, a, lda, bp, p);
+        avx512_step<MR, NV>(acc, a, lda, bp, p + 1);
     }
+    if (p < k) avx512_step<MR, NV>(acc, a, lda, bp, p);
     for (int v = 0; v < NV && 16 * v < cols; ++v) {
         const int left = cols - 16 * v;
         const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
@@ -85,6 +98,8 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, c
     for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * ldc, 1, 3);
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
            c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    // Unrolled by two, as the AVX-512 kernel: ~3% off a forward with VITREG_ISA=avx2 on a Xeon.
+#pragma GCC unroll 2
     for (int p = 0; p < k; ++p) {
         const __m256 b0 = _mm256_loadu_ps(bp + p * NR), b1 = _mm256_loadu_ps(bp + p * NR + 8);
         const float* ap = PACKED ? a + p * MR : a + p;
