@@ -587,10 +587,9 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
               const Epilogue& e) {
     const loops::Table& vec = loops::active();
     const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
-        for (int i = 0; i < rows; ++i)
-            vec.dequantize_row(acc + i * nr, cols, a.zero_point[r + i], b.sums.data() + col, a.scale[r + i],
-                               b.scale.data() + col, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
-                               c + (r + i) * ldc + (col - c0));
+        vec.dequantize_rows(acc, nr, rows, cols, a.zero_point + r, a.scale + r, b.sums.data() + col,
+                            b.scale.data() + col, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
+                            c + r * ldc + (col - c0), ldc);
     };
 #if defined(__x86_64__)
     if (b.isa == Int8Isa::Amx)
