@@ -71,13 +71,14 @@ struct Epilogue {
     const float* scale = nullptr;  // set: C += scale ⊙ Y (LayerScale and the residual add); null: C = Y
 };
 
-// Y = acc + bias; C = Y, or C += scale ⊙ Y: one row of `cols` finished values, in scalar code
-// (the kernels without a vector epilogue share it).
+// Y = acc + bias; C = Y, or C += scale ⊙ Y: column j of one row (finish_value), or one row of
+// `cols` finished values, in scalar code (the kernels without a vector epilogue share it).
+inline void finish_value(float acc, int j, const float* bias, const float* scale, float* c) {
+    const float y = bias ? acc + bias[j] : acc;
+    c[j] = scale ? c[j] + scale[j] * y : y;
+}
 inline void finish_row(const float* acc, int cols, const float* bias, const float* scale, float* c) {
-    for (int j = 0; j < cols; ++j) {
-        const float y = bias ? acc[j] + bias[j] : acc[j];
-        c[j] = scale ? c[j] + scale[j] * y : y;
-    }
+    for (int j = 0; j < cols; ++j) finish_value(acc[j], j, bias, scale, c);
 }
 
 // C[0:m, c0:c1] = epilogue(A[0:m, 0:k] · B[:, c0:c1]); c0 must be a multiple of b.nr. ldc is

@@ -41,8 +41,7 @@ struct Table {
     // The reduced-precision GEMMs' epilogue over one row of `cols` accumulators (bias and scale
     // may be null): y = acc + bias, then c = y or c += scale ⊙ y (gemm.hpp's Epilogue); int8 first
     // dequantizes, acc = (a − zp · sums) · (sa · ws) with each row's zero point and scale and the
-    // columns' Σ_k q and scales: `rows` rows of a (stride lda) into c (stride ldc) in one call,
-    // so that the loads of one row overlap the arithmetic of the last.
+    // columns' Σ_k q and scales: `rows` rows of a (stride lda) into c (stride ldc) in one call.
     void (*finish_row)(const float* acc, int cols, const float* bias, const float* scale, float* c);
     void (*dequantize_rows)(const std::int32_t* a, int lda, int rows, int cols, const std::int32_t* zp,
                             const float* sa, const std::int32_t* sums, const float* ws, const float* bias,
