@@ -24,42 +24,123 @@ Isa detect() {
 
 const Isa kIsa = detect();
 
+// What a kernel does besides its product: the tile's width, its epilogue, and `fetch_lines`
+// cache lines from `fetch` to bring into L2 on the way, one per two steps of k (AVX2: per step).
+// run_tiles points them at the next panel, which would otherwise come from L3 on its first strip.
+struct TileJob {
+    int cols;
+    const float* bias;
+    const float* scale;
+    const char* fetch = nullptr;
+    int fetch_lines = 0;
+};
+
 // ---- AVX-512: MR rows × 16·NV columns, MR·NV accumulators --------------------------------
-// Two shapes, 8×48 and 6×64 (24 accumulators each): both reach this core's FMA peak (116–117
-// GFLOP/s) with A read in place, where 12×32 stayed at 111–112 unless A was packed too. Each
-// matrix is packed for the one that pads it least (48 for 1152, 64 for a 64-wide head).
+// Two shapes, 8×48 and 6×64 (24 accumulators each), A read in place (12×32 had needed A packed
+// to keep up). Each matrix is packed for the one that pads it least (48 for 1152, 64 for a
+// 64-wide head).
 #if defined(__x86_64__)
-// One step of k: row p of the panel times column p of A's MR rows, into the accumulators.
+// The k loop, in assembly: accumulator (row r, vector v) in zmm(NV·r + v), B's row in zmm24–27,
+// A's broadcasts in zmm28–31; four steps of k per iteration, then one at a time. GCC 12 had
+// compiled the same loop from intrinsics with register copies and an order that left part of
+// the FMA rate unused: 8 × 48 on a Xeon, A from L2 and B from L3, 163 against 174–182 GFLOP/s.
+// The sums are the same: each accumulator is one FMA chain over k in order. `fetch_lines` lines
+// from `fetch` go to L2 on the way, one per two steps. Each accumulator ends at acc + 64·index.
+#define VITREG_ROW(r, s, addr, z, c0, c1, c2, c3)                                   \
+    ".if %c[mr] > " #r "\n\t"                                                       \
+    "vbroadcastss 4*" #s addr ", %%zmm" #z "\n\t"                                   \
+    "vfmadd231ps %%zmm24, %%zmm" #z ", %%zmm" #c0 "\n\t"                            \
+    "vfmadd231ps %%zmm25, %%zmm" #z ", %%zmm" #c1 "\n\t"                            \
+    "vfmadd231ps %%zmm26, %%zmm" #z ", %%zmm" #c2 "\n\t"                            \
+    ".if %c[nv] == 4\n\tvfmadd231ps %%zmm27, %%zmm" #z ", %%zmm" #c3 "\n\t.endif\n\t" \
+    ".endif\n\t"
+// Row r of A at a + r·L: r = 3..7 through a3 = a + 3L and L3 = 3L (an address scales by 1, 2, 4, 8).
+#define VITREG_STEP(s)                                                                              \
+    "vmovups " #s "*%c[nrb](%[b]), %%zmm24\n\t"                                                     \
+    "vmovups " #s "*%c[nrb]+64(%[b]), %%zmm25\n\t"                                                  \
+    "vmovups " #s "*%c[nrb]+128(%[b]), %%zmm26\n\t"                                                 \
+    ".if %c[nv] == 4\n\tvmovups " #s "*%c[nrb]+192(%[b]), %%zmm27\n\t.endif\n\t"                    \
+    ".if %c[nv] == 3\n\t"                                                                           \
+    VITREG_ROW(0, s, "(%[a])", 28, 0, 1, 2, 0) VITREG_ROW(1, s, "(%[a],%[L])", 29, 3, 4, 5, 0)      \
+    VITREG_ROW(2, s, "(%[a],%[L],2)", 30, 6, 7, 8, 0) VITREG_ROW(3, s, "(%[a3])", 31, 9, 10, 11, 0) \
+    VITREG_ROW(4, s, "(%[a],%[L],4)", 28, 12, 13, 14, 0)                                            \
+    VITREG_ROW(5, s, "(%[a3],%[L],2)", 29, 15, 16, 17, 0)                                           \
+    VITREG_ROW(6, s, "(%[a3],%[L3])", 30, 18, 19, 20, 0)                                            \
+    VITREG_ROW(7, s, "(%[a3],%[L],4)", 31, 21, 22, 23, 0)                                           \
+    ".else\n\t"                                                                                     \
+    VITREG_ROW(0, s, "(%[a])", 28, 0, 1, 2, 3) VITREG_ROW(1, s, "(%[a],%[L])", 29, 4, 5, 6, 7)      \
+    VITREG_ROW(2, s, "(%[a],%[L],2)", 30, 8, 9, 10, 11) VITREG_ROW(3, s, "(%[a3])", 31, 12, 13, 14, 15) \
+    VITREG_ROW(4, s, "(%[a],%[L],4)", 28, 16, 17, 18, 19)                                           \
+    VITREG_ROW(5, s, "(%[a3],%[L],2)", 29, 20, 21, 22, 23)                                          \
+    ".endif\n\t"
+#define VITREG_ZERO(n) "vpxord %%zmm" #n ", %%zmm" #n ", %%zmm" #n "\n\t"
+#define VITREG_STORE(n) ".if %c[mr] * %c[nv] > " #n "\n\tvmovaps %%zmm" #n ", " #n "*64(%[o])\n\t.endif\n\t"
+#define VITREG_EACH(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11) F(12) F(13) F(14) F(15) \
+    F(16) F(17) F(18) F(19) F(20) F(21) F(22) F(23)
+
 template <int MR, int NV>
-__attribute__((target("avx512f"), always_inline)) inline void avx512_step(__m512 (&acc)[MR][NV], const float* a,
-                                                                          long lda, const float* bp, int p) {
-    constexpr int NR = 16 * NV;
-    __m512 b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_ps(bp + p * NR + 16 * v);
-    for (int r = 0; r < MR; ++r) {
-        const __m512 av = _mm512_set1_ps(a[r * lda + p]);
-        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, b[v], acc[r][v]);
-    }
+__attribute__((target("avx512f"))) inline void avx512_product(const float* a, long lda, const float* bp, int k,
+                                                              const char* fetch, int fetch_lines, float* acc) {
+    static_assert(MR >= 1 && MR * NV <= 24 && (NV == 3 ? MR <= 8 : NV == 4 && MR <= 6), "the registers hold 24");
+    long quads = k / 4, singles = k % 4, lines = fetch_lines;
+    const long row_bytes = lda * static_cast<long>(sizeof(float));
+    const float* a3;
+    long row_bytes3;
+    asm volatile(
+        VITREG_EACH(VITREG_ZERO)
+        "lea (%[L],%[L],2), %[L3]\n\t"
+        "lea (%[a],%[L3]), %[a3]\n\t"
+        "test %[n4], %[n4]\n\t"
+        "jz 3f\n\t"
+        "1:\n\t"
+        VITREG_STEP(0) VITREG_STEP(1) VITREG_STEP(2) VITREG_STEP(3)
+        "test %[fl], %[fl]\n\t"
+        "jle 2f\n\t"
+        "prefetcht1 (%[f])\n\t"
+        "prefetcht1 64(%[f])\n\t"
+        "add $128, %[f]\n\t"
+        "sub $2, %[fl]\n\t"
+        "2:\n\t"
+        "add $4*%c[nrb], %[b]\n\t"
+        "add $16, %[a]\n\t"
+        "add $16, %[a3]\n\t"
+        "dec %[n4]\n\t"
+        "jnz 1b\n\t"
+        "3:\n\t"
+        "test %[n1], %[n1]\n\t"
+        "jz 5f\n\t"
+        "4:\n\t"
+        VITREG_STEP(0)
+        "add $%c[nrb], %[b]\n\t"
+        "add $4, %[a]\n\t"
+        "add $4, %[a3]\n\t"
+        "dec %[n1]\n\t"
+        "jnz 4b\n\t"
+        "5:\n\t"
+        VITREG_EACH(VITREG_STORE)
+        : [b] "+r"(bp), [a] "+r"(a), [n4] "+r"(quads), [n1] "+r"(singles), [f] "+r"(fetch), [fl] "+r"(lines),
+          [a3] "=&r"(a3), [L3] "=&r"(row_bytes3)
+        : [L] "r"(row_bytes), [o] "r"(acc), [mr] "i"(MR), [nv] "i"(NV), [nrb] "i"(NV * 64)
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+          "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
 }
+#undef VITREG_ROW
+#undef VITREG_STEP
+#undef VITREG_ZERO
+#undef VITREG_STORE
+#undef VITREG_EACH
 
 template <int MR, int NV>
 __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, const float* bp, int k, float* c,
-                                                      long ldc, int cols, const float* bias, const float* scale) {
+                                                      long ldc, const TileJob& t) {
     // Fetch C's lines now, so that the stores at the end do not wait for them from memory.
     for (int r = 0; r < MR; ++r)
         for (int v = 0; v < NV; ++v) __builtin_prefetch(c + r * ldc + 16 * v, 1, 3);
-    __m512 acc[MR][NV];
-    for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-    // Two steps of k per iteration: ~6% off a whole forward on a Xeon (ViT-S/14, batch 8, one
-    // thread); the loop's own work, not memory, held one step per iteration back (8 × 48 with B
-    // in L1: 190–198 GFLOP/s, 210–234 unrolled).
-    int p = 0;
-    for (; p + 1 < k; p += 2) {
-        avx512_step<MR, NV>(acc, a, lda, bp, p);
-        avx512_step<MR, NV>(acc, a, lda, bp, p + 1);
-    }
-    if (p < k) avx512_step<MR, NV>(acc, a, lda, bp, p);
+    alignas(64) float acc[MR * NV * 16];
+    avx512_product<MR, NV>(a, lda, bp, k, t.fetch, t.fetch_lines, acc);
+    const int cols = t.cols;
+    const float *bias = t.bias, *scale = t.scale;
     for (int v = 0; v < NV && 16 * v < cols; ++v) {
         const int left = cols - 16 * v;
         const __mmask16 m = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1);
@@ -67,7 +148,8 @@ __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, 
         const __m512 sv = scale ? _mm512_maskz_loadu_ps(m, scale + 16 * v) : _mm512_setzero_ps();
         for (int r = 0; r < MR; ++r) {
             float* out = c + r * ldc + 16 * v;
-            __m512 y = bias ? _mm512_add_ps(acc[r][v], bv) : acc[r][v];
+            const __m512 sum = _mm512_load_ps(acc + (r * NV + v) * 16);
+            __m512 y = bias ? _mm512_add_ps(sum, bv) : sum;
             if (scale) y = _mm512_fmadd_ps(sv, y, _mm512_maskz_loadu_ps(m, out));
             _mm512_mask_storeu_ps(out, m, y);
         }
@@ -91,7 +173,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void acc_row(const flo
 // a Xeon (2088 × 384 · 384 × 1152, 124 against 117 GFLOP/s); lda is then unused.
 template <int MR, bool PACKED>
 __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, const float* bp, int k, float* c,
-                                                     long ldc, int cols, const float* bias, const float* scale) {
+                                                     long ldc, const TileJob& t) {
     static_assert(MR >= 1 && MR <= 6, "six rows at most");
     const long rs = PACKED ? 1 : lda;  // from one row of A to the next
     constexpr int NR = 16;
@@ -109,7 +191,10 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, c
         if constexpr (MR > 3) acc_row(ap + 3 * rs, b0, b1, c30, c31);
         if constexpr (MR > 4) acc_row(ap + 4 * rs, b0, b1, c40, c41);
         if constexpr (MR > 5) acc_row(ap + 5 * rs, b0, b1, c50, c51);
+        if (p < t.fetch_lines) _mm_prefetch(t.fetch + 64 * p, _MM_HINT_T1);
     }
+    const int cols = t.cols;
+    const float *bias = t.bias, *scale = t.scale;
     // The epilogue, on the finished tile; a partial tile goes through a lane mask.
     const __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -134,18 +219,17 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, c
 
 // ---- Portable: 4 rows × 16 columns ------------------------------------------------------
 template <int MR>
-void kernel_portable(const float* a, long lda, const float* bp, int k, float* c, long ldc, int cols, const float* bias,
-                     const float* scale) {
+void kernel_portable(const float* a, long lda, const float* bp, int k, float* c, long ldc, const TileJob& t) {
     float acc[MR][16] = {};
     for (int p = 0; p < k; ++p)
         for (int r = 0; r < MR; ++r) {
             const float av = a[r * lda + p];
             for (int j = 0; j < 16; ++j) acc[r][j] += av * bp[p * 16 + j];
         }
-    for (int r = 0; r < MR; ++r) finish_row(acc[r], cols, bias, scale, c + r * ldc);
+    for (int r = 0; r < MR; ++r) finish_row(acc[r], t.cols, t.bias, t.scale, c + r * ldc);
 }
 
-using Kernel = void (*)(const float*, long, const float*, int, float*, long, int, const float*, const float*);
+using Kernel = void (*)(const float*, long, const float*, int, float*, long, const TileJob&);
 
 // Table entry i handles i+1 rows (the full strip, then the remainder); pick(MR) names the
 // kernel for MR rows, MR arriving as a std::integral_constant.
@@ -281,14 +365,22 @@ namespace {
 template <class Strip>
 void run_tiles(int m, const PackedMatrix& b, const Kernel* kernels, int mr, int c0, int c1, float* c, long ldc,
                const Epilogue& e, Strip strip) {
+    const std::size_t panel_floats = static_cast<std::size_t>(b.k) * b.nr;
+    const int panel_lines = static_cast<int>(panel_floats * sizeof(float) / 64);
+    const int strips = (m + mr - 1) / mr, lines_per_strip = (panel_lines + strips - 1) / strips;
     for (int col = c0; col < c1; col += b.nr) {
-        const float* panel = b.data.data() + static_cast<std::size_t>(col / b.nr) * b.k * b.nr;
-        const int cols = std::min(b.nr, c1 - col);
-        const float* bias = e.bias ? e.bias + col : nullptr;
-        const float* scale = e.scale ? e.scale + col : nullptr;
-        for (int r = 0; r < m; r += mr) {
+        const float* panel = b.data.data() + static_cast<std::size_t>(col / b.nr) * panel_floats;
+        // The strips of this panel share the fetch of the next one (the next task's, after c1).
+        const bool last = col + b.nr >= b.n;
+        const char* next = last ? nullptr : reinterpret_cast<const char*>(panel + panel_floats);
+        TileJob t{std::min(b.nr, c1 - col), e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr};
+        for (int r = 0, i = 0; r < m; r += mr, ++i) {
             const auto [a, lda] = strip(r);
-            kernels[std::min(mr, m - r) - 1](a, lda, panel, b.k, c + r * ldc + (col - c0), ldc, cols, bias, scale);
+            if (next) {
+                t.fetch = next + static_cast<std::size_t>(i) * lines_per_strip * 64;
+                t.fetch_lines = std::max(0, std::min(lines_per_strip, panel_lines - i * lines_per_strip));
+            }
+            kernels[std::min(mr, m - r) - 1](a, lda, panel, b.k, c + r * ldc + (col - c0), ldc, t);
         }
     }
 }

@@ -4,40 +4,9 @@
 // (row-major, any stride). Each C element is one FMA chain over k in order, whatever the
 // tiling, so results never depend on how the work was split or on the thread count.
 // The kernel is chosen at run time: AVX-512, AVX2+FMA, or portable C++.
-#include <cstdlib>
-#include <new>
-#include <vector>
+#include "aligned_memory.hpp"
 
 namespace vitreg::gemm {
-
-// 64-byte (cache line, one AVX-512 register) aligned storage. Not Eigen's aligned_allocator:
-// its alignment follows each translation unit's -march, and mixing those corrupts the heap.
-template <class T>
-struct AlignedAllocator {
-    using value_type = T;
-    AlignedAllocator() = default;
-    template <class U>
-    AlignedAllocator(const AlignedAllocator<U>&) {}
-    T* allocate(std::size_t n) {
-        const std::size_t bytes = (n * sizeof(T) + 63) / 64 * 64;
-        if (void* p = std::aligned_alloc(64, bytes ? bytes : 64)) return static_cast<T*>(p);
-        throw std::bad_alloc();
-    }
-    void deallocate(T* p, std::size_t) { std::free(p); }
-    template <class U>
-    bool operator==(const AlignedAllocator<U>&) const { return true; }
-    template <class U>
-    bool operator!=(const AlignedAllocator<U>&) const { return false; }
-};
-
-using Buffer = std::vector<float, AlignedAllocator<float>>;
-
-// b's storage, grown (never shrunk) to hold at least n elements: for buffers reused across calls.
-template <class Vector>
-auto* at_least(Vector& b, std::size_t n) {
-    if (b.size() < n) b.resize(n);
-    return b.data();
-}
 
 // Instruction sets with a micro-kernel; best() is what this CPU runs.
 enum class Isa { Avx512, Avx2, Portable };
