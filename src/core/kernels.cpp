@@ -19,8 +19,17 @@ namespace {
 // is 72 KB), is read from L2 by many strips in a row. On a Xeon, one thread, 2088 × 384 ·
 // 384 × 1152: 205 against 197 GFLOP/s with 24 rows (AVX-512), 117 against 111 (AVX2). A ViT-S
 // linear at 224 px still makes 12–48 tasks for two threads.
-constexpr int kRowTile = 96;
-constexpr int kColTile = 96;
+constexpr int kTileSide = 96;
+// Where k is long, both sides are halved until a tile's rows of A and columns of B (fp32, bf16
+// or int8 values) fit in this much of L2 (96 × 96 in fp32 holds k up to 1536): ViT-B's fc2
+// (k = 3072) at batch 1 on the Xeon ran at 73–78% of the peak with 96 × 96 tiles, 75–86% with
+// 48 × 48. Halving keeps the side a multiple of every strip height (8, 6, 4).
+constexpr std::size_t kTileBytes = 1280 * 1024;
+int tile_side(int k, std::size_t value_bytes) {
+    int side = kTileSide;
+    while (side > 24 && 2 * static_cast<std::size_t>(side) * k * value_bytes > kTileBytes) side /= 2;
+    return side;
+}
 constexpr int kQueryBlock = 64;
 constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
 
@@ -78,7 +87,8 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     const int nr = precision == Precision::Fp32 ? layer.wt.nr : precision == Precision::Bf16 ? layer.wb.nr : layer.wq.nr;
     // Reduced precision: the input rounded or quantized once, row tiles in parallel.
     const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
-    const int row_tiles = (rows + kRowTile - 1) / kRowTile;
+    const int side = tile_side(in, precision == Precision::Fp32 ? 4 : precision == Precision::Bf16 ? 2 : 1);
+    const int row_tiles = (rows + side - 1) / side;
     const std::size_t n = static_cast<std::size_t>(rows);
     // fp32 kernels that read A as strips get it packed once here, not once per column tile
     // (bf16-rounded there too); the others read it in place (or rounded into `rounded_x`).
@@ -91,10 +101,10 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     const loops::Table& vec = loops::active();
     if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
-            const int r0 = t * kRowTile, rn = std::min(kRowTile, rows - r0);
+            const int r0 = t * side, rn = std::min(side, rows - r0);
             const float* src = x + static_cast<std::size_t>(r0) * in;
             const std::size_t values = static_cast<std::size_t>(rn) * in;
-            if (strip) {  // kRowTile is a multiple of every strip height, so tiles hold whole strips
+            if (strip) {  // the side is a multiple of every strip height, so tiles hold whole strips
                 float* dst = packed + static_cast<std::size_t>(r0) * in;
                 gemm::pack_rows(src, in, rn, in, strip, dst);
                 if (rounded) vec.round_bf16(dst, values, dst);  // in place, while it is in cache
@@ -109,7 +119,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     if (rounded_x) x = rounded_x;
     // Column tiles are whole kernel panels; row tiles a fixed height.
     const int panel_count = (width + nr - 1) / nr;
-    const int panels_per_tile = std::max(1, kColTile / nr);
+    const int panels_per_tile = std::max(1, side / nr);
     const int col_tiles = (panel_count + panels_per_tile - 1) / panels_per_tile;
     const gemm::Epilogue fused{layer.bias.data(), epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr};
     // Tasks in the order that re-reads the smaller operand: when the weights outweigh the input
@@ -119,7 +129,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     const bool column_major = static_cast<long>(rows) < static_cast<long>(width);
     for_each_task(row_tiles * col_tiles, [&](int t) {
         const int rt = column_major ? t % row_tiles : t / col_tiles, ct = column_major ? t / row_tiles : t % col_tiles;
-        const int r0 = rt * kRowTile, rn = std::min(kRowTile, rows - r0);
+        const int r0 = rt * side, rn = std::min(side, rows - r0);
         const int c0 = ct * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
         float* tile = out + static_cast<std::size_t>(r0) * width + c0;
         const std::uint32_t* a = low ? low + static_cast<std::size_t>(r0) * groups : nullptr;
