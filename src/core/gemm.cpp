@@ -25,7 +25,7 @@ Isa detect() {
 const Isa kIsa = detect();
 
 // What a kernel does besides its product: the tile's width, its epilogue, and `fetch_lines`
-// cache lines from `fetch` to bring into L2 on the way, one per two steps of k (AVX2: per step).
+// cache lines from `fetch` to bring into L2 on the way, up to one per two steps of k (AVX2: four).
 // run_tiles points them at the next panel, which would otherwise come from L3 on its first strip.
 struct TileJob {
     int cols;
@@ -157,46 +157,90 @@ __attribute__((target("avx512f"))) void kernel_avx512(const float* a, long lda, 
 }
 
 // ---- AVX2 + FMA: 6 rows × 16 columns, 12 accumulators ------------------------------------
-// acc_row: one row's step, a · (b0 | b1) added to its two accumulators.
-__attribute__((target("avx2,fma"), always_inline)) inline void acc_row(const float* a, __m256 b0, __m256 b1, __m256& lo,
-                                                                      __m256& hi) {
-    const __m256 av = _mm256_broadcast_ss(a);
-    lo = _mm256_fmadd_ps(av, b0, lo);
-    hi = _mm256_fmadd_ps(av, b1, hi);
-}
-
-// Twelve named accumulators, not an array: GCC 12 kept this kernel's array of __m256 in memory
-// and stored all of it at every step of k (60% of the 256-bit peak on a Xeon; the profile in
-// issue #27 showed a third on a Zen 3); named, they stay in registers (the whole 256-bit peak
-// on the Xeon with the operands in L1).
+// The k loop in assembly, as the AVX-512 one: accumulator (row r, half v) in ymm(2r + v), B's row
+// in ymm12–13, A's broadcasts in ymm14–15, four steps per iteration; one line of `fetch` per
+// iteration to L2. (From intrinsics GCC 12 had kept an array of accumulators in memory; named,
+// they had reached the Xeon's 256-bit peak with operands in L1, but not with B from L2.)
 // PACKED: A is one strip of [k][MR] (pack_rows), one stream instead of MR rows: 6% faster on
 // a Xeon (2088 × 384 · 384 × 1152, 124 against 117 GFLOP/s); lda is then unused.
+#define VITREG_ROW(r, s, addr, z, c0, c1)                                                 \
+    ".if %c[mr] > " #r "\n\t"                                                             \
+    ".if %c[packed]\n\tvbroadcastss 4*(" #s "*%c[mr]+" #r ")(%[a]), %%ymm" #z "\n\t"       \
+    ".else\n\tvbroadcastss 4*" #s addr ", %%ymm" #z "\n\t.endif\n\t"                      \
+    "vfmadd231ps %%ymm12, %%ymm" #z ", %%ymm" #c0 "\n\t"                                  \
+    "vfmadd231ps %%ymm13, %%ymm" #z ", %%ymm" #c1 "\n\t"                                  \
+    ".endif\n\t"
+#define VITREG_STEP(s)                                                                                 \
+    "vmovups " #s "*64(%[b]), %%ymm12\n\t"                                                             \
+    "vmovups " #s "*64+32(%[b]), %%ymm13\n\t"                                                          \
+    VITREG_ROW(0, s, "(%[a])", 14, 0, 1) VITREG_ROW(1, s, "(%[a],%[L])", 15, 2, 3)                     \
+    VITREG_ROW(2, s, "(%[a],%[L],2)", 14, 4, 5) VITREG_ROW(3, s, "(%[a3])", 15, 6, 7)                  \
+    VITREG_ROW(4, s, "(%[a],%[L],4)", 14, 8, 9) VITREG_ROW(5, s, "(%[a3],%[L],2)", 15, 10, 11)
+#define VITREG_ZERO(n) "vxorps %%xmm" #n ", %%xmm" #n ", %%xmm" #n "\n\t"
+#define VITREG_STORE(n) ".if 2 * %c[mr] > " #n "\n\tvmovaps %%ymm" #n ", " #n "*32(%[o])\n\t.endif\n\t"
+#define VITREG_EACH(F) F(0) F(1) F(2) F(3) F(4) F(5) F(6) F(7) F(8) F(9) F(10) F(11)
+
+template <int MR, bool PACKED>
+__attribute__((target("avx2,fma"))) inline void avx2_product(const float* a, long lda, const float* bp, int k,
+                                                             const char* fetch, int fetch_lines, float* acc) {
+    static_assert(MR >= 1 && MR <= 6, "six rows at most");
+    long quads = k / 4, singles = k % 4, lines = fetch_lines;
+    const long row_bytes = PACKED ? 0 : lda * static_cast<long>(sizeof(float));
+    const float* a3;
+    long row_bytes3;
+    asm volatile(
+        VITREG_EACH(VITREG_ZERO)
+        "lea (%[L],%[L],2), %[L3]\n\t"
+        "lea (%[a],%[L3]), %[a3]\n\t"
+        "test %[n4], %[n4]\n\t"
+        "jz 3f\n\t"
+        "1:\n\t"
+        VITREG_STEP(0) VITREG_STEP(1) VITREG_STEP(2) VITREG_STEP(3)
+        "test %[fl], %[fl]\n\t"
+        "jle 2f\n\t"
+        "prefetcht1 (%[f])\n\t"
+        "add $64, %[f]\n\t"
+        "dec %[fl]\n\t"
+        "2:\n\t"
+        "add $256, %[b]\n\t"
+        "add $4*%c[astep], %[a]\n\t"
+        "add $4*%c[astep], %[a3]\n\t"
+        "dec %[n4]\n\t"
+        "jnz 1b\n\t"
+        "3:\n\t"
+        "test %[n1], %[n1]\n\t"
+        "jz 5f\n\t"
+        "4:\n\t"
+        VITREG_STEP(0)
+        "add $64, %[b]\n\t"
+        "add $%c[astep], %[a]\n\t"
+        "add $%c[astep], %[a3]\n\t"
+        "dec %[n1]\n\t"
+        "jnz 4b\n\t"
+        "5:\n\t"
+        VITREG_EACH(VITREG_STORE)
+        : [b] "+r"(bp), [a] "+r"(a), [n4] "+r"(quads), [n1] "+r"(singles), [f] "+r"(fetch), [fl] "+r"(lines),
+          [a3] "=&r"(a3), [L3] "=&r"(row_bytes3)
+        : [L] "r"(row_bytes), [o] "r"(acc), [mr] "i"(MR), [packed] "i"(PACKED ? 1 : 0),
+          [astep] "i"(PACKED ? 4 * MR : 4)
+        : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+#undef VITREG_ROW
+#undef VITREG_STEP
+#undef VITREG_ZERO
+#undef VITREG_STORE
+#undef VITREG_EACH
+
 template <int MR, bool PACKED>
 __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, const float* bp, int k, float* c,
                                                      long ldc, const TileJob& t) {
-    static_assert(MR >= 1 && MR <= 6, "six rows at most");
-    const long rs = PACKED ? 1 : lda;  // from one row of A to the next
-    constexpr int NR = 16;
     for (int r = 0; r < MR; ++r) __builtin_prefetch(c + r * ldc, 1, 3);
-    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
-           c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    // Unrolled by two, as the AVX-512 kernel: ~3% off a forward with VITREG_ISA=avx2 on a Xeon.
-#pragma GCC unroll 2
-    for (int p = 0; p < k; ++p) {
-        const __m256 b0 = _mm256_loadu_ps(bp + p * NR), b1 = _mm256_loadu_ps(bp + p * NR + 8);
-        const float* ap = PACKED ? a + p * MR : a + p;
-        acc_row(ap, b0, b1, c00, c01);
-        if constexpr (MR > 1) acc_row(ap + rs, b0, b1, c10, c11);
-        if constexpr (MR > 2) acc_row(ap + 2 * rs, b0, b1, c20, c21);
-        if constexpr (MR > 3) acc_row(ap + 3 * rs, b0, b1, c30, c31);
-        if constexpr (MR > 4) acc_row(ap + 4 * rs, b0, b1, c40, c41);
-        if constexpr (MR > 5) acc_row(ap + 5 * rs, b0, b1, c50, c51);
-        if (p < t.fetch_lines) _mm_prefetch(t.fetch + 64 * p, _MM_HINT_T1);
-    }
+    alignas(32) float acc[MR * 16];
+    avx2_product<MR, PACKED>(a, lda, bp, k, t.fetch, t.fetch_lines, acc);
     const int cols = t.cols;
     const float *bias = t.bias, *scale = t.scale;
     // The epilogue, on the finished tile; a partial tile goes through a lane mask.
-    const __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     for (int v = 0; v < 2 && 8 * v < cols; ++v) {
         const int left = cols - 8 * v;
@@ -208,7 +252,8 @@ __attribute__((target("avx2,fma"))) void kernel_avx2(const float* a, long lda, c
                                 : _mm256_setzero_ps();
         for (int r = 0; r < MR; ++r) {
             float* out = c + r * ldc + 8 * v;
-            __m256 y = bias ? _mm256_add_ps(acc[r][v], bv) : acc[r][v];
+            const __m256 sum = _mm256_load_ps(acc + (r * 2 + v) * 8);
+            __m256 y = bias ? _mm256_add_ps(sum, bv) : sum;
             if (scale) y = _mm256_fmadd_ps(sv, y, full ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, m));
             if (full) _mm256_storeu_ps(out, y);
             else _mm256_maskstore_ps(out, m, y);
