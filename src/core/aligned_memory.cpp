@@ -21,16 +21,14 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 // two-level page walk. The last, partial page is rounded up when at least half of it is used (at
 // most 1 MB more); a shorter tail stays in small pages. Where Linux declines, the hint costs
 // nothing and the block is an ordinary one.
+// posix_memalign, not aligned_alloc: C11's aligned_alloc wants the size a multiple of the
+// alignment (ASan enforces it), which a 2 MB alignment would turn into rounding every block up.
 void* allocate_aligned(std::size_t bytes) {
-    bytes = (bytes + kLine - 1) / kLine * kLine;
-    if (bytes < kHugePage / 2) {
-        if (void* p = std::aligned_alloc(kLine, bytes ? bytes : kLine)) return p;
-        throw std::bad_alloc();
-    }
-    const std::size_t whole = (bytes + kHugePage / 2) / kHugePage * kHugePage;  // the pages worth a huge one
-    const std::size_t size = std::max(bytes, whole);
-    void* p = std::aligned_alloc(kHugePage, size);
-    if (!p) throw std::bad_alloc();
+    bytes = std::max(kLine, (bytes + kLine - 1) / kLine * kLine);
+    const std::size_t whole =
+        bytes < kHugePage / 2 ? 0 : (bytes + kHugePage / 2) / kHugePage * kHugePage;  // the pages worth a huge one
+    void* p = nullptr;
+    if (posix_memalign(&p, whole ? kHugePage : kLine, std::max(bytes, whole)) != 0) throw std::bad_alloc();
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     if (whole) madvise(p, whole, MADV_HUGEPAGE);
 #endif
