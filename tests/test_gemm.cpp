@@ -49,7 +49,8 @@ TEST_CASE("packed GEMM equals the exact product for every kernel and odd shapes"
 
 // The vector kernels promise each element as one FMA chain over k in order (what makes results
 // independent of tiling and thread count, and AVX2 equal to AVX-512): checked bit for bit on
-// every strip height, both AVX-512 panel widths and k that leaves each remainder of the unrolled loop.
+// every strip height, both AVX-512 panel widths and k that leaves each remainder of the unrolled
+// loop, with A read in place and, where the kernel has them, as packed strips.
 TEST_CASE("the AVX kernels give each element as one FMA chain over k, bit for bit") {
     std::mt19937 rng(5);
     std::normal_distribution<float> normal;
@@ -66,7 +67,16 @@ TEST_CASE("the AVX kernels give each element as one FMA chain over k, bit for bi
                     const std::vector<float> residual = c;
                     std::vector<float> scale(n, 0.5f);
                     const PackedMatrix p = pack(b.data(), k, n, n, isa);
-                    multiply(a.data(), k, m, p, 0, n, c.data(), n, Epilogue{bias.data(), scale.data()});
+                    const Epilogue e{bias.data(), scale.data()};
+                    multiply(a.data(), k, m, p, 0, n, c.data(), n, e);
+                    // The kernels that read A packed as strips (AVX2), on the same shapes.
+                    std::vector<float> from_strips = residual;
+                    if (const int strip = packed_strip(p)) {
+                        std::vector<float> ap(a.size());
+                        pack_rows(a.data(), k, m, k, strip, ap.data());
+                        multiply_packed(ap.data(), m, p, 0, n, from_strips.data(), n, e);
+                        CHECK(from_strips == c);
+                    }
                     int differ = 0;
                     for (int i = 0; i < m; ++i)
                         for (int j = 0; j < n; ++j) {

@@ -1,7 +1,7 @@
 #include "aligned_memory.hpp"
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 
 #if defined(__linux__)
@@ -21,6 +21,7 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 // two-level page walk. The last, partial page is rounded up when at least half of it is used (at
 // most 1 MB more); a shorter tail stays in small pages. Where Linux declines, the hint costs
 // nothing and the block is an ordinary one.
+//
 // posix_memalign, not aligned_alloc: C11's aligned_alloc wants the size a multiple of the
 // alignment (ASan enforces it), which a 2 MB alignment would turn into rounding every block up.
 void* allocate_aligned(std::size_t bytes) {

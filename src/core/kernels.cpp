@@ -117,7 +117,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                                     low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
         });
     if (rounded_x) x = rounded_x;
-    // Column tiles are whole kernel panels; row tiles a fixed height.
+    // Column tiles are whole kernel panels (side / nr of them); row tiles `side` rows.
     const int panel_count = (width + nr - 1) / nr;
     const int panels_per_tile = std::max(1, side / nr);
     const int col_tiles = (panel_count + panels_per_tile - 1) / panels_per_tile;
