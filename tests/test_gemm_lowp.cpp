@@ -12,7 +12,11 @@ using vitreg::quant::round_bf16;
 
 namespace {
 
-constexpr std::tuple<int, int, int> kShapes[] = {{1, 1, 1}, {13, 7, 33}, {9, 64, 50}, {25, 130, 97}, {96, 384, 200}};
+// Rows 1–8 (every tile height of the 8-row kernels) and k leaving each remainder of the
+// assembly loop's four groups per iteration (int8: four values a group, bf16: two).
+constexpr std::tuple<int, int, int> kShapes[] = {{1, 1, 1},    {2, 9, 20},     {3, 28, 48},    {4, 11, 49},
+                                                 {6, 45, 17},  {7, 12, 40},    {13, 7, 33},    {9, 64, 50},
+                                                 {25, 130, 97}, {96, 384, 200}};
 
 }  // namespace
 

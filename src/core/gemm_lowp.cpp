@@ -19,7 +19,8 @@ namespace vitreg::gemm {
 
 namespace {
 
-// One tile: MR rows of A against one panel, the raw accumulators written to `out` [MR][nr].
+// One tile: MR rows of A against one panel, the raw accumulators written to `out` [MR][nr]
+// (64-byte aligned: the assembly tiles store whole vectors there).
 using Tile = void (*)(const std::uint32_t* a, long lda, const std::uint32_t* panel, int groups, void* out);
 struct Tiles {
     const Tile* tiles;  // entry i handles i + 1 rows
