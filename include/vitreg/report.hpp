@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/analysis/column_summary.hpp"
+
 namespace vitreg::render {
 
 struct ReportSeries {
@@ -40,14 +42,8 @@ struct ReportFigure {
     std::string png;  // PNG bytes
 };
 
-// One statistic over images, per configuration: its mean and standard deviation, and where a
-// lower value is better, which configurations hold the lowest mean (shown bold with a star).
-struct ColumnSummary {
-    std::string column;
-    std::vector<double> mean, sd;  // one per configuration
-    bool lower_is_better = false;
-    std::vector<bool> best{};      // per configuration; none when the column is not ranked or all tie
-};
+// One statistic over images, per configuration (the best shown bold with a star).
+using ColumnSummary = vitreg::ColumnSummary;
 
 struct Report {
     std::string title;
