@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "vitreg/analysis/compare.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
 
@@ -31,5 +33,12 @@ void bind_jobs(py::module_& m);
 void bind_images(py::module_& m);
 // vitreg.explore and vitreg.ExplorePage.
 void bind_explore(py::module_& m);
+// vitreg.compare.
+void bind_compare(py::module_& m);
+
+// The configurations of vitreg.explore and vitreg.compare: vitreg.Model objects or names as the
+// command line gives them ("MODEL@softmax1@bf16"), one or a list, labelled as the commands label
+// them; `limits` (when given) gets the image limits of the last vitreg.Model among them.
+std::vector<LabelledModel> labelled_models(const py::object& models, ImageLimits* limits = nullptr);
 
 }  // namespace vitreg::python

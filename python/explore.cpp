@@ -4,15 +4,12 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
 #include "kwargs.hpp"
-#include "vitreg/checkpoint.hpp"
 #include "vitreg/explore_page.hpp"
-#include "vitreg/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::python {
@@ -24,17 +21,6 @@ using namespace pybind11::literals;
 struct ExplorePage {
     std::string html;
 };
-
-// How the page labels a vitreg.Model: as `vitreg explore` labels the spec that loads it.
-std::string label_of(const Model& m) {
-    ModelSpec s;
-    s.model = m.path();
-    if (m.config().retrofit()) s.attention = m.config().attention;
-    if (m.precision().precision != Precision::Fp32) s.precision = m.precision();
-    if (!m.intervention().empty()) s.intervention = m.intervention();
-    s.suffix = s.to_string().substr(s.model.size());
-    return s.label();
-}
 
 ExplorePage explore(const py::object& models, const py::object& images, const py::kwargs& kwargs) {
     Options o("explore", kwargs);
@@ -50,26 +36,10 @@ ExplorePage explore(const py::object& models, const py::object& images, const py
     o.finish();
 
     // Models as vitreg.Model objects or as the command line names them ("MODEL@softmax1@bf16").
-    const py::list items = py::isinstance<py::str>(models) || py::isinstance<PyModel>(models) ? py::list(py::make_tuple(models))
-                                                                                               : py::list(models);
-    std::vector<std::unique_ptr<Model>> owned;
-    std::vector<render::PageConfig> configs;
     ImageLimits limits;
-    for (const auto& item : items) {
-        if (py::isinstance<PyModel>(item)) {
-            const PyModel& m = item.cast<const PyModel&>();
-            configs.push_back({label_of(m.model), &m.model});
-            limits = m.image_limits;
-            continue;
-        }
-        const ModelSpec s = ModelSpec::parse(item.cast<std::string>());
-        ConfigOverrides overrides;
-        overrides.attention = s.attention;
-        Model loaded = Model::load(resolve_model_path(s.model), overrides, s.precision.value_or(PrecisionOptions{}));
-        if (s.intervention) loaded = loaded.with(*s.intervention);
-        owned.push_back(std::make_unique<Model>(std::move(loaded)));
-        configs.push_back({s.label() + (owned.back()->config().retrofit() ? " (retrofit)" : ""), owned.back().get()});
-    }
+    const std::vector<LabelledModel> labelled = labelled_models(models, &limits);
+    std::vector<render::PageConfig> configs;
+    for (const auto& m : labelled) configs.push_back({m.label, &m.model});
     const auto paths = input_list(images);
     ExplorePage page;
     py::gil_scoped_release release;

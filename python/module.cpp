@@ -13,6 +13,7 @@ PYBIND11_MODULE(vitreg, m) {
     tr = m.trace(x[None], attention_layers="all", queries=["cls"], norms=True)
     vitreg.extract(m, ["images/"], "out/", patch_tokens=True)
     vitreg.explore([m, "vitreg-untrained-s14-d192-reg4@softmax1"], "cat.jpg")   # the explorer page; inline in Jupyter
+    stats = vitreg.compare([m, "vitreg-untrained-s14-d192-reg4@softmax1"], "cat.jpg")  # stats.json of `vitreg compare`
 
 Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, UsageError under it).)";
     m.attr("__version__") = VITREG_VERSION;
@@ -21,4 +22,5 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_jobs(m);
     vitreg::python::bind_images(m);
     vitreg::python::bind_explore(m);
+    vitreg::python::bind_compare(m);
 }
