@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/analysis/compare.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/labelled_model.hpp"
 #include "vitreg/model.hpp"
 
 namespace vitreg::python {

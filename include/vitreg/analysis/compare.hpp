@@ -3,7 +3,6 @@
 // artifact statistics of each image under each, and their summary over the images per
 // configuration with the best marked. Numbers only (no OpenCV): the command and the render
 // layer draw the pictures from the result's traces.
-#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,18 +11,12 @@
 
 #include "vitreg/analysis/column_summary.hpp"
 #include "vitreg/inspect.hpp"
+#include "vitreg/labelled_model.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/stats.hpp"
 
 namespace vitreg {
-
-// One configuration: the model as it runs (attention, precision, intervention) and the label
-// the outputs give it.
-struct LabelledModel {
-    std::string label;
-    Model model;
-};
 
 // What `vitreg compare` takes besides the models and images: --resize and the pixel pipeline,
 // --norm-threshold and --mad-k, --threads.
