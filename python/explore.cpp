@@ -10,8 +10,8 @@
 
 #include "bindings.hpp"
 #include "kwargs.hpp"
-#include "vitreg/checkpoint.hpp"
 #include "vitreg/explore_page.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
@@ -63,11 +63,7 @@ ExplorePage explore(const py::object& models, const py::object& images, const py
             continue;
         }
         const ModelSpec s = ModelSpec::parse(item.cast<std::string>());
-        ConfigOverrides overrides;
-        overrides.attention = s.attention;
-        Model loaded = Model::load(resolve_model_path(s.model), overrides, s.precision.value_or(PrecisionOptions{}));
-        if (s.intervention) loaded = loaded.with(*s.intervention);
-        owned.push_back(std::make_unique<Model>(std::move(loaded)));
+        owned.push_back(std::make_unique<Model>(open_model(ModelRequest::from_spec(s))));
         configs.push_back({s.label() + (owned.back()->config().retrofit() ? " (retrofit)" : ""), owned.back().get()});
     }
     const auto paths = input_list(images);
