@@ -6,10 +6,10 @@
 #include <opencv2/highgui.hpp>
 
 #include "../pixel_args.hpp"
-#include "vitreg/model_request.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/explorer.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
 #include "vitreg/probe.hpp"
 #include "vitreg/render.hpp"
