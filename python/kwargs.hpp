@@ -1,7 +1,8 @@
 #pragma once
 // What the module's calls share for their keyword options: taking them one by one (a left-over
-// one is a mistake), paths as str or os.PathLike, image inputs, and the pixel options
-// (resize=, pipeline=, resample=, decode=, exif_transpose=) as on the command line.
+// one is a mistake), a model's options (the table of model_options.hpp), paths as str or
+// os.PathLike, image inputs, and the pixel options (resize=, pipeline=, resample=, decode=,
+// exif_transpose=) as on the command line.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,6 +11,8 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
+#include "vitreg/model_options.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/preprocess.hpp"
 
 namespace vitreg::python {
@@ -31,6 +34,14 @@ public:
         } catch (const py::cast_error&) {
             throw UsageError(job_ + ": option " + key + "=" + std::string(py::repr(value)) + " has the wrong type");
         }
+    }
+
+    // Whether `key` is given as something other than None (a None is taken: the default stays).
+    bool given(const char* key) {
+        if (!left_.contains(key)) return false;
+        if (!left_[key].is_none()) return true;
+        PyDict_DelItemString(left_.ptr(), key);
+        return false;
     }
 
     void finish() const {
@@ -57,6 +68,19 @@ inline std::vector<std::string> input_list(const py::object& inputs) {
     auto expanded = expand_inputs(args);
     if (expanded.empty()) throw UsageError("no input images found");
     return expanded;
+}
+
+// The table's options (model_options()) among the keywords, by their Python names, as the text
+// ModelRequest::from_options reads: numbers as int, the rest as str; None leaves the default.
+inline OptionValues take_model_options(Options& o) {
+    OptionValues values;
+    for (const ModelOption& option : model_options()) {
+        const std::string key = option.keyword();
+        if (!o.given(key.c_str())) continue;
+        values[option.name] = option.kind == OptionKind::Integer ? std::to_string(o.take<std::int64_t>(key.c_str(), 0))
+                                                                 : o.take<std::string>(key.c_str(), "");
+    }
+    return values;
 }
 
 // resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.

@@ -3,7 +3,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings.hpp"
-#include "vitreg/checkpoint.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
 
 namespace vitreg::python {
@@ -35,10 +35,7 @@ std::vector<LabelledModel> labelled_models(const py::object& models, ImageLimits
             continue;
         }
         const ModelSpec s = ModelSpec::parse(item.cast<std::string>());
-        ConfigOverrides overrides;
-        overrides.attention = s.attention;
-        Model loaded = Model::load(resolve_model_path(s.model), overrides, s.precision.value_or(PrecisionOptions{}));
-        if (s.intervention) loaded = loaded.with(*s.intervention);
+        Model loaded = open_model(ModelRequest::from_spec(s));
         const std::string retrofit = loaded.config().retrofit() ? " (retrofit)" : "";
         out.push_back({s.label() + retrofit, std::move(loaded)});
     }

@@ -10,9 +10,12 @@
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "kwargs.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/model_options.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"
 
@@ -215,77 +218,60 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
     return owning_array(std::move(px.chw), {3, h, w});
 }
 
+// An option's default as Python writes it: None when unset, else an int or a str.
+py::object default_of(const ModelOption& o) {
+    if (o.default_text.empty()) return py::none();
+    if (o.kind == OptionKind::Integer) return py::int_(std::stoll(o.default_text));
+    return py::str(o.default_text);
+}
+
+// vitreg.Model's docstring: its keywords, their defaults and help, from the table of options.
+std::string model_docstring() {
+    std::string signature = "Model(model", keywords;
+    for (const ModelOption& o : model_options()) {
+        signature += ", " + o.keyword() + "=" + std::string(py::repr(default_of(o)));
+        keywords += o.keyword() + "\n    " + o.help;
+        if (!o.choices.empty()) {
+            keywords += " (";
+            for (const auto& c : o.choices) keywords += (&c == &o.choices.front() ? "" : " | ") + c;
+            keywords += ")";
+        }
+        keywords += "\n";
+    }
+    return "A loaded ViT checkpoint, ready to run.\n\n" + signature + ")\n\nmodel\n    " + model_name_help() +
+           "; the name of a shipped checkpoint is one of vitreg.shipped_models(), and a hub id or torch hub name is "
+           "looked up in the local caches only (nothing is downloaded).\n" + keywords +
+           "\nThe keywords are the command line's options (vitreg.model_options()), '-' written '_'; None leaves one at "
+           "its default. threads, max_tokens and max_image_pixels are the defaults of every call on the model (forward "
+           "and trace take their own threads too).\n\nThe weights are packed once; a Model is immutable and may be "
+           "used from several threads at once (each forward releases the GIL).";
+}
+
+// vitreg.model_options(): the table, for tools and for checking a front end against it.
+py::list model_options_list() {
+    py::list out;
+    for (const ModelOption& o : model_options())
+        out.append(py::dict("name"_a = o.name, "keyword"_a = o.keyword(), "flag"_a = "--" + o.name,
+                            "kind"_a = o.kind == OptionKind::Integer ? "int" : "str", "help"_a = o.help,
+                            "choices"_a = o.choices, "default"_a = default_of(o),
+                            "group"_a = o.group == OptionGroup::Open ? "open" : "run"));
+    return out;
+}
+
 }  // namespace
 
 void bind_model(py::module_& m) {
-    py::class_<PyModel>(m, "Model", R"(A loaded ViT checkpoint, ready to run.
-
-Model(model, attention=None, pos_interp=None, threads=0, max_tokens=16384, max_image_pixels=178956970,
-      precision='fp32', act_quant='per-token', scales=None, int8_weights=8, evict=None, ttr=0,
-      register_neurons=None, key=None)
-
-model       a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or
-            pytorch_model.bin (+ config.json for the HF layout), the name of a shipped checkpoint
-            (vitreg.shipped_models()), a hub id such as "facebook/dinov2-small" already in the local
-            Hugging Face cache, or a torch hub name such as "dinov2_vits14_reg4" already in
-            $TORCH_HOME/hub/checkpoints (nothing is downloaded), as on the command line.
-attention   None (as trained) or 'softmax' | 'softmax1' | 'sink': run another normalizer (a retrofit;
-            config['retrofit'] says so).
-pos_interp  None (per checkpoint origin) or 'offset' | 'antialias' | 'size'.
-threads     worker threads of every call (0 = all cores); forward and trace take their own too.
-max_tokens  refuse inputs that make more tokens per image (0 = no limit).
-max_image_pixels  refuse image files with more pixels, before decoding them.
-precision   'fp32' | 'bf16' (bf16 GEMMs, fp32 accumulation) | 'int8' (W8A8 linears, bf16 attention).
-act_quant   int8 activations: 'per-token' (dynamic) or 'per-tensor' (static, needs scales).
-scales      the SCALES.json of `vitreg calibrate-int8`, for act_quant='per-tensor'.
-int8_weights  int8 weight bits, 8 or 7 (ONNX Runtime's reduce_range; exact vpmaddubsw without VNNI).
-evict       keys removed from every head's attention, as --evict: 'sink', 'artifacts', 'registers',
-            'cls', 'reg:K', 'patch:R,C', comma-separated (sink and artifacts: found per image by a
-            first forward).
-ttr         test-time registers: K zero tokens after the trained registers (outputs' 'registers'
-            holds the trained ones, then these); needs register_neurons.
-register_neurons  'neurons.json[:TOP]' (vitreg find-register-neurons) or 'LAYER:NEURON,...'.
-key         PyTorch files: the state dict's key path, dotted ('model', 'model.state_dict'), as --key;
-            None: the top level, or the first of model / state_dict / teacher / module with tensors.
-
-The weights are packed once; a Model is immutable and may be used from several threads at
-once (each forward releases the GIL).)")
-        .def(py::init([](const std::string& model, std::optional<std::string> attention,
-                         std::optional<std::string> pos_interp, int threads, std::int64_t max_tokens,
-                         std::int64_t max_image_pixels, const std::string& precision, const std::string& act_quant,
-                         std::optional<std::string> scales, int int8_weights, std::optional<std::string> evict, int ttr,
-                         std::optional<std::string> register_neurons, std::optional<std::string> key) {
-                 if (threads < 0) throw UsageError("threads must be 0 (all cores) or more");
-                 if (max_tokens < 0) throw UsageError("max_tokens must be 0 (no limit) or more");
-                 if (max_image_pixels < 1) throw UsageError("max_image_pixels must be positive");
-                 ConfigOverrides o;
-                 if (attention) o.attention = parse_attention_kind(*attention);
-                 if (pos_interp) o.pos_interp = parse_pos_interp(*pos_interp);
-                 o.state_dict_key = key.value_or("");
-                 PrecisionOptions p;
-                 p.precision = parse_precision(precision);
-                 p.act_quant = parse_act_quant(act_quant);
-                 p.scales = scales.value_or("");
-                 p.int8_weight_bits = int8_weights;
-                 Intervention edit;
-                 if (evict) edit.evict = Eviction::parse(*evict);
-                 edit.test_time_registers = ttr;
-                 if (register_neurons) edit.register_neurons = parse_register_neurons(*register_neurons);
-                 const std::string path = resolve_model_path(model);
-                 PyModel* self = nullptr;
-                 {
-                     py::gil_scoped_release release;
-                     Model loaded = Model::load(path, o, p);
-                     if (!edit.empty()) loaded = loaded.with(edit);
-                     self = new PyModel{std::move(loaded), threads, max_tokens, ImageLimits{}};
-                 }
-                 self->image_limits.max_pixels = max_image_pixels;
-                 return self;
+    static const std::string model_doc = model_docstring();
+    py::class_<PyModel>(m, "Model", model_doc.c_str())
+        .def(py::init([](const std::string& model, const py::kwargs& kwargs) {
+                 Options o("Model", kwargs);
+                 const OptionValues values = take_model_options(o);
+                 o.finish();
+                 const ModelRequest request = ModelRequest::from_options(model, values);
+                 py::gil_scoped_release release;
+                 return new PyModel{open_model(request), request.threads, request.max_tokens, request.image_limits};
              }),
-             "model"_a, "attention"_a = py::none(), "pos_interp"_a = py::none(), "threads"_a = 0,
-             "max_tokens"_a = kDefaultMaxTokens, "max_image_pixels"_a = ImageLimits{}.max_pixels, "precision"_a = "fp32",
-             "act_quant"_a = "per-token", "scales"_a = py::none(), "int8_weights"_a = 8, "evict"_a = py::none(), "ttr"_a = 0,
-             "register_neurons"_a = py::none(), "key"_a = py::none())
+             "model"_a)
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "
                                "head_dim, patch, registers (trained), test_time_registers, grid, native_size, mlp, "
@@ -359,6 +345,10 @@ counts from the end) or None; queries are a list of 'cls' | 'reg:K' | 'patch:R,C
                    ", registers=" + std::to_string(c.registers) + ", attention='" + to_string(c.attention) + "')";
         });
 
+    m.def("model_options", &model_options_list,
+          "The options vitreg.Model takes, as a list of dicts: name (the command line's --name), keyword (Python's), "
+          "flag, kind ('int' | 'str'), help, choices, default (None: unset), group ('open': how the model is opened; "
+          "'run': the defaults of its calls).");
     m.def("shipped_models", &shipped_models, "The names of the checkpoints shipped with vitreg (usable as Model(name)).");
 }
 

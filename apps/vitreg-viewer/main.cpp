@@ -6,10 +6,10 @@
 #include <opencv2/highgui.hpp>
 
 #include "../pixel_args.hpp"
-#include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/explorer.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
 #include "vitreg/probe.hpp"
 #include "vitreg/render.hpp"
@@ -144,14 +144,10 @@ int run(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return cli.exit(e) == 0 ? 0 : 2;
     }
-    PrecisionOptions precision;
-    precision.precision = parse_precision(precision_name);
-    precision.act_quant = parse_act_quant(act_quant);
-    precision.scales = scales;
-    Intervention edit;  // for checkpoints without their own @evict= / @ttr=
-    if (!evict.empty()) edit.evict = Eviction::parse(evict);
-    edit.test_time_registers = ttr;
-    if (!register_neurons.empty()) edit.register_neurons = parse_register_neurons(register_neurons);
+    // The precision and intervention of checkpoints that name none of their own (@PRECISION, @evict=, @ttr=).
+    const ModelRequest fallback = ModelRequest::from_options(
+        "", {{"precision", precision_name}, {"act-quant", act_quant}, {"scales", scales}, {"evict", evict},
+             {"ttr", std::to_string(ttr)}, {"register-neurons", register_neurons}});
     const std::string image_path = positional.back();
     positional.pop_back();
     const ResizeSpec spec = vitreg::cli::pixel_spec(pixels);
@@ -166,15 +162,9 @@ int run(int argc, char** argv) {
         }
     App app;
     for (const auto& m : specs) {
-        const ModelSpec s = ModelSpec::parse(m);
-        ConfigOverrides o;
-        o.attention = s.attention;
         const std::string label = m.substr(m.find_last_of('/') + 1);
         Configuration c;
-        Model loaded = Model::load(resolve_model_path(s.model), o, s.precision.value_or(precision));
-        const Intervention e = s.intervention.value_or(edit);
-        if (!e.empty()) loaded = loaded.with(e);
-        c.model = std::make_unique<Model>(std::move(loaded));
+        c.model = std::make_unique<Model>(open_model(ModelRequest::from_spec(ModelSpec::parse(m), fallback)));
         const Config& cfg = c.model->config();
         for (const auto& note : cfg.notes) std::cerr << "vitreg-viewer: note: " << note << "\n";
         const Pixels px = load_pixels(image_path, spec, cfg, ImageLimits{});

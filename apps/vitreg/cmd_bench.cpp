@@ -88,7 +88,7 @@ void register_bench(CLI::App& app, Command& run) {
     auto a = std::make_shared<Args>();
     add_model_args(*cmd, a->model);
     cmd->add_option("--batch", a->batch, "images per forward")->check(CLI::Range(1, 1024))->capture_default_str();
-    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+    add_table_option(*cmd, "threads", a->threads);
     cmd->add_option("--size", a->size, "input HxW in pixels (default: the native grid)");
     cmd->add_option("--images", a->images,
                     "run these images, each resized to the bench size (--size, default native), instead of random "
@@ -160,11 +160,8 @@ void register_bench(CLI::App& app, Command& run) {
             if (a->peak) print_peak(m, a->batch, h, w, a->threads, gflops);
             if (m.precision().precision != Precision::Fp32) {
                 // The error next to the speed: the same inputs through the fp32 forward.
-                ModelArgs fp32 = a->model;
-                fp32.precision = "fp32";
-                fp32.act_quant = "per-token";
-                fp32.scales.clear();
-                fp32.int8_weights = 8;
+                ModelRequest fp32 = a->model.request();
+                fp32.precision = PrecisionOptions{};
                 const Features want = load_model(fp32).forward(pixels.data(), a->batch, h, w, opt);
                 const FeatureAgreement e = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
                 std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min

@@ -144,10 +144,7 @@ void register_compare(CLI::App& app, Command& run) {
             const auto images = expand_inputs(a->images);
             if (images.empty()) throw UsageError("no images given");
             std::vector<LabelledModel> configs;
-            for (const auto& spec : a->models) {
-                Configuration c = load_configuration(spec);
-                configs.push_back({std::move(c.label), std::move(c.model)});
-            }
+            for (const auto& spec : a->models) configs.push_back(load_configuration(spec));
 
             // Everything is computed before anything is written: a bad image leaves no output.
             const CompareResult result = compare(configs, images, options);

@@ -19,15 +19,15 @@ void register_convert(CLI::App& app, Command& run) {
     cmd->add_option("MODEL", a->model.model, "a checkpoint in any form vitreg reads (see vitreg info --help)")->required();
     cmd->add_option("OUT", a->out, "the .safetensors file to write")->required();
     cmd->add_option("--dtype", a->dtype, "storage type of the weights")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
-    cmd->add_option("--key", a->model.key, "PyTorch files: the key path of the state dict, dotted");
-    cmd->add_option("--attention", a->model.attention, "bake in another normalizer than trained (a retrofit)")
-        ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
-    cmd->add_option("--pos-interp", a->model.pos_interp, "position-embedding resampling to record")
-        ->check(CLI::IsMember({"offset", "antialias", "size"}));
+    // The table's options that change the configuration written; convert bakes them in.
+    add_table_option(*cmd, "key", a->model.options["key"]);
+    add_table_option(*cmd, "attention", a->model.options["attention"])
+        ->description("bake in another normalizer than trained (a retrofit)");
+    add_table_option(*cmd, "pos-interp", a->model.options["pos-interp"])->description("position-embedding resampling to record");
     cmd->callback([&run, a] {
         run = [a] {
             const DType dtype = a->dtype == "f16" ? DType::F16 : a->dtype == "bf16" ? DType::BF16 : DType::F32;
-            const Config c = convert_checkpoint(resolve_model_path(a->model.model), overrides_of(a->model), dtype, a->out);
+            const Config c = convert_checkpoint(resolve_model_path(a->model.model), a->model.request().overrides, dtype, a->out);
             for (const auto& note : c.notes) std::cerr << "vitreg: note: " << note << "\n";
             std::cerr << "vitreg: wrote " << a->out << " (" << to_string(c.family) << ", " << to_string(dtype) << ", from "
                       << to_string(c.layout) << " layout)\n";

@@ -50,7 +50,7 @@ void register_explore(CLI::App& app, Command& run) {
     cmd->add_option("--title", a->title, "the page's title")->capture_default_str();
     add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     add_input_limit_args(*cmd, a->limits);
-    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_table_option(*cmd, "threads", a->threads);
     cmd->callback([&run, a] {
         run = [a] {
             render::PageOptions options;

@@ -33,7 +33,7 @@ void register_linprobe(CLI::App& app, Command& run) {
         ->capture_default_str();
     cmd->add_option("--ridge", a->ridge, "ridge strength")->check(CLI::Range(0.0, 1e6))->capture_default_str();
     cmd->add_flag("--json", a->json, "print the result as JSON");
-    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_table_option(*cmd, "threads", a->threads);
     cmd->callback([&run, a] {
         run = [a] {
             namespace fs = std::filesystem;

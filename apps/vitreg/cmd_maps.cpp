@@ -43,7 +43,7 @@ void register_maps(CLI::App& app, Command& run) {
     cmd->add_flag("--save-norms", a->save_norms, "write norms.npy [layers, tokens]");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
     cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
-    cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_table_option(*cmd, "threads", a->threads);
     add_input_limit_args(*cmd, a->limits);
     cmd->callback([&run, a] {
         run = [a] {

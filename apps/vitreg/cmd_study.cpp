@@ -82,7 +82,7 @@ void register_study(CLI::App& app, Command& run) {
     cmd->add_option("--timing-images", a->options.timing_images, "images timed for ms/image (0: not timed)")
         ->check(CLI::Range(0, 1 << 20))
         ->capture_default_str();
-    cmd->add_option("--threads", a->options.threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+    add_table_option(*cmd, "threads", a->options.threads);
     add_input_limit_args(*cmd, a->input);
     cmd->callback([&run, a] {
         run = [a] {

@@ -11,27 +11,43 @@
 #include "vitreg/batch_job.hpp"
 #include "vitreg/calibrate.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/labelled_model.hpp"
 #include "vitreg/model.hpp"
+#include "vitreg/model_options.hpp"
+#include "vitreg/model_request.hpp"
 
 namespace vitreg::cli {
 
 // The subcommand to run once parsing succeeded; returns the exit status.
 using Command = std::function<int()>;
 
+// A model as the command line names it: MODEL and the values of the table's Open options
+// (model_options()) as given, their defaults otherwise.
 struct ModelArgs {
     std::string model;
-    std::string attention;   // "" = as trained
-    std::string pos_interp;  // "" = per checkpoint origin
-    std::string precision = "fp32", act_quant = "per-token", scales;
-    int int8_weights = 8;
-    std::string evict, register_neurons;  // "" = none
-    int ttr = 0;
-    SafetensorsLimits limits;
-    std::string key;  // PyTorch files: the state dict's key path ("" = found by itself)
+    OptionValues options;
+
+    ModelRequest request() const { return ModelRequest::from_options(model, options); }
 };
 
-// MODEL positional plus --attention / --pos-interp / --precision / --act-quant / --scales and
-// the interventions --evict / --ttr / --register-neurons.
+// One option of the table (model_options()) on `cmd`, bound to `target`: its flag, help, choices
+// or range, and the default --help shows.
+template <class T>
+CLI::Option* add_table_option(CLI::App& cmd, const std::string& name, T& target) {
+    const ModelOption& o = model_option(name);
+    CLI::Option* option = cmd.add_option("--" + o.name, target, o.help);
+    if (!o.choices.empty()) option->check(CLI::IsMember(o.choices));
+    if (o.kind == OptionKind::Integer) {
+        if (o.choices.empty()) option->check(CLI::Range(o.min, o.max));
+        option->type_name("INT");
+    }
+    if (!o.default_text.empty()) option->capture_default_str();
+    return option;
+}
+
+// MODEL positional plus the table's Open options: --key, --attention, --pos-interp, the precision
+// (--precision, --act-quant, --scales, --int8-weights), the interventions (--evict, --ttr,
+// --register-neurons) and the checkpoint's limits.
 void add_model_args(CLI::App& cmd, ModelArgs& args);
 // The bounds on what one input image may cost: --max-image-pixels, --max-tokens.
 struct InputLimits {
@@ -95,21 +111,13 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
-// Resolves, loads and packs; prints the loader's notes (inferred heads, retrofits) to stderr.
+// Resolves, loads and packs (open_model); prints the loader's notes (inferred heads, retrofits) to stderr.
+Model load_model(const ModelRequest& request);
 Model load_model(const ModelArgs& args);
 // One configuration of the commands that show several side by side (compare, explore, serve):
 // "MODEL[@KIND][@PRECISION][@evict=LIST][@ttr=K:NEURONS]" (ModelSpec), loaded, and its label.
-struct Configuration {
-    std::string label;
-    Model model;
-};
+using Configuration = LabelledModel;
 Configuration load_configuration(const std::string& text);
-// What the arguments change in the checkpoint's configuration (--attention, --pos-interp, --key, limits).
-ConfigOverrides overrides_of(const ModelArgs& args);
-// The precision the arguments ask for (Model::load refuses contradictions).
-PrecisionOptions precision_of(const ModelArgs& args);
-// The intervention the arguments ask for (Model::with refuses what does not fit the model).
-Intervention intervention_of(const ModelArgs& args);
 
 void register_info(CLI::App& app, Command& run);
 void register_extract(CLI::App& app, Command& run);

@@ -1,0 +1,97 @@
+#include "vitreg/model_options.hpp"
+
+#include <algorithm>
+
+#include "vitreg/error.hpp"
+#include "vitreg/model_request.hpp"
+
+namespace vitreg {
+
+namespace {
+
+std::vector<ModelOption> make_table() {
+    const SafetensorsLimits limits;
+    const PrecisionOptions precision;
+    const ImageLimits image;
+    using K = OptionKind;
+    using G = OptionGroup;
+    return {
+        {"key", K::Text, G::Open,
+         "PyTorch files: the key path of the state dict, dotted (model, model.state_dict); default: the top level, or "
+         "the first of model, state_dict, teacher, module that holds tensors",
+         {}, 0, 0, "", [](ModelRequest& r, const std::string& v) { r.overrides.state_dict_key = v; }},
+        {"attention", K::Text, G::Open, "run with another normalizer than trained (a retrofit)",
+         {"softmax", "softmax1", "sink"}, 0, 0, "",
+         [](ModelRequest& r, const std::string& v) { r.overrides.attention = parse_attention_kind(v); }},
+        {"pos-interp", K::Text, G::Open, "position-embedding resampling (default: per checkpoint origin)",
+         {"offset", "antialias", "size"}, 0, 0, "",
+         [](ModelRequest& r, const std::string& v) { r.overrides.pos_interp = parse_pos_interp(v); }},
+        {"precision", K::Text, G::Open, "fp32, bf16 (bf16 GEMMs, fp32 accumulation) or int8 (W8A8 linears, bf16 attention)",
+         {"fp32", "bf16", "int8"}, 0, 0, to_string(precision.precision),
+         [](ModelRequest& r, const std::string& v) { r.precision.precision = parse_precision(v); }},
+        {"act-quant", K::Text, G::Open, "int8 activations: per-token (dynamic) or per-tensor (static, from --scales)",
+         {"per-token", "per-tensor"}, 0, 0, to_string(precision.act_quant),
+         [](ModelRequest& r, const std::string& v) { r.precision.act_quant = parse_act_quant(v); }},
+        {"scales", K::Text, G::Open, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor", {}, 0, 0, "",
+         [](ModelRequest& r, const std::string& v) { r.precision.scales = v; }},
+        {"int8-weights", K::Integer, G::Open,
+         "int8 weight bits: 8, or 7 (ONNX Runtime's reduce_range: on a CPU without VNNI, int8 then runs vpmaddubsw "
+         "exactly instead of an emulation)",
+         {"7", "8"}, 7, 8, std::to_string(precision.int8_weight_bits),
+         [](ModelRequest& r, const std::string& v) { r.precision.int8_weight_bits = std::stoi(v); }},
+        {"evict", K::Text, G::Open,
+         "keys removed from every head's attention: sink, artifacts, registers, cls, reg:K, patch:R,C "
+         "(comma-separated; sink and artifacts are found per image by a first forward)",
+         {}, 0, 0, "", [](ModelRequest& r, const std::string& v) { r.intervention.evict = Eviction::parse(v); }},
+        {"ttr", K::Integer, G::Open, "test-time registers: K zero tokens after the trained registers (needs --register-neurons)",
+         {}, 0, 64, "", [](ModelRequest& r, const std::string& v) { r.intervention.test_time_registers = std::stoi(v); }},
+        {"register-neurons", K::Text, G::Open,
+         "the MLP neurons whose maxima move to the test-time registers: neurons.json[:TOP] (vitreg "
+         "find-register-neurons) or LAYER:NEURON,...",
+         {}, 0, 0, "",
+         [](ModelRequest& r, const std::string& v) { r.intervention.register_neurons = parse_register_neurons(v); }},
+        {"max-header-bytes", K::Integer, G::Open, "refuse checkpoints with a larger safetensors header", {}, 8,
+         std::int64_t(100) << 20, std::to_string(limits.max_header_bytes),
+         [](ModelRequest& r, const std::string& v) { r.overrides.limits.max_header_bytes = std::stoull(v); }},
+        {"max-json-depth", K::Integer, G::Open, "refuse JSON (header, config.json) nested deeper", {}, 2, 1000,
+         std::to_string(limits.max_json_depth),
+         [](ModelRequest& r, const std::string& v) { r.overrides.limits.max_json_depth = std::stoi(v); }},
+        {"threads", K::Integer, G::Run, "worker threads (0 = all cores)", {}, 0, 1024, "0",
+         [](ModelRequest& r, const std::string& v) { r.threads = std::stoi(v); }},
+        {"max-image-pixels", K::Integer, G::Run, "refuse images with more pixels (before decoding them)", {}, 1,
+         std::int64_t(1) << 40, std::to_string(image.max_pixels),
+         [](ModelRequest& r, const std::string& v) { r.image_limits.max_pixels = std::stoll(v); }},
+        {"max-tokens", K::Integer, G::Run, "refuse inputs that make more tokens than this (0 = no limit)", {}, 0,
+         std::int64_t(1) << 31, std::to_string(kDefaultMaxTokens),
+         [](ModelRequest& r, const std::string& v) { r.max_tokens = std::stoll(v); }},
+    };
+}
+
+}  // namespace
+
+std::string ModelOption::keyword() const {
+    std::string k = name;
+    std::replace(k.begin(), k.end(), '-', '_');
+    return k;
+}
+
+const std::vector<ModelOption>& model_options() {
+    static const std::vector<ModelOption> table = make_table();
+    return table;
+}
+
+const ModelOption& model_option(const std::string& name) {
+    for (const ModelOption& o : model_options())
+        if (o.name == name) return o;
+    throw UsageError("unknown model option '" + name + "'");
+}
+
+const std::string& model_name_help() {
+    static const std::string help =
+        "a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or pytorch_model.bin "
+        "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]) or a torch "
+        "hub name (dinov2_vits14_reg4)";
+    return help;
+}
+
+}  // namespace vitreg

@@ -1,0 +1,41 @@
+#include "vitreg/model_request.hpp"
+
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+#include "vitreg/model_options.hpp"
+#include "vitreg/parse_number.hpp"
+
+namespace vitreg {
+
+ModelRequest ModelRequest::from_options(const std::string& model, const OptionValues& values) {
+    ModelRequest r;
+    r.model = model;
+    for (const auto& named : values) model_option(named.first);  // refuses a name that is not an option
+    for (const ModelOption& option : model_options()) {
+        const auto given = values.find(option.name);
+        if (given == values.end() || given->second.empty()) continue;
+        const std::string& text = given->second;
+        // The command line's parser has checked numbers already; Python's keywords arrive here unchecked.
+        if (option.kind == OptionKind::Integer && !parse_integer(text, option.min, option.max))
+            throw UsageError("--" + option.name + " " + text + ": expected an integer in " + std::to_string(option.min) +
+                             ".." + std::to_string(option.max));
+        option.apply(r, text);
+    }
+    return r;
+}
+
+ModelRequest ModelRequest::from_spec(const ModelSpec& spec, ModelRequest base) {
+    base.model = spec.model;
+    if (spec.attention) base.overrides.attention = spec.attention;
+    if (spec.precision) base.precision = *spec.precision;
+    if (spec.intervention) base.intervention = *spec.intervention;
+    return base;
+}
+
+Model open_model(const ModelRequest& request) {
+    Model m = Model::load(resolve_model_path(request.model), request.overrides, request.precision);
+    if (!request.intervention.empty()) m = m.with(request.intervention);
+    return m;
+}
+
+}  // namespace vitreg
