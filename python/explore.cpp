@@ -11,8 +11,8 @@
 #include "bindings.hpp"
 #include "kwargs.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/explore_page.hpp"
-#include "vitreg/model_spec.hpp"
+#include "vitreg/render/explore_page.hpp"
+#include "vitreg/analysis/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::python {

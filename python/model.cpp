@@ -13,6 +13,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"
 

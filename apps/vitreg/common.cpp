@@ -8,7 +8,8 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/model_spec.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 
 namespace vitreg::cli {
 

@@ -1,11 +1,12 @@
-#include "vitreg/register_neurons.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "json_limits.hpp"
+#include "core/json_limits.hpp"
+#include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
@@ -121,6 +122,32 @@ RegisterNeuronRanking read_register_neurons(const std::string& path) {
     }
     if (r.selected.empty() || r.ranked.empty()) throw fail("no neurons");
     return r;
+}
+
+std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec) {
+    const auto json = spec.find(".json");
+    if (json != std::string::npos) {
+        const std::string path = spec.substr(0, json + 5), rest = spec.substr(json + 5);
+        const RegisterNeuronRanking r = read_register_neurons(path);
+        if (rest.empty()) return r.selected;
+        const auto top = rest[0] == ':' ? parse_integer(rest.substr(1), 1, 1 << 20) : std::nullopt;
+        if (!top) throw UsageError("--register-neurons " + spec + ": expected FILE.json or FILE.json:TOP");
+        std::vector<RegisterNeuron> best;
+        for (std::size_t i = 0; i < r.ranked.size() && best.size() < static_cast<std::size_t>(*top); ++i)
+            best.push_back({r.ranked[i].layer, r.ranked[i].neuron});
+        return best;
+    }
+    std::vector<RegisterNeuron> neurons;
+    for (const auto& p : split(spec, ',')) {
+        const auto colon = p.find(':');
+        const auto layer = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(0, colon), 0, 1 << 20);
+        const auto neuron = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(colon + 1), 0, 1 << 30);
+        if (!layer || !neuron)
+            throw UsageError("--register-neurons: bad entry '" + p + "' (expected LAYER:NEURON, or a neurons.json)");
+        const RegisterNeuron n{static_cast<int>(*layer), static_cast<int>(*neuron)};
+        if (std::find(neurons.begin(), neurons.end(), n) == neurons.end()) neurons.push_back(n);
+    }
+    return neurons;
 }
 
 }  // namespace vitreg

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
 
@@ -31,6 +31,10 @@ struct RegisterNeuronRanking {
 };
 
 RegisterNeuronRanking read_register_neurons(const std::string& path);  // IoError naming the fault
+// "L:N,L:N,..." or "neurons.json[:TOP]" (vitreg find-register-neurons' file: its TOP best,
+// or without TOP the ones it selected): what --register-neurons and "@ttr=K:NEURONS" take.
+// Here, not beside Intervention, because it reads the file. Throws UsageError / IoError.
+std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec);
 void write_register_neurons(const std::string& path, const RegisterNeuronRanking& ranking);
 
 // Accumulates scores from forwards whose Probe recorded norms and every layer's MLP activations.
