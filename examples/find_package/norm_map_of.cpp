@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
         norms[p] = static_cast<float>(std::sqrt(sum));
     }
     const auto [lo, hi] = std::minmax_element(norms.begin(), norms.end());
-    vitreg::write_png(argv[3], vitreg::colorize(norms.data(), f.grid_h, f.grid_w, *lo, *hi, vitreg::Colormap::Viridis));
+    namespace render = vitreg::render;
+    render::write_png(argv[3], render::colorize(norms.data(), f.grid_h, f.grid_w, *lo, *hi, render::Colormap::Viridis));
     std::cout << "norm map " << f.grid_h << "x" << f.grid_w << "\n";
 }
