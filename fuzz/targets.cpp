@@ -13,8 +13,8 @@
 #include "vitreg/inputs.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
-#include "vitreg/safetensors.hpp"
-#include "vitreg/torch_file.hpp"
+#include "core/safetensors.hpp"
+#include "io/torch_file.hpp"
 #include "../src/io/zip_reader.hpp"  // crc32, for the archives wrapped around bare pickles
 
 namespace vitreg::fuzz {

@@ -9,7 +9,9 @@
 
 #include "bindings.hpp"
 #include "kwargs.hpp"
-#include "vitreg/explore_page.hpp"
+#include "vitreg/render/explore_page.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/analysis/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::python {

@@ -15,7 +15,7 @@
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/merge.hpp"
-#include "vitreg/study.hpp"
+#include "vitreg/analysis/study.hpp"
 
 namespace vitreg::python {
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs vitreg into a temporary prefix and builds examples/find_package against it, the
-# way another project would use the library; then runs the example on a sample image, and
+# way another project would use the library (vitreg::core, and vitreg::render with OpenCV); then
+# runs the examples on a sample image, and
 # imports the installed Python module (when it was built) from where Debian's python3 looks.
 set -euo pipefail
 build=$1 root=$2
@@ -13,6 +14,10 @@ out=$("$tmp/build/cls_of" "$tmp/prefix/share/vitreg/weights/vitreg-untrained-s14
       "$root/assets/images/chelsea.png")
 echo "$out"
 [[ "$out" == "dim 192 cls "* ]]
+out=$("$tmp/build/norm_map_of" "$tmp/prefix/share/vitreg/weights/vitreg-untrained-s14-d192-reg4.safetensors" \
+      "$root/assets/images/chelsea.png" "$tmp/norms.png")
+echo "$out"
+[[ "$out" == "norm map "* && -s "$tmp/norms.png" ]]
 if [[ -d "$build/python" ]]; then
   module=$(find "$tmp/prefix/lib" -name 'vitreg*.so' -path '*dist-packages*')
   [[ -n "$module" ]] || { echo "the Python module was not installed under lib/python3*/dist-packages"; exit 1; }

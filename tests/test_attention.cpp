@@ -6,7 +6,7 @@
 #include <numeric>
 #include <vector>
 
-#include "vitreg/attention.hpp"
+#include "core/attention.hpp"
 
 using namespace vitreg;
 

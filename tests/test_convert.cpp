@@ -7,7 +7,7 @@
 #include "test_support.hpp"
 #include "vitreg/canonical_checkpoint.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

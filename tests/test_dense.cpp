@@ -10,9 +10,9 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/dense.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/linear_probe.hpp"
-#include "vitreg/pca.hpp"
-#include "vitreg/resample.hpp"
+#include "vitreg/analysis/linear_probe.hpp"
+#include "vitreg/analysis/pca.hpp"
+#include "core/resample.hpp"
 #include "vitreg/writers.hpp"
 
 using namespace vitreg;

@@ -14,8 +14,8 @@
 #include "vitreg/extract.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
-#include "vitreg/sink_calibration.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/sink_calibration.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

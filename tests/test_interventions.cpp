@@ -8,10 +8,10 @@
 #include "vitreg/error.hpp"
 #include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/model_spec.hpp"
-#include "vitreg/register_neurons.hpp"
-#include "vitreg/sink_calibration.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
+#include "vitreg/analysis/sink_calibration.hpp"
+#include "vitreg/analysis/stats.hpp"
 #include "vitreg/writers.hpp"
 
 using namespace vitreg;

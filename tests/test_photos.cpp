@@ -9,7 +9,7 @@
 #include "test_support.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/image.hpp"
-#include "vitreg/pil_resize.hpp"
+#include "io/pil_resize.hpp"
 #include "vitreg/preprocess.hpp"
 
 using namespace vitreg;

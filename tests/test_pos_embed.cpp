@@ -6,7 +6,7 @@
 
 #include "rope.hpp"
 #include "test_support.hpp"
-#include "vitreg/pos_embed.hpp"
+#include "core/pos_embed.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

@@ -14,7 +14,7 @@
 
 #include "cpu.hpp"
 #include "test_support.hpp"
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/writers.hpp"

@@ -10,9 +10,9 @@
 #include "vitreg/error.hpp"
 #include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/query_attention.hpp"
-#include "vitreg/rollout.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/query_attention.hpp"
+#include "vitreg/analysis/rollout.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

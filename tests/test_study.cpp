@@ -11,9 +11,9 @@
 
 #include "test_support.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/model_spec.hpp"
-#include "vitreg/safetensors.hpp"
-#include "vitreg/study.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "core/safetensors.hpp"
+#include "vitreg/analysis/study.hpp"
 
 using nlohmann::json;
 using namespace vitreg;

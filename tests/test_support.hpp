@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
 
 namespace vitreg::test {
 

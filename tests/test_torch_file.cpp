@@ -14,7 +14,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/torch_file.hpp"
+#include "io/torch_file.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

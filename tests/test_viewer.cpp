@@ -4,10 +4,10 @@
 
 #include "test_support.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/explorer.hpp"
+#include "vitreg/render/explorer.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/probe.hpp"
-#include "vitreg/render.hpp"
+#include "vitreg/render/render.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;

@@ -7,12 +7,13 @@
 
 #include "../pixel_args.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/explorer.hpp"
+#include "vitreg/render/explorer.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model_request.hpp"
-#include "vitreg/model_spec.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 #include "vitreg/probe.hpp"
-#include "vitreg/render.hpp"
+#include "vitreg/render/render.hpp"
 
 using namespace vitreg;
 using render::ViewState;

@@ -9,7 +9,7 @@
 #include "common.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/peak.hpp"
+#include "core/peak.hpp"
 #include "vitreg/preprocess.hpp"
 
 namespace vitreg::cli {

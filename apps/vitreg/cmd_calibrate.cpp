@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 
 namespace vitreg::cli {
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/sink_calibration.hpp"
+#include "vitreg/analysis/sink_calibration.hpp"
 
 namespace vitreg::cli {
 

@@ -9,8 +9,10 @@
 #include "vitreg/analysis/compare.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/report.hpp"
-#include "vitreg/views.hpp"
+#include "vitreg/render/report.hpp"
+#include "vitreg/render/views.hpp"
+#include "vitreg/analysis/inspect.hpp"
+#include "vitreg/analysis/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::cli {

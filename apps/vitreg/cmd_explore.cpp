@@ -7,7 +7,7 @@
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/explore_page.hpp"
+#include "vitreg/render/explore_page.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/writers.hpp"
 

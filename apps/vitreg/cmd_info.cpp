@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
 
 namespace vitreg::cli {
 

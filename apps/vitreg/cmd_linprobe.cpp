@@ -9,8 +9,8 @@
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/inspect.hpp"
-#include "vitreg/linear_probe.hpp"
+#include "vitreg/analysis/inspect.hpp"
+#include "vitreg/analysis/linear_probe.hpp"
 
 namespace vitreg::cli {
 

@@ -6,8 +6,8 @@
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/inspect.hpp"
-#include "vitreg/views.hpp"
+#include "vitreg/analysis/inspect.hpp"
+#include "vitreg/render/views.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::cli {

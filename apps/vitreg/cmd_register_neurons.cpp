@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "vitreg/register_neurons.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 
 namespace vitreg::cli {
 

@@ -9,9 +9,9 @@
 #include "common.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/parse_number.hpp"
-#include "vitreg/study.hpp"
-#include "vitreg/study_report.hpp"
+#include "core/parse_number.hpp"
+#include "vitreg/analysis/study.hpp"
+#include "vitreg/render/study_report.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::cli {

@@ -7,7 +7,8 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/model_spec.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 
 namespace vitreg::cli {
 

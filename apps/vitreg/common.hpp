@@ -9,7 +9,7 @@
 
 #include "../pixel_args.hpp"
 #include "vitreg/batch_job.hpp"
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/labelled_model.hpp"
 #include "vitreg/model.hpp"

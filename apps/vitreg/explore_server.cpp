@@ -8,7 +8,7 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 
 namespace vitreg::cli {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/explore_page.hpp"
+#include "vitreg/render/explore_page.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/preprocess.hpp"
 

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "vitreg/config.hpp"
-#include "vitreg/safetensors.hpp"
 #include "vitreg/tensor_file.hpp"
 
 namespace vitreg {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/pil_resize.hpp"
-#include "vitreg/safetensors.hpp"
+#include "vitreg/resize_filter.hpp"
+#include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
 

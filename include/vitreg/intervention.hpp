@@ -52,9 +52,6 @@ struct Intervention {
     void validate(const Config& config) const;
 };
 
-// "L:N,L:N,..." or "neurons.json[:TOP]" (vitreg find-register-neurons' file: its TOP best,
-// or without TOP the ones it selected). Throws UsageError / IoError naming the fault.
-std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec);
 std::string to_string(const std::vector<RegisterNeuron>& neurons);  // "1:21,3:7"
 
 // Which keys every (layer, image, head) evicts: [layers, batch, heads, tokens], 1 = evicted.

@@ -32,6 +32,14 @@ struct TensorView {
     std::vector<float> to_float() const;
 };
 
+// Bounds that a hostile safetensors file cannot push the reader past (ConfigOverrides carries
+// them, so they live with the files rather than with the safetensors reader).
+struct SafetensorsLimits {
+    std::uint64_t max_header_bytes = 100ull << 20;  // the format's own bound
+    std::size_t max_tensors = 1u << 20;
+    int max_json_depth = 64;  // of the header, and of an HF config.json beside it
+};
+
 class TensorFile {
 public:
     virtual ~TensorFile() = default;

@@ -1,4 +1,4 @@
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-#include "vitreg/classifier_head.hpp"
+#include "vitreg/analysis/classifier_head.hpp"
 
 #include <cmath>
 
-#include "json_limits.hpp"
+#include "core/json_limits.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
-#include "vitreg/safetensors.hpp"
+#include "core/parse_number.hpp"
+#include "core/safetensors.hpp"
 
 namespace vitreg {
 

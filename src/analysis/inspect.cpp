@@ -1,4 +1,4 @@
-#include "vitreg/inspect.hpp"
+#include "vitreg/analysis/inspect.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-#include "vitreg/linear_probe.hpp"
+#include "vitreg/analysis/linear_probe.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "vitreg/pca.hpp"
+#include "vitreg/analysis/pca.hpp"
 
 #include <Eigen/Dense>
 #include <algorithm>

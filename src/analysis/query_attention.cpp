@@ -1,12 +1,12 @@
-#include "vitreg/query_attention.hpp"
+#include "vitreg/analysis/query_attention.hpp"
 
 #include <Eigen/Core>
 #include <cmath>
 
-#include "../core/quantize.hpp"
-#include "vitreg/attention.hpp"
+#include "core/quantize.hpp"
+#include "core/attention.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/rollout.hpp"
+#include "vitreg/analysis/rollout.hpp"
 
 namespace vitreg {
 

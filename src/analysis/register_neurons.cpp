@@ -1,21 +1,15 @@
-#include "vitreg/register_neurons.hpp"
+#include "vitreg/analysis/register_neurons.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "json_limits.hpp"
+#include "core/json_limits.hpp"
+#include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
-
-namespace {
-
-constexpr const char* kFormat = "vitreg-register-neurons";
-constexpr int kVersion = 1;
-
-}  // namespace
 
 RegisterNeuronFinder::RegisterNeuronFinder(int layers, int hidden, float mad_k)
     : layers_(layers), hidden_(hidden), mad_k_(mad_k), sum_(static_cast<std::size_t>(layers) * hidden, 0.0) {}
@@ -86,40 +80,6 @@ RegisterNeuronRanking find_register_neurons(const Model& model, const std::vecto
     r.model = model.path();
     r.images = images;
     r.with_outliers = std::move(with_outliers);
-    return r;
-}
-
-void write_register_neurons(const std::string& path, const RegisterNeuronRanking& r) {
-    nlohmann::ordered_json ranked = nlohmann::ordered_json::array(), selected = nlohmann::ordered_json::array();
-    for (const auto& s : r.ranked) ranked.push_back({{"layer", s.layer}, {"neuron", s.neuron}, {"score", s.score}});
-    for (const auto& n : r.selected) selected.push_back({n.layer, n.neuron});
-    const nlohmann::ordered_json j = {
-        {"format", kFormat},     {"version", kVersion},           {"model", r.model},
-        {"rule", "norm > median + " + std::to_string(r.mad_k) + " MAD, last block, patches"},
-        {"mad_k", r.mad_k},      {"images", r.images},            {"images_with_outliers", r.with_outliers},
-        {"selected", selected},  {"ranked", ranked},
-    };
-    write_file_atomic(path, j.dump(1) + "\n");
-}
-
-RegisterNeuronRanking read_register_neurons(const std::string& path) {
-    const nlohmann::json j = read_format_file(path, kFormat, kVersion, "register-neuron file", "vitreg find-register-neurons");
-    const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg register-neuron file: " + why); };
-    RegisterNeuronRanking r;
-    try {
-        r.model = j.value("model", "");
-        r.images = j.value("images", std::vector<std::string>{});
-        r.with_outliers = j.value("images_with_outliers", std::vector<std::string>{});
-        r.mad_k = j.value("mad_k", 10.0f);
-        for (const auto& e : j.at("ranked")) r.ranked.push_back({e.at("layer").get<int>(), e.at("neuron").get<int>(), e.at("score").get<double>()});
-        for (const auto& e : j.at("selected")) {
-            if (!e.is_array() || e.size() != 2) throw fail("a \"selected\" entry is not [layer, neuron]");
-            r.selected.push_back({e[0].get<int>(), e[1].get<int>()});
-        }
-    } catch (const nlohmann::json::exception& e) {
-        throw fail(e.what());
-    }
-    if (r.selected.empty() || r.ranked.empty()) throw fail("no neurons");
     return r;
 }
 

@@ -1,4 +1,4 @@
-#include "vitreg/rollout.hpp"
+#include "vitreg/analysis/rollout.hpp"
 
 #include <Eigen/Core>
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "vitreg/sink_calibration.hpp"
+#include "vitreg/analysis/sink_calibration.hpp"
 
 #include "vitreg/canonical_checkpoint.hpp"
 
@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
-#include "../batch/durable_job.hpp"
+#include "io/file_digest.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/writers.hpp"
@@ -105,7 +106,7 @@ SinkCalibration calibrate_sink(const Model& model, const std::vector<std::string
     SinkCalibration cal = calibrator.finish();
     cal.images = images;
     cal.source = model.path();
-    cal.source_digest = batch::file_digest(model.path());
+    cal.source_digest = file_digest(model.path());
     return cal;
 }
 

@@ -1,25 +1,12 @@
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/robust_outliers.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
-
-namespace {
-
-float median_of(std::vector<float> v) {
-    if (v.empty()) return 0.0f;
-    const std::size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-    const float hi = v[mid];
-    if (v.size() % 2) return hi;
-    const float lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-    return 0.5f * (lo + hi);
-}
-
-}  // namespace
 
 LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& rules) {
     LayerStats s;
@@ -30,16 +17,15 @@ LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& ru
     std::vector<float> patch(norms + p0, norms + p0 + np);
     s.norm_min = *std::min_element(patch.begin(), patch.end());
     s.norm_max = *std::max_element(patch.begin(), patch.end());
-    s.norm_median = median_of(patch);
-    std::vector<float> dev(patch.size());
-    std::transform(patch.begin(), patch.end(), dev.begin(), [&](float v) { return std::fabs(v - s.norm_median); });
-    s.norm_mad = median_of(dev);
+    const RobustSpread spread = robust_spread(patch);
+    s.norm_median = spread.median;
+    s.norm_mad = spread.mad;
     s.max_inf_norm = *std::max_element(inf, inf + t.tokens);
     s.kurtosis = t.kurtosis[static_cast<std::size_t>(layer) * t.batch + b];
     s.cls_norm = t.class_token ? norms[0] : 0.0f;
     for (int r = 0; r < t.registers; ++r)
         s.register_norm_mean += norms[t.register_offset() + r] / static_cast<float>(t.registers);
-    s.robust_threshold = s.norm_median + rules.mad_k * s.norm_mad;
+    s.robust_threshold = spread.threshold(rules.mad_k);
     for (int i = 0; i < np; ++i) {
         if (patch[i] > rules.norm_threshold) s.artifact_tokens_abs.push_back(p0 + i);
         if (patch[i] > s.robust_threshold) s.artifact_tokens_robust.push_back(p0 + i);

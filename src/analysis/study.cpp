@@ -1,4 +1,4 @@
-#include "vitreg/study.hpp"
+#include "vitreg/analysis/study.hpp"
 
 #include <stdlib.h>
 
@@ -12,13 +12,13 @@
 #include <optional>
 #include <sstream>
 
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/classifier_head.hpp"
+#include "vitreg/analysis/classifier_head.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
-#include "vitreg/model_spec.hpp"
-#include "vitreg/sink_calibration.hpp"
+#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/analysis/sink_calibration.hpp"
 
 namespace vitreg {
 

@@ -6,10 +6,10 @@
 
 #include "chunked_job.hpp"
 #include "feature_table.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/pca.hpp"
-#include "vitreg/resample.hpp"
+#include "vitreg/analysis/pca.hpp"
+#include "core/resample.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {

@@ -14,7 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
+#include "io/file_digest.hpp"
 
 namespace vitreg::batch {
 
@@ -24,11 +25,6 @@ std::vector<std::string> list_dir(const std::string& dir);
 bool exists(const std::string& path);
 // A job file (job.json, run.json); throws UsageError naming it when it is not JSON.
 nlohmann::ordered_json read_json_file(const std::string& path);
-
-// A content digest of a file ("fnv1a64:<16 hex digits>"); throws IoError naming it.
-std::string file_digest(const std::string& path);
-// The same digest of a string.
-std::string text_digest(const std::string& text);
 
 // A chunk's per-row tensor: [ok rows, row_shape...] floats.
 struct ChunkTensor {

@@ -12,7 +12,7 @@
 #include "durable_job.hpp"
 #include "feature_table.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {

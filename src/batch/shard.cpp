@@ -6,7 +6,7 @@
 
 #include "vitreg/batch_job.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 
 namespace vitreg {
 

@@ -1,4 +1,4 @@
-#include "vitreg/attention.hpp"
+#include "core/attention.hpp"
 
 #include "vector_loops.hpp"
 

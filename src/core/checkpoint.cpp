@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "json_limits.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 #include "hub_cache.hpp"
 #include "vitreg/error.hpp"
 

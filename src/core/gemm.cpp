@@ -13,17 +13,6 @@ namespace vitreg::gemm {
 
 namespace {
 
-Isa detect() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return Isa::Avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::Avx2;
-#endif
-    return Isa::Portable;
-}
-
-const Isa kIsa = detect();
-
 // What a kernel does besides its product: the tile's width, its epilogue, and `fetch_lines`
 // cache lines from `fetch` to bring into L2 on the way, up to one per two steps of k (AVX2: four).
 // run_tiles points them at the next panel, which would otherwise come from L3 on its first strip.

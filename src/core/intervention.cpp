@@ -3,9 +3,8 @@
 #include <algorithm>
 
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
-#include "vitreg/register_neurons.hpp"
-#include "vitreg/stats.hpp"
+#include "core/parse_number.hpp"
+#include "core/robust_outliers.hpp"
 
 namespace vitreg {
 
@@ -67,32 +66,6 @@ void Intervention::validate(const Config& c) const {
                              std::to_string(c.mlp_hidden) + " MLP neurons)");
 }
 
-std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec) {
-    const auto json = spec.find(".json");
-    if (json != std::string::npos) {
-        const std::string path = spec.substr(0, json + 5), rest = spec.substr(json + 5);
-        const RegisterNeuronRanking r = read_register_neurons(path);
-        if (rest.empty()) return r.selected;
-        const auto top = rest[0] == ':' ? parse_integer(rest.substr(1), 1, 1 << 20) : std::nullopt;
-        if (!top) throw UsageError("--register-neurons " + spec + ": expected FILE.json or FILE.json:TOP");
-        std::vector<RegisterNeuron> best;
-        for (std::size_t i = 0; i < r.ranked.size() && best.size() < static_cast<std::size_t>(*top); ++i)
-            best.push_back({r.ranked[i].layer, r.ranked[i].neuron});
-        return best;
-    }
-    std::vector<RegisterNeuron> neurons;
-    for (const auto& p : split(spec, ',')) {
-        const auto colon = p.find(':');
-        const auto layer = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(0, colon), 0, 1 << 20);
-        const auto neuron = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(colon + 1), 0, 1 << 30);
-        if (!layer || !neuron)
-            throw UsageError("--register-neurons: bad entry '" + p + "' (expected LAYER:NEURON, or a neurons.json)");
-        const RegisterNeuron n{static_cast<int>(*layer), static_cast<int>(*neuron)};
-        if (std::find(neurons.begin(), neurons.end(), n) == neurons.end()) neurons.push_back(n);
-    }
-    return neurons;
-}
-
 std::vector<std::uint8_t> eviction_mask(const Eviction& e, const Trace& t, AttentionKind kind, float mad_k) {
     const std::size_t N = static_cast<std::size_t>(t.tokens);
     std::vector<std::uint8_t> mask(static_cast<std::size_t>(t.layers) * t.batch * t.heads * N, 0);
@@ -102,12 +75,14 @@ std::vector<std::uint8_t> eviction_mask(const Eviction& e, const Trace& t, Atten
         std::fill(always.begin() + t.register_offset(), always.begin() + t.patch_offset(), std::uint8_t(1));
     if (e.sink && t.key_mass.empty()) throw Error("eviction_mask: the first forward recorded no key mass");
     if (e.artifacts && t.norms.empty()) throw Error("eviction_mask: the first forward recorded no norms");
-    ArtifactRules rules;
-    rules.mad_k = mad_k;
+    const int last = t.layers - 1, p0 = t.patch_offset();
     for (int b = 0; b < t.batch; ++b) {
         std::vector<std::uint8_t> image = always;
-        if (e.artifacts)
-            for (int token : layer_stats(t, b, t.layers - 1, rules).artifact_tokens_robust) image[static_cast<std::size_t>(token)] = 1;
+        if (e.artifacts) {
+            const float* norms = t.norms_of(last, b);
+            for (int i : robust_outliers(std::vector<float>(norms + p0, norms + p0 + t.patch_count()), mad_k))
+                image[static_cast<std::size_t>(p0 + i)] = 1;
+        }
         for (int l = 0; l < t.layers; ++l)
             for (int h = 0; h < t.heads; ++h) {
                 std::uint8_t* m = mask.data() + ((static_cast<std::size_t>(l) * t.batch + b) * t.heads + h) * N;

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "vector_loops.hpp"
-#include "vitreg/attention.hpp"
+#include "core/attention.hpp"
 
 namespace vitreg::kernels {
 

@@ -13,7 +13,7 @@
 #include "rope.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/pos_embed.hpp"
+#include "core/pos_embed.hpp"
 
 namespace vitreg {
 

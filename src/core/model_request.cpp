@@ -3,7 +3,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model_options.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 
 namespace vitreg {
 

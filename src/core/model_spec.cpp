@@ -1,10 +1,11 @@
-#include "vitreg/model_spec.hpp"
+#include "vitreg/analysis/model_spec.hpp"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
+#include "vitreg/register_neuron_file.hpp"
 
 namespace vitreg {
 

@@ -1,4 +1,4 @@
-#include "vitreg/peak.hpp"
+#include "core/peak.hpp"
 
 #include <immintrin.h>
 #include <tbb/global_control.h>

@@ -1,6 +1,6 @@
-#include "vitreg/pos_embed.hpp"
+#include "core/pos_embed.hpp"
 
-#include "vitreg/resample.hpp"
+#include "core/resample.hpp"
 
 namespace vitreg {
 

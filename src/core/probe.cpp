@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {

@@ -1,4 +1,4 @@
-#include "vitreg/resample.hpp"
+#include "core/resample.hpp"
 
 #include <algorithm>
 #include <cmath>

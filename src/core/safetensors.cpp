@@ -1,14 +1,8 @@
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
 
 #include "quantize.hpp"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -96,106 +90,81 @@ std::uint64_t read_u64_le(const unsigned char* p) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimits& limits) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail(path, "not a regular file");
-    }
-    map_size_ = static_cast<std::size_t>(st.st_size);
-    if (map_size_ < 8) {
-        ::close(fd);
-        fail(path, "file is " + std::to_string(map_size_) + " bytes, too short for a safetensors header");
-    }
-    map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map_ == MAP_FAILED) {
-        map_ = nullptr;
-        fail(path, std::string("cannot map: ") + std::strerror(errno));
-    }
+SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimits& limits)
+    : path_(path), map_(path, 8, [](std::size_t size) {
+          return "file is " + std::to_string(size) + " bytes, too short for a safetensors header";
+      }) {
+    const auto* bytes = map_.data();
+    const std::uint64_t header_len = read_u64_le(bytes);
+    if (header_len > limits.max_header_bytes)
+        fail(path, "header claims " + std::to_string(header_len) + " bytes, over the limit of " +
+                       std::to_string(limits.max_header_bytes));
+    if (header_len > map_.size() - 8)
+        fail(path, "header claims " + std::to_string(header_len) + " bytes but the file has only " +
+                       std::to_string(map_.size() - 8) + " after the length (truncated?)");
+    const char* hbegin = reinterpret_cast<const char*>(bytes + 8);
+    nlohmann::json header;
     try {
-        const auto* bytes = static_cast<const unsigned char*>(map_);
-        const std::uint64_t header_len = read_u64_le(bytes);
-        if (header_len > limits.max_header_bytes)
-            fail(path, "header claims " + std::to_string(header_len) + " bytes, over the limit of " +
-                           std::to_string(limits.max_header_bytes));
-        if (header_len > map_size_ - 8)
-            fail(path, "header claims " + std::to_string(header_len) + " bytes but the file has only " +
-                           std::to_string(map_size_ - 8) + " after the length (truncated?)");
-        const char* hbegin = reinterpret_cast<const char*>(bytes + 8);
-        nlohmann::json header;
-        try {
-            header = parse_json_bounded(std::string_view(hbegin, header_len), limits.max_json_depth);
-        } catch (const std::exception& e) {
-            fail(path, std::string("header is not valid JSON: ") + e.what());
-        }
-        if (!header.is_object()) fail(path, "header is not a JSON object");
-        if (header.size() > limits.max_tensors + 1) fail(path, "header lists too many tensors");
-
-        const unsigned char* data = bytes + 8 + header_len;
-        const std::uint64_t data_size = map_size_ - 8 - header_len;
-        std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
-        for (auto it = header.begin(); it != header.end(); ++it) {
-            const std::string& name = it.key();
-            const auto& entry = it.value();
-            if (name == "__metadata__") {
-                if (!entry.is_object()) fail(path, "__metadata__ is not an object");
-                for (auto m = entry.begin(); m != entry.end(); ++m) {
-                    if (!m.value().is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
-                    metadata_[m.key()] = m.value().get<std::string>();
-                }
-                continue;
-            }
-            if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-                !entry.contains("data_offsets"))
-                fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
-            const auto& jd = entry["dtype"];
-            const auto& js = entry["shape"];
-            const auto& jo = entry["data_offsets"];
-            if (!jd.is_string()) fail(path, "tensor '" + name + "': dtype is not a string");
-            if (!js.is_array() || js.size() > 8) fail(path, "tensor '" + name + "': shape is not an array of rank <= 8");
-            if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
-                fail(path, "tensor '" + name + "': data_offsets is not a pair of non-negative integers");
-            TensorView v;
-            v.name = name;
-            v.dtype = parse_dtype(path, name, jd.get<std::string>());
-            std::uint64_t numel = 1;
-            for (const auto& d : js) {
-                if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape holds a non-integer or negative size");
-                const std::uint64_t s = d.get<std::uint64_t>();
-                if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
-                    fail(path, "tensor '" + name + "': shape overflows");
-                numel *= s;
-                v.shape.push_back(static_cast<std::int64_t>(s));
-            }
-            const std::uint64_t begin = jo[0].get<std::uint64_t>(), end = jo[1].get<std::uint64_t>();
-            if (begin > end || end > data_size)
-                fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(begin) + ", " +
-                               std::to_string(end) + "] fall outside the " + std::to_string(data_size) +
-                               "-byte data section (truncated file?)");
-            if (end - begin != numel * dtype_size(v.dtype))
-                fail(path, "tensor '" + name + "': " + std::to_string(end - begin) + " bytes for shape " +
-                               v.shape_string() + " of " + to_string(v.dtype) + " (expected " +
-                               std::to_string(numel * dtype_size(v.dtype)) + ")");
-            v.data = data + begin;
-            v.nbytes = static_cast<std::size_t>(end - begin);
-            if (v.nbytes) ranges.emplace_back(begin, end);
-            tensors_.emplace(name, std::move(v));
-        }
-        std::sort(ranges.begin(), ranges.end());
-        for (std::size_t i = 1; i < ranges.size(); ++i)
-            if (ranges[i].first < ranges[i - 1].second) fail(path, "two tensors overlap in the data section");
-    } catch (...) {
-        ::munmap(map_, map_size_);
-        map_ = nullptr;
-        throw;
+        header = parse_json_bounded(std::string_view(hbegin, header_len), limits.max_json_depth);
+    } catch (const std::exception& e) {
+        fail(path, std::string("header is not valid JSON: ") + e.what());
     }
-}
+    if (!header.is_object()) fail(path, "header is not a JSON object");
+    if (header.size() > limits.max_tensors + 1) fail(path, "header lists too many tensors");
 
-SafetensorsFile::~SafetensorsFile() {
-    if (map_) ::munmap(map_, map_size_);
+    const unsigned char* data = bytes + 8 + header_len;
+    const std::uint64_t data_size = map_.size() - 8 - header_len;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+    for (auto it = header.begin(); it != header.end(); ++it) {
+        const std::string& name = it.key();
+        const auto& entry = it.value();
+        if (name == "__metadata__") {
+            if (!entry.is_object()) fail(path, "__metadata__ is not an object");
+            for (auto m = entry.begin(); m != entry.end(); ++m) {
+                if (!m.value().is_string()) fail(path, "__metadata__ value '" + m.key() + "' is not a string");
+                metadata_[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
+        if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+            !entry.contains("data_offsets"))
+            fail(path, "tensor '" + name + "' lacks dtype, shape or data_offsets");
+        const auto& jd = entry["dtype"];
+        const auto& js = entry["shape"];
+        const auto& jo = entry["data_offsets"];
+        if (!jd.is_string()) fail(path, "tensor '" + name + "': dtype is not a string");
+        if (!js.is_array() || js.size() > 8) fail(path, "tensor '" + name + "': shape is not an array of rank <= 8");
+        if (!jo.is_array() || jo.size() != 2 || !jo[0].is_number_unsigned() || !jo[1].is_number_unsigned())
+            fail(path, "tensor '" + name + "': data_offsets is not a pair of non-negative integers");
+        TensorView v;
+        v.name = name;
+        v.dtype = parse_dtype(path, name, jd.get<std::string>());
+        std::uint64_t numel = 1;
+        for (const auto& d : js) {
+            if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape holds a non-integer or negative size");
+            const std::uint64_t s = d.get<std::uint64_t>();
+            if (s != 0 && numel > std::numeric_limits<std::uint64_t>::max() / 16 / s)
+                fail(path, "tensor '" + name + "': shape overflows");
+            numel *= s;
+            v.shape.push_back(static_cast<std::int64_t>(s));
+        }
+        const std::uint64_t begin = jo[0].get<std::uint64_t>(), end = jo[1].get<std::uint64_t>();
+        if (begin > end || end > data_size)
+            fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(begin) + ", " +
+                           std::to_string(end) + "] fall outside the " + std::to_string(data_size) +
+                           "-byte data section (truncated file?)");
+        if (end - begin != numel * dtype_size(v.dtype))
+            fail(path, "tensor '" + name + "': " + std::to_string(end - begin) + " bytes for shape " +
+                           v.shape_string() + " of " + to_string(v.dtype) + " (expected " +
+                           std::to_string(numel * dtype_size(v.dtype)) + ")");
+        v.data = data + begin;
+        v.nbytes = static_cast<std::size_t>(end - begin);
+        if (v.nbytes) ranges.emplace_back(begin, end);
+        tensors_.emplace(name, std::move(v));
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (std::size_t i = 1; i < ranges.size(); ++i)
+        if (ranges[i].first < ranges[i - 1].second) fail(path, "two tensors overlap in the data section");
 }
 
 void SafetensorsFile::release(const TensorView& tensor) const { drop_pages(tensor.data, tensor.nbytes); }

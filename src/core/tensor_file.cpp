@@ -9,8 +9,8 @@
 
 #include "vitreg/config.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/safetensors.hpp"
-#include "vitreg/torch_file.hpp"
+#include "core/safetensors.hpp"
+#include "io/torch_file.hpp"
 
 namespace vitreg {
 

@@ -12,12 +12,12 @@
 
 #include "cpu.hpp"
 #include "quantize.hpp"
-#include "vitreg/attention.hpp"
+#include "core/attention.hpp"
 
 namespace vitreg::loops {
 
 struct Table {
-    // The attention normalizer over one row of scores, in place (vitreg/attention.hpp).
+    // The attention normalizer over one row of scores, in place (core/attention.hpp).
     float (*normalize_attention)(float* z, std::size_t n, AttentionKind kind, float sink);
     // out = (x − mean) / √(var + eps) · w + b over one row of n.
     void (*layer_norm_row)(const float* x, int n, const float* w, const float* b, float eps, float* out);

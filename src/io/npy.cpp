@@ -1,7 +1,7 @@
 #include <cstring>
 
 #include "vitreg/error.hpp"
-#include "vitreg/safetensors.hpp"
+#include "core/safetensors.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {

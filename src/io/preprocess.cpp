@@ -3,10 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "vitreg/parse_number.hpp"
+#include "core/parse_number.hpp"
+#include "io/pil_resize.hpp"
 #include "vitreg/error.hpp"
 #include "pil_convert.hpp"
-#include "vitreg/resample.hpp"
+#include "core/resample.hpp"
 
 namespace vitreg {
 

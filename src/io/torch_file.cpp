@@ -1,12 +1,6 @@
-#include "vitreg/torch_file.hpp"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "io/torch_file.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -44,57 +38,29 @@ std::string in_archive(const std::string& name) {
 }  // namespace
 
 TorchFile::TorchFile(const std::string& path, const std::string& state_dict_key, const TorchFileLimits& limits)
-    : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw CheckpointError(path + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw CheckpointError(path + ": not a regular file");
-    }
-    map_size_ = static_cast<std::size_t>(st.st_size);
-    if (map_size_ == 0) {
-        ::close(fd);
-        throw CheckpointError(path + ": empty file, not a PyTorch checkpoint");
-    }
-    map_ = ::mmap(nullptr, map_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (map_ == MAP_FAILED) {
-        map_ = nullptr;
-        throw CheckpointError(path + ": cannot map: " + std::strerror(errno));
-    }
-    try {
-        read(state_dict_key, limits);
-    } catch (...) {
-        ::munmap(map_, map_size_);
-        map_ = nullptr;
-        throw;
-    }
-}
-
-TorchFile::~TorchFile() {
-    if (map_) ::munmap(map_, map_size_);
+    : path_(path), map_(path, 1, [](std::size_t) { return std::string("empty file, not a PyTorch checkpoint"); }) {
+    read(state_dict_key, limits);
 }
 
 void TorchFile::read(const std::string& state_dict_key, const TorchFileLimits& limits) {
     const auto fail = [&](const std::string& what) { throw CheckpointError(path_ + ": " + what); };
-    const auto* bytes = static_cast<const unsigned char*>(map_);
+    const auto* bytes = map_.data();
     const std::string resave = "torch.save(torch.load('" + path_ + "', map_location='cpu'), 'model.pth')";
 
-    if (map_size_ >= 2 && bytes[0] == 0x80 && bytes[1] <= 5) {
-        if (map_size_ >= 2 + sizeof kLegacyMagic && std::memcmp(bytes + 2, kLegacyMagic, sizeof kLegacyMagic) == 0)
+    if (map_.size() >= 2 && bytes[0] == 0x80 && bytes[1] <= 5) {
+        if (map_.size() >= 2 + sizeof kLegacyMagic && std::memcmp(bytes + 2, kLegacyMagic, sizeof kLegacyMagic) == 0)
             fail("written in PyTorch's legacy serialization format (before PyTorch 1.6, or "
                  "_use_new_zipfile_serialization=False), which vitreg does not read; save it again in the zip format "
                  "from Python: " + resave);
         fail("a bare pickle, not a torch.save zip archive; vitreg reads state dicts saved with torch.save (load it in "
              "PyTorch and torch.save(state_dict, 'model.pth'))");
     }
-    if (map_size_ < 4 || (std::memcmp(bytes, "PK\x03\x04", 4) != 0 && std::memcmp(bytes, "PK\x05\x06", 4) != 0))
+    if (map_.size() < 4 || (std::memcmp(bytes, "PK\x03\x04", 4) != 0 && std::memcmp(bytes, "PK\x05\x06", 4) != 0))
         fail("not a PyTorch checkpoint: torch.save writes a zip archive, and this file does not start like one");
 
     ZipLimits zl;
     zl.max_entries = limits.max_entries;
-    const ZipReader zip(bytes, map_size_, path_, zl);
+    const ZipReader zip(bytes, map_.size(), path_, zl);
 
     // torch.save: <name>/data.pkl, <name>/data/<key>, <name>/version. TorchScript adds code/ and constants.pkl.
     const ZipEntry* pkl = nullptr;
@@ -201,7 +167,7 @@ void TorchFile::read(const std::string& state_dict_key, const TorchFileLimits& l
     }
 
     std::uint64_t gathered = 0;
-    const std::uint64_t gather_limit = map_size_ + limits.max_gathered_extra_bytes;
+    const std::uint64_t gather_limit = map_.size() + limits.max_gathered_extra_bytes;
     for (std::size_t i = 0; i + 1 < dict->items.size(); i += 2) {
         const Object& k = vm.at(dict->items[i]);
         const Object& t = vm.at(dict->items[i + 1]);
@@ -317,8 +283,8 @@ std::vector<std::string> TorchFile::names() const {
 }
 
 void TorchFile::release(const TensorView& tensor) const {
-    const auto* begin = static_cast<const unsigned char*>(map_);
-    if (tensor.data >= begin && tensor.data < begin + map_size_) drop_pages(tensor.data, tensor.nbytes);
+    const auto* begin = map_.data();
+    if (tensor.data >= begin && tensor.data < begin + map_.size()) drop_pages(tensor.data, tensor.nbytes);
 }
 
 }  // namespace vitreg

@@ -1,4 +1,4 @@
-#include "vitreg/explore_page.hpp"
+#include "vitreg/render/explore_page.hpp"
 
 #include <zlib.h>
 
@@ -10,9 +10,9 @@
 
 #include "explore_assets.hpp"
 #include "vitreg/error.hpp"
-#include "vitreg/parse_number.hpp"
-#include "vitreg/render.hpp"
-#include "vitreg/report.hpp"
+#include "core/parse_number.hpp"
+#include "vitreg/render/render.hpp"
+#include "vitreg/render/report.hpp"
 
 namespace vitreg::render {
 

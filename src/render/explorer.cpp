@@ -1,12 +1,12 @@
-#include "vitreg/explorer.hpp"
+#include "vitreg/render/explorer.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <opencv2/imgproc.hpp>
 
 #include "vitreg/error.hpp"
-#include "vitreg/rollout.hpp"
-#include "vitreg/views.hpp"
+#include "vitreg/analysis/rollout.hpp"
+#include "vitreg/render/views.hpp"
 
 namespace vitreg::render {
 

@@ -1,4 +1,4 @@
-#include "vitreg/render.hpp"
+#include "vitreg/render/render.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "vitreg/report.hpp"
+#include "vitreg/render/report.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "vitreg/study_report.hpp"
+#include "vitreg/render/study_report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "vitreg/report.hpp"
+#include "vitreg/render/report.hpp"
 
 namespace vitreg::render {
 

@@ -1,4 +1,4 @@
-#include "vitreg/views.hpp"
+#include "vitreg/render/views.hpp"
 
 #include <algorithm>
 #include <cstdio>

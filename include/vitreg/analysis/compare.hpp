@@ -10,11 +10,11 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "vitreg/analysis/column_summary.hpp"
-#include "vitreg/inspect.hpp"
+#include "vitreg/analysis/inspect.hpp"
 #include "vitreg/labelled_model.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 namespace vitreg {
 

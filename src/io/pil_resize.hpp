@@ -5,16 +5,11 @@
 // NEAREST as PIL's affine scaling. What torchvision, timm, HF's slow processors and open_clip run
 // on PIL images.
 #include <cstdint>
-#include <string>
 #include <vector>
 
+#include "vitreg/resize_filter.hpp"
+
 namespace vitreg {
-
-enum class ResizeFilter { Nearest, Box, Bilinear, Hamming, Bicubic, Lanczos };
-
-std::string to_string(ResizeFilter f);
-// "nearest" | "box" | "bilinear" | "hamming" | "bicubic" | "lanczos"; throws UsageError.
-ResizeFilter parse_resize_filter(const std::string& s);
 
 // An 8-bit interleaved image of 1 to 4 bands.
 struct Bands {

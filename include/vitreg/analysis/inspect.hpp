@@ -6,7 +6,7 @@
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 

@@ -8,30 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/intervention.hpp"
+#include "vitreg/register_neuron_file.hpp"
 #include "vitreg/model.hpp"
 
 namespace vitreg {
-
-struct ScoredNeuron {
-    int layer = 0, neuron = 0;
-    double score = 0;
-};
-
-// What `vitreg find-register-neurons` writes ("format": "vitreg-register-neurons", version 1).
-struct RegisterNeuronRanking {
-    std::string model;
-    std::vector<std::string> images;      // the images searched
-    std::vector<std::string> with_outliers;  // those that had outlier positions (the scores' images)
-    float mad_k = 10.0f;                  // the outlier rule: norm > median + mad_k·MAD
-    std::vector<ScoredNeuron> ranked;     // best first (the file keeps the top kKeep)
-    std::vector<RegisterNeuron> selected;  // the neurons scoring at least half the best
-    static constexpr std::size_t kKeep = 256;
-};
-
-RegisterNeuronRanking read_register_neurons(const std::string& path);  // IoError naming the fault
-void write_register_neurons(const std::string& path, const RegisterNeuronRanking& ranking);
 
 // Accumulates scores from forwards whose Probe recorded norms and every layer's MLP activations.
 class RegisterNeuronFinder {

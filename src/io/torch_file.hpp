@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.hpp"
 #include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
@@ -39,7 +40,6 @@ public:
     // get a loadable file.
     explicit TorchFile(const std::string& path, const std::string& state_dict_key = "",
                        const TorchFileLimits& limits = {});
-    ~TorchFile() override;
     TorchFile(const TorchFile&) = delete;
     TorchFile& operator=(const TorchFile&) = delete;
 
@@ -59,8 +59,7 @@ private:
     void read(const std::string& state_dict_key, const TorchFileLimits& limits);
 
     std::string path_;
-    void* map_ = nullptr;
-    std::size_t map_size_ = 0;
+    MappedFile map_;
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
     std::vector<std::unique_ptr<unsigned char[]>> owned_;

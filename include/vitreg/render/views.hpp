@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "vitreg/probe.hpp"
-#include "vitreg/render.hpp"
-#include "vitreg/rollout.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/render/render.hpp"
+#include "vitreg/analysis/rollout.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 namespace vitreg::render {
 

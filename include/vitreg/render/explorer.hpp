@@ -9,8 +9,8 @@
 
 #include "vitreg/model.hpp"
 #include "vitreg/preprocess.hpp"
-#include "vitreg/query_attention.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/query_attention.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 namespace vitreg::render {
 

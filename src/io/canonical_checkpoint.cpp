@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdio>
 
-#include "durable_job.hpp"
+#include "io/file_digest.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/version.hpp"
 #include "vitreg/writers.hpp"
@@ -136,7 +136,7 @@ Config convert_checkpoint(const std::string& path, const ConfigOverrides& overri
     w.dtype = dtype;
     const std::string& file = ck.path();  // the weights file, also for a folder
     w.metadata = {{"source", file.substr(file.find_last_of('/') + 1)},
-                  {"source_digest", batch::file_digest(file)},
+                  {"source_digest", file_digest(file)},
                   {"source_layout", to_string(ck.config().layout)},
                   {"converted_by", std::string("vitreg convert ") + VITREG_VERSION}};
     write_canonical_checkpoint(ck, ck.config(), w, out);

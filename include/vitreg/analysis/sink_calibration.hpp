@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "vitreg/calibrate.hpp"
+#include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/model.hpp"
 
 namespace vitreg {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "vitreg/explorer.hpp"
+#include "vitreg/render/explorer.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/preprocess.hpp"
 

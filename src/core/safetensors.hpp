@@ -9,22 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "core/mapped_file.hpp"
 #include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
-
-// Bounds that a hostile file cannot push the reader past.
-struct SafetensorsLimits {
-    std::uint64_t max_header_bytes = 100ull << 20;  // the format's own bound
-    std::size_t max_tensors = 1u << 20;
-    int max_json_depth = 64;  // of the header, and of an HF config.json beside it
-};
 
 class SafetensorsFile final : public TensorFile {
 public:
     // Maps and validates `path`. Throws CheckpointError naming the file and the fault.
     explicit SafetensorsFile(const std::string& path, const SafetensorsLimits& limits = {});
-    ~SafetensorsFile();
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -38,8 +31,7 @@ public:
 
 private:
     std::string path_;
-    void* map_ = nullptr;
-    std::size_t map_size_ = 0;
+    MappedFile map_;
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
 };

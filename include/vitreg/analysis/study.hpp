@@ -15,7 +15,7 @@
 #include "vitreg/model.hpp"
 #include "vitreg/precision.hpp"
 #include "vitreg/preprocess.hpp"
-#include "vitreg/stats.hpp"
+#include "vitreg/analysis/stats.hpp"
 
 namespace vitreg {
 
