@@ -11,7 +11,7 @@
 #include "kwargs.hpp"
 #include "vitreg/render/explore_page.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::python {

@@ -4,7 +4,7 @@
 
 #include "bindings.hpp"
 #include "vitreg/model_request.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 
 namespace vitreg::python {
 

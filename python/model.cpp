@@ -16,7 +16,6 @@
 #include "vitreg/image.hpp"
 #include "vitreg/model_options.hpp"
 #include "vitreg/model_request.hpp"
-#include "vitreg/analysis/register_neurons.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"
 

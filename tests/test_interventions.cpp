@@ -8,7 +8,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/analysis/register_neurons.hpp"
 #include "vitreg/analysis/sink_calibration.hpp"
 #include "vitreg/analysis/stats.hpp"

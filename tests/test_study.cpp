@@ -11,7 +11,7 @@
 
 #include "test_support.hpp"
 #include "vitreg/checkpoint.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "core/safetensors.hpp"
 #include "vitreg/analysis/study.hpp"
 

@@ -10,8 +10,7 @@
 #include "vitreg/render/explorer.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model_request.hpp"
-#include "vitreg/analysis/model_spec.hpp"
-#include "vitreg/analysis/register_neurons.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/probe.hpp"
 #include "vitreg/render/render.hpp"
 

@@ -12,7 +12,7 @@
 #include "vitreg/render/report.hpp"
 #include "vitreg/render/views.hpp"
 #include "vitreg/analysis/inspect.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::cli {

@@ -7,8 +7,7 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
-#include "vitreg/analysis/model_spec.hpp"
-#include "vitreg/analysis/register_neurons.hpp"
+#include "vitreg/model_spec.hpp"
 
 namespace vitreg::cli {
 

@@ -10,7 +10,7 @@
 #include "vitreg/image.hpp"
 #include "vitreg/intervention.hpp"
 #include "vitreg/model.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/precision.hpp"
 
 namespace vitreg {

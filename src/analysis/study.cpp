@@ -17,7 +17,7 @@
 #include "vitreg/analysis/classifier_head.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/analysis/sink_calibration.hpp"
 
 namespace vitreg {

@@ -4,6 +4,7 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/model_request.hpp"
+#include "vitreg/register_neuron_file.hpp"
 
 namespace vitreg {
 

@@ -1,4 +1,4 @@
-#include "vitreg/analysis/model_spec.hpp"
+#include "vitreg/model_spec.hpp"
 
 #include <algorithm>
 #include <filesystem>
