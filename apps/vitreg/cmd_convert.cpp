@@ -21,9 +21,9 @@ void register_convert(CLI::App& app, Command& run) {
     cmd->add_option("--dtype", a->dtype, "storage type of the weights")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
     cmd->add_option("--key", a->model.key, "PyTorch files: the key path of the state dict, dotted");
     cmd->add_option("--attention", a->model.attention, "bake in another normalizer than trained (a retrofit)")
-        ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
+        ->check(CLI::IsMember(enum_names<AttentionKind>()));
     cmd->add_option("--pos-interp", a->model.pos_interp, "position-embedding resampling to record")
-        ->check(CLI::IsMember({"offset", "antialias", "size"}));
+        ->check(CLI::IsMember(enum_names<PosInterp>()));
     cmd->callback([&run, a] {
         run = [a] {
             const DType dtype = a->dtype == "f16" ? DType::F16 : a->dtype == "bf16" ? DType::BF16 : DType::F32;
