@@ -17,8 +17,8 @@ inline void add_pixel_args(CLI::App& cmd, PixelArgs& a,
                            const std::string& resize_help = "eval | none | WxH | short:N | long:N") {
     cmd.add_option("--resize", a.resize, resize_help)->capture_default_str();
     cmd.add_option("--pipeline", a.pipeline,
-                   "whose eval transform: torchvision | timm | hf | open_clip (default: the checkpoint's own)")
-        ->check(CLI::IsMember({"torchvision", "timm", "hf", "open_clip"}));
+                   "whose eval transform: " + enum_choices<PixelPipeline>(" | ", " | ") + " (default: the checkpoint's own)")
+        ->check(CLI::IsMember(enum_names<PixelPipeline>()));
     cmd.add_option("--resample", a.resample,
                    "pil: PIL's uint8 Image.resize, as PIL-image pipelines do; torch: F.interpolate's float "
                    "bicubic antialias, as pipelines that resize tensors do")

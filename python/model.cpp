@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <variant>
@@ -37,28 +39,27 @@ std::vector<int> layers_of(const Layers& spec, int depth) {
     return resolve_layers(joined, depth);
 }
 
-std::vector<float> vec3(const std::array<float, 3>& a) { return {a[0], a[1], a[2]}; }
-
 py::dict config_dict(const PyModel& self) {
     const Config& c = self.model.config();
-    return py::dict("family"_a = to_string(c.family), "layout"_a = to_string(c.layout), "path"_a = self.model.path(),
-                    "dim"_a = c.dim, "depth"_a = c.depth, "heads"_a = c.heads, "head_dim"_a = c.head_dim,
-                    "patch"_a = c.patch, "registers"_a = c.registers, "grid"_a = c.grid,
-                    "native_size"_a = c.native_size(), "mlp"_a = to_string(c.mlp), "mlp_hidden"_a = c.mlp_hidden,
-                    "attention"_a = to_string(c.attention), "precision"_a = self.model.precision().describe(),
-                    "intervention"_a = self.model.intervention().to_string(),
-                    "test_time_registers"_a = self.model.intervention().test_time_registers,
-                    "trained_attention"_a = to_string(c.trained_attention),
-                    "retrofit"_a = c.retrofit(), "sinks"_a = c.has_sinks, "layer_scale"_a = c.layer_scale,
-                    "pos_interp"_a = to_string(c.pos_interp), "positions"_a = to_string(c.positions),
-                    "rope_theta"_a = c.rope_theta,
-                    "rope_ref_grid"_a = std::vector<int>{c.rope_ref_grid[0], c.rope_ref_grid[1]},
-                    "attn_norm"_a = c.attn_norm, "mlp_norm"_a = c.mlp_norm, "eps"_a = c.eps, "mean"_a = vec3(c.mean),
-                    "std"_a = vec3(c.std), "dtype"_a = to_string(c.dtype), "parameters"_a = c.parameters,
-                    "class_token"_a = c.class_token, "pos_embed_class"_a = c.pos_embed_class, "pre_norm"_a = c.pre_norm,
-                    "patch_bias"_a = c.patch_bias, "qkv_bias"_a = c.qkv_bias, "final_norm"_a = c.final_norm,
-                    "pool"_a = to_string(c.pool), "fc_norm"_a = c.fc_norm, "proj_dim"_a = c.proj_dim,
-                    "input_size"_a = c.input_size, "crop_pct"_a = c.crop_pct, "notes"_a = c.notes);
+    const std::string described = to_json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    py::dict d = py::module_::import("json").attr("loads")(described);
+    // The names this dict used before it came from to_json, kept beside to_json's.
+    for (const auto& [earlier, key] : {std::pair<const char*, const char*>{"patch", "patch_size"},
+                                       {"registers", "num_registers"},
+                                       {"eps", "layer_norm_eps"},
+                                       {"mean", "image_mean"},
+                                       {"std", "image_std"},
+                                       {"mlp", "act"}})
+        d[earlier] = d[key];
+    // The loaded model's, beyond its checkpoint's configuration.
+    d["path"] = self.model.path();
+    d["layout"] = to_string(c.layout);
+    d["native_size"] = c.native_size();
+    d["retrofit"] = c.retrofit();
+    d["precision"] = self.model.precision().describe();
+    d["intervention"] = self.model.intervention().to_string();
+    d["test_time_registers"] = self.model.intervention().test_time_registers;
+    return d;
 }
 
 // The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous.
@@ -273,13 +274,18 @@ void bind_model(py::module_& m) {
              }),
              "model"_a)
         .def_property_readonly("config", &config_dict,
-                               "The resolved configuration as a dict: family, layout, path, dim, depth, heads, "
-                               "head_dim, patch, registers (trained), test_time_registers, grid, native_size, mlp, "
-                               "mlp_hidden, attention, precision, intervention, "
-                               "trained_attention, retrofit, sinks, layer_scale, pos_interp, positions (learned | "
-                               "rope-axial | rope-eva), rope_theta, rope_ref_grid, attn_norm, mlp_norm, eps, mean, "
-                               "std, dtype, "
-                               "parameters, notes (what the loader inferred or changed).")
+                               "The resolved configuration as a dict. The checkpoint's, under the keys of a converted "
+                               "checkpoint's metadata (C++ to_json(Config)): family, dim, depth, heads, head_dim, "
+                               "patch_size, num_registers (trained), grid, mlp_hidden, act (gelu | quick_gelu | swiglu | "
+                               "gelu_tanh), attention (what runs), trained_attention, sinks, layer_scale, pos_interp, "
+                               "positions (learned | rope-axial | rope-eva), rope_theta, rope_ref_grid, layer_norm_eps, "
+                               "class_token, pos_embed_class, pre_norm, patch_bias, qkv_bias, final_norm, attn_norm, "
+                               "mlp_norm, pool (token | avg | map), fc_norm, proj_dim, input_size, crop_pct, "
+                               "eval_squash, image_pipeline, interpolation, image_mean, image_std, dtype, parameters, "
+                               "evict (none | sink: stored in the checkpoint), notes (what the loader inferred or "
+                               "changed). The same values under earlier names: patch, registers, eps, mean, std, mlp. "
+                               "The loaded model's: path, layout, native_size, retrofit, precision, intervention, "
+                               "test_time_registers.")
         .def_property_readonly("path", [](const PyModel& self) { return self.model.path(); },
                                "The checkpoint file or folder this model was loaded from.")
         .def_readwrite("threads", &PyModel::threads, "Worker threads of every call (0 = all cores).")

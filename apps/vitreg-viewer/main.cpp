@@ -120,7 +120,7 @@ int run(int argc, char** argv) {
     vitreg::cli::PixelArgs pixels;
     vitreg::cli::add_pixel_args(cli, pixels);
     cli.add_option("--attention", retrofits, "also run every checkpoint with these normalizers (retrofits), e.g. softmax1 sink")
-        ->check(CLI::IsMember({"softmax", "softmax1", "sink"}));
+        ->check(CLI::IsMember(enum_names<AttentionKind>()));
     cli.add_option("--snapshot", snapshot, "render the view to this PNG and exit (no window)");
     cli.add_option("--layer", layer, "layer to show (a number, -1 or last)")->capture_default_str();
     cli.add_option("--head", head, "mean | max | a head number")->capture_default_str();

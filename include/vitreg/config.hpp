@@ -3,10 +3,13 @@
 // gathered once from checkpoint metadata, a sibling config.json and tensor shapes.
 #include <array>
 #include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "vitreg/enum_names.hpp"
 #include "vitreg/resize_filter.hpp"
 #include "vitreg/tensor_file.hpp"
 
@@ -75,6 +78,54 @@ enum class Positions {
                 // reference grid (t = i / n · ref) times θ^(−4j/head_dim); prefix tokens unrotated
 };
 
+// The enums' user-facing names (enum_names.hpp), in the order their choices are listed.
+template <>
+struct EnumTable<AttentionKind> {
+    static constexpr const char* what = "attention kind";
+    static constexpr EnumName<AttentionKind> names[] = {
+        {AttentionKind::Softmax, "softmax"}, {AttentionKind::Softmax1, "softmax1"}, {AttentionKind::Sink, "sink"}};
+};
+template <>
+struct EnumTable<PosInterp> {
+    static constexpr const char* what = "position interpolation";
+    static constexpr EnumName<PosInterp> names[] = {
+        {PosInterp::Offset, "offset"}, {PosInterp::Antialias, "antialias"}, {PosInterp::Size, "size"}};
+};
+template <>
+struct EnumTable<MlpKind> {
+    static constexpr const char* what = "activation";
+    static constexpr EnumName<MlpKind> names[] = {{MlpKind::Gelu, "gelu"},
+                                                  {MlpKind::QuickGelu, "quick_gelu"},
+                                                  {MlpKind::SwiGlu, "swiglu"},
+                                                  {MlpKind::GeluTanh, "gelu_tanh"}};
+};
+template <>
+struct EnumTable<Family> {
+    static constexpr const char* what = "family";
+    static constexpr EnumName<Family> names[] = {{Family::Dinov2, "dinov2"}, {Family::Dinov3, "dinov3"},
+                                                 {Family::Timm, "timm"},     {Family::Clip, "clip"},
+                                                 {Family::Siglip, "siglip"}, {Family::Eva, "eva"}};
+};
+template <>
+struct EnumTable<Pool> {
+    static constexpr const char* what = "pool";
+    static constexpr EnumName<Pool> names[] = {{Pool::Token, "token"}, {Pool::Avg, "avg"}, {Pool::Map, "map"}};
+};
+template <>
+struct EnumTable<PixelPipeline> {
+    static constexpr const char* what = "pipeline";
+    static constexpr EnumName<PixelPipeline> names[] = {{PixelPipeline::Torchvision, "torchvision"},
+                                                        {PixelPipeline::Timm, "timm"},
+                                                        {PixelPipeline::HF, "hf"},
+                                                        {PixelPipeline::OpenClip, "open_clip"}};
+};
+template <>
+struct EnumTable<Positions> {
+    static constexpr const char* what = "positions";
+    static constexpr EnumName<Positions> names[] = {
+        {Positions::Learned, "learned"}, {Positions::RopeAxial, "rope-axial"}, {Positions::RopeEva, "rope-eva"}};
+};
+
 std::string to_string(AttentionKind k);
 std::string to_string(PosInterp p);
 std::string to_string(MlpKind m);
@@ -83,7 +134,7 @@ std::string to_string(Family f);
 std::string to_string(Pool p);
 std::string to_string(PixelPipeline p);
 std::string to_string(Positions p);
-// Parse user-facing names; throw UsageError listing the accepted ones.
+// Parse user-facing names; throw UsageError listing the accepted ones (parse_enum<E> for the others).
 AttentionKind parse_attention_kind(const std::string& s);
 PosInterp parse_pos_interp(const std::string& s);
 PixelPipeline parse_pixel_pipeline(const std::string& s);
@@ -152,6 +203,19 @@ struct Config {
     // Shortest side of the eval transform before its center crop: floor(input_size / crop_pct).
     int eval_resize() const;
 };
+
+// Every field of a Config as JSON (enums by name, mean / std / rope_ref_grid as arrays); the keys
+// are those of a converted checkpoint's metadata where it has one (config_metadata).
+nlohmann::json to_json(const Config& c);
+// The Config that to_json wrote; throws ConfigError naming the key that is missing or holds a bad value.
+Config config_from_json(const nlohmann::json& j);
+// A converted checkpoint's __metadata__ for its configuration: to_json's values as strings, under
+// the same keys, for what the canonical tensor names do not tell (the checkpoint loader reads them).
+std::map<std::string, std::string> config_metadata(const nlohmann::json& config);
+// Sets the fields that metadata as config_metadata writes states, over what `c` holds (an act is
+// read only when the tensors did not make c.mlp SwiGLU; evict=sink adds no note). Throws
+// ConfigError naming `file`, the key and the value.
+void apply_config_metadata(const std::map<std::string, std::string>& meta, Config& c, const std::string& file);
 
 // What the caller may change at load time.
 struct ConfigOverrides {

@@ -3,9 +3,19 @@
 // line give them. Here, beside Config, so that reading a configuration needs no image code.
 #include <string>
 
+#include "vitreg/enum_names.hpp"
+
 namespace vitreg {
 
 enum class ResizeFilter { Nearest, Box, Bilinear, Hamming, Bicubic, Lanczos };
+
+template <>
+struct EnumTable<ResizeFilter> {
+    static constexpr const char* what = "resize filter";
+    static constexpr EnumName<ResizeFilter> names[] = {
+        {ResizeFilter::Nearest, "nearest"}, {ResizeFilter::Box, "box"},         {ResizeFilter::Bilinear, "bilinear"},
+        {ResizeFilter::Hamming, "hamming"}, {ResizeFilter::Bicubic, "bicubic"}, {ResizeFilter::Lanczos, "lanczos"}};
+};
 
 std::string to_string(ResizeFilter f);
 // "nearest" | "box" | "bilinear" | "hamming" | "bicubic" | "lanczos"; throws UsageError.

@@ -10,9 +10,17 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/enum_names.hpp"
+
 namespace vitreg {
 
 enum class DType { F32, F16, BF16 };
+
+template <>
+struct EnumTable<DType> {
+    static constexpr const char* what = "dtype";
+    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}};
+};
 
 std::string to_string(DType d);
 std::size_t dtype_size(DType d);

@@ -24,9 +24,9 @@ ModelSpec ModelSpec::parse(const std::string& text) {
     m.model = text;
     for (auto at = m.model.rfind('@'); at != std::string::npos; at = m.model.rfind('@')) {
         const std::string s = m.model.substr(at + 1);
-        if (s == "softmax" || s == "softmax1" || s == "sink") {
+        if (const auto kind = find_enum<AttentionKind>(s)) {
             if (m.attention) throw UsageError(text + ": two attention kinds");
-            m.attention = parse_attention_kind(s);
+            m.attention = kind;
         } else if (s == "fp32" || s == "bf16" || s == "int8" || s.rfind("int8=", 0) == 0) {
             if (m.precision) throw UsageError(text + ": two precisions");
             PrecisionOptions p;

@@ -76,10 +76,9 @@ namespace {
 }
 
 DType parse_dtype(const std::string& path, const std::string& name, const std::string& s) {
-    if (s == "F32") return DType::F32;
-    if (s == "F16") return DType::F16;
-    if (s == "BF16") return DType::BF16;
-    fail(path, "tensor '" + name + "' has dtype '" + s + "', which vitreg does not read (F32, F16, BF16 only)");
+    if (auto d = find_enum<DType>(s)) return *d;
+    fail(path, "tensor '" + name + "' has dtype '" + s + "', which vitreg does not read (" + enum_choices<DType>(", ", ", ") +
+                   " only)");
 }
 
 std::uint64_t read_u64_le(const unsigned char* p) {

@@ -14,14 +14,7 @@
 
 namespace vitreg {
 
-std::string to_string(DType d) {
-    switch (d) {
-        case DType::F32: return "F32";
-        case DType::F16: return "F16";
-        case DType::BF16: return "BF16";
-    }
-    return "?";
-}
+std::string to_string(DType d) { return name_of(d); }
 
 std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : 2; }
 

@@ -1,7 +1,6 @@
 #include "vitreg/canonical_checkpoint.hpp"
 
-#include <array>
-#include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "io/file_digest.hpp"
 #include "vitreg/error.hpp"
@@ -9,18 +8,6 @@
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
-
-namespace {
-
-std::string number(double v, int digits = 9) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
-    return buf;
-}
-
-std::string triple(const std::array<float, 3>& v) { return number(v[0]) + "," + number(v[1]) + "," + number(v[2]); }
-
-}  // namespace
 
 void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const CanonicalWrite& w, const std::string& out) {
     if (w.sinks && w.sinks->size() != static_cast<std::size_t>(c.depth) * c.heads)
@@ -97,35 +84,12 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     }
     for (auto& [name, t] : tensors) t.data = data[name].data();
 
-    std::map<std::string, std::string> meta = {
-        {"format", "pt"},
-        {"heads", std::to_string(c.heads)},
-        {"patch_size", std::to_string(c.patch)},
-        {"num_registers", std::to_string(c.registers)},
-        {"attention", to_string(w.sinks ? AttentionKind::Sink : c.attention)},
-        {"pos_interp", to_string(c.pos_interp)},
-        {"layer_norm_eps", number(c.eps)},
-        {"image_mean", triple(c.mean)},
-        {"image_std", triple(c.std)},
-    };
-    if (c.evict_sink && !w.sinks) meta["evict"] = "sink";  // new logits: the caller says whether they evict
-    // What the canonical names do not say about the other families (DESIGN.md §7).
-    if (c.family != Family::Dinov2) meta["family"] = to_string(c.family);
-    if (c.mlp == MlpKind::QuickGelu || c.mlp == MlpKind::GeluTanh) meta["act"] = to_string(c.mlp);
-    meta["eval_squash"] = c.eval_squash ? "1" : "0";  // (a family's default may be either: SigLIP's HF and timm transforms differ)
-    if (c.positions != Positions::Learned) {
-        meta["positions"] = to_string(c.positions);
-        meta["rope_theta"] = number(c.rope_theta, 9);
-        if (c.positions == Positions::RopeEva)
-            meta["rope_ref_grid"] = std::to_string(c.rope_ref_grid[0]) + "," + std::to_string(c.rope_ref_grid[1]);
+    auto meta = config_metadata(to_json(c));
+    meta["format"] = "pt";
+    if (w.sinks) {  // new logits: the caller says whether they evict
+        meta["attention"] = to_string(AttentionKind::Sink);
+        meta.erase("evict");
     }
-    if (c.input_size != Config{}.input_size || c.crop_pct != Config{}.crop_pct) {
-        meta["input_size"] = std::to_string(c.input_size);
-        meta["crop_pct"] = number(c.crop_pct, 17);
-    }
-    // The eval transform's rules, which the canonical names no longer tell.
-    if (c.pipeline != PixelPipeline::Torchvision) meta["image_pipeline"] = to_string(c.pipeline);
-    if (c.interpolation != ResizeFilter::Bicubic) meta["interpolation"] = to_string(c.interpolation);
     for (const auto& [k, v] : w.metadata) meta[k] = v;
     write_safetensors(out, tensors, meta);
 }

@@ -6,6 +6,7 @@ Run by CTest: PYTHONPATH=build/python python3 -m pytest tests/python, with VITRE
 the vitreg command and VITREG_ROOT the source tree."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -392,6 +393,12 @@ def test_help_reads_well():
                   vitreg.extract, vitreg.dense, vitreg.merge, vitreg.Error, vitreg.UsageError):
         assert thing.__doc__ and len(thing.__doc__) > 40, thing
     assert "final-normed features" in vitreg.Model.forward.__doc__
+
+
+def test_the_config_docstring_names_every_key_of_the_config(model):
+    doc = vitreg.Model.config.__doc__
+    named = set(re.findall(r"[a-z_0-9]+", doc))
+    assert set(model.config) <= named, sorted(set(model.config) - named)
 
 
 def test_the_readme_example_scores_what_vitreg_linprobe_scores():
