@@ -1,33 +1,21 @@
 #include "vitreg/checkpoint.hpp"
 
-#include <dirent.h>
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "json_limits.hpp"
 #include "vitreg/parse_number.hpp"
-#include "hub_cache.hpp"
+#include "file_kind.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
 
 namespace {
 
-bool is_dir(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 std::string parent_dir(const std::string& p) {
     const auto slash = p.find_last_of('/');
     return slash == std::string::npos ? "." : p.substr(0, slash);
@@ -1192,74 +1180,6 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
         if (tower) c.parameters += file_->get(name).numel();
     }
     return c;
-}
-
-namespace {
-
-std::vector<std::string> weight_dirs() {
-    std::vector<std::string> dirs;
-    if (const char* env = std::getenv("VITREG_WEIGHTS")) dirs.emplace_back(env);
-#ifdef VITREG_SOURCE_WEIGHTS_DIR
-    dirs.emplace_back(VITREG_SOURCE_WEIGHTS_DIR);
-#endif
-#ifdef VITREG_INSTALL_WEIGHTS_DIR
-    dirs.emplace_back(VITREG_INSTALL_WEIGHTS_DIR);
-#endif
-    return dirs;
-}
-
-}  // namespace
-
-std::string resolve_model_path(const std::string& spec) {
-    if (is_file(spec) || is_dir(spec)) return spec;
-    const bool hf_prefix = starts_with(spec, "hf:");
-    if (hf_prefix || looks_like_hub_id(spec)) {
-        const std::string id = hf_prefix ? spec.substr(3) : spec;
-        if (!looks_like_hub_id(id)) throw CheckpointError(spec + ": not a Hugging Face hub id (hf:ORG/NAME[@REVISION])");
-        std::string looked;
-        if (auto snapshot = hf_cache_snapshot(id, &looked)) return *snapshot;
-        throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
-                              "e.g. huggingface-cli download " + id.substr(0, id.find('@')));
-    }
-    std::string torch_looked;
-    if (spec.find('/') == std::string::npos) {
-        for (const auto& d : weight_dirs()) {
-            const std::string base = d + "/" + spec;
-            if (is_file(base + ".safetensors")) return base + ".safetensors";
-            if (is_file(base + "/model.safetensors") || is_file(base)) return base;
-        }
-        // Torch hub names, after the shipped ones.
-        if (auto file = torch_hub_checkpoint(spec, &torch_looked)) return *file;
-        if (const std::string repo = torch_hub_repository(spec); !repo.empty())
-            throw CheckpointError(spec + ": " + torch_looked + "; vitreg reads the local cache and downloads nothing: "
-                                  "fetch it first, e.g. python3 -c \"import torch; torch.hub.load('" + repo + "', '" +
-                                  spec + "')\"");
-    }
-    std::string known;
-    for (const auto& n : shipped_models()) known += (known.empty() ? "" : ", ") + n;
-    throw CheckpointError(spec + ": no such checkpoint file, folder or shipped name" +
-                          (known.empty() ? std::string() : " (shipped: " + known + ")"));
-}
-
-}  // namespace vitreg
-
-
-namespace vitreg {
-
-std::vector<std::string> shipped_models() {
-    std::set<std::string> names;
-    for (const auto& d : weight_dirs()) {
-        DIR* dir = ::opendir(d.c_str());
-        if (!dir) continue;
-        while (const dirent* e = ::readdir(dir)) {
-            const std::string n = e->d_name;
-            if (n[0] == '.') continue;
-            if (ends_with(n, ".safetensors") && is_file(d + "/" + n)) names.insert(n.substr(0, n.size() - 12));
-            else if (is_file(d + "/" + n + "/model.safetensors")) names.insert(n);
-        }
-        ::closedir(dir);
-    }
-    return {names.begin(), names.end()};
 }
 
 }  // namespace vitreg
