@@ -38,7 +38,7 @@ std::vector<float> vec3(const std::array<float, 3>& a) { return {a[0], a[1], a[2
 
 py::dict config_dict(const PyModel& self) {
     const Config& c = self.model.config();
-    return py::dict("family"_a = to_string(c.family), "layout"_a = to_string(c.layout), "path"_a = self.model.path(),
+    return py::dict("family"_a = to_string(c.family), "layout"_a = c.source, "path"_a = self.model.path(),
                     "dim"_a = c.dim, "depth"_a = c.depth, "heads"_a = c.heads, "head_dim"_a = c.head_dim,
                     "patch"_a = c.patch, "registers"_a = c.registers, "grid"_a = c.grid,
                     "native_size"_a = c.native_size(), "mlp"_a = to_string(c.mlp), "mlp_hidden"_a = c.mlp_hidden,

@@ -77,21 +77,6 @@ std::string to_string(Positions p) {
     return "?";
 }
 
-std::string to_string(Layout l) {
-    switch (l) {
-        case Layout::Dinov2: return "dinov2";
-        case Layout::TimmReg: return "timm-reg";
-        case Layout::HF: return "hf";
-        case Layout::OpenClip: return "open-clip";
-        case Layout::HFClip: return "hf-clip";
-        case Layout::HFSiglip: return "hf-siglip";
-        case Layout::HFDinov3: return "hf-dinov3";
-        case Layout::Dinov3Hub: return "dinov3-hub";
-        case Layout::TimmEva: return "timm-eva";
-    }
-    return "?";
-}
-
 AttentionKind parse_attention_kind(const std::string& s) {
     if (s == "softmax") return AttentionKind::Softmax;
     if (s == "softmax1") return AttentionKind::Softmax1;
