@@ -126,24 +126,28 @@ SideFiles read_side_files(const Source& source, const std::string& dir, const st
 
 namespace {
 
-// The eval transform the configs beside the weights describe: open_clip's preprocess_cfg, HF's
-// preprocessor_config.json, timm's pretrained_cfg.
-void apply_pixel_configs(const SideFiles& side, Config& c, Notes& notes) {
-    // A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
-    const auto interpolation = [&](const nlohmann::json* v, const std::string& where) {
-        if (!v || !v->is_string()) return;
-        try {
-            c.interpolation = parse_resize_filter(v->get<std::string>());
-        } catch (const UsageError&) {
-            notes.add(NoteTopic::Pixels, where + " asks for '" + v->get<std::string>() + "' resizing; vitreg resizes " +
-                                             to_string(c.interpolation));
-        }
-    };
+// A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
+void apply_interpolation(const nlohmann::json* v, const std::string& where, Config& c, Notes& notes) {
+    if (!v || !v->is_string()) return;
+    try {
+        c.interpolation = parse_resize_filter(v->get<std::string>());
+    } catch (const UsageError&) {
+        notes.add(NoteTopic::Pixels, where + " asks for '" + v->get<std::string>() + "' resizing; vitreg resizes " +
+                                         to_string(c.interpolation));
+    }
+}
+
+// open_clip's preprocess_cfg.
+void apply_open_clip_preprocess(const SideFiles& side, Config& c, Notes& notes) {
     if (const auto* pc = dig(side.open_clip, {"preprocess_cfg"})) {
         if (const auto* m = dig(*pc, {"mean"})) c.mean = json_triple(*m, side.open_clip_file, "preprocess_cfg.mean");
         if (const auto* s = dig(*pc, {"std"})) c.std = json_triple(*s, side.open_clip_file, "preprocess_cfg.std");
-        interpolation(dig(*pc, {"interpolation"}), side.open_clip_file);
+        apply_interpolation(dig(*pc, {"interpolation"}), side.open_clip_file, c, notes);
     }
+}
+
+// HF's preprocessor_config.json.
+void apply_hf_preprocessor(const SideFiles& side, Config& c) {
     if (!side.preprocessor.is_null()) {
         const auto& pp = side.preprocessor;
         const std::string& file = side.preprocessor_file;
@@ -172,6 +176,10 @@ void apply_pixel_configs(const SideFiles& side, Config& c, Notes& notes) {
         if (crop) c.input_size = static_cast<int>(*crop);
         if (crop && shortest) c.crop_pct = static_cast<double>(*crop) / static_cast<double>(*shortest);
     }
+}
+
+// timm's pretrained_cfg.
+void apply_timm_pretrained(const SideFiles& side, Config& c, Notes& notes) {
     if (const auto* pretrained = side.pretrained()) {
         const std::string pf = side.cfg_file + " pretrained_cfg";
         c.pipeline = PixelPipeline::Timm;  // a timm config beside any source makes the transform timm's
@@ -186,7 +194,7 @@ void apply_pixel_configs(const SideFiles& side, Config& c, Notes& notes) {
                                                  "; --resize eval crops a square of the height");
             c.input_size = static_cast<int>(ih);
         }
-        interpolation(dig(*pretrained, {"interpolation"}), pf);
+        apply_interpolation(dig(*pretrained, {"interpolation"}), pf, c, notes);
         // timm's crop_mode: center (the default), squash (resize to the input, no crop), border.
         c.eval_squash = false;
         if (const auto* m = dig(*pretrained, {"crop_mode"}); m && m->is_string()) {
@@ -232,7 +240,10 @@ void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes
     }
     if (src.activation) src.activation(c, side, notes);
     if (auto v = side.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
-    apply_pixel_configs(side, c, notes);
+    // The eval transform.
+    apply_open_clip_preprocess(side, c, notes);
+    apply_hf_preprocessor(side, c);
+    apply_timm_pretrained(side, c, notes);
 }
 
 }  // namespace vitreg::source
