@@ -53,7 +53,7 @@ py::dict config_dict(const PyModel& self) {
         d[earlier] = d[key];
     // The loaded model's, beyond its checkpoint's configuration.
     d["path"] = self.model.path();
-    d["layout"] = to_string(c.layout);
+    d["layout"] = c.source;
     d["native_size"] = c.native_size();
     d["retrofit"] = c.retrofit();
     d["precision"] = self.model.precision().describe();

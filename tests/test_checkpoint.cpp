@@ -54,7 +54,7 @@ TEST_CASE("layouts and defaults resolve as DESIGN.md says") {
     CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().pos_interp == PosInterp::Antialias);
     CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().dtype == DType::F16);
     const Checkpoint timm(fixture("models/timm_reg2_bf16.safetensors"));
-    CHECK(timm.config().layout == Layout::TimmReg);
+    CHECK(timm.config().source == "timm-reg");
     CHECK(timm.config().dtype == DType::BF16);
     CHECK(timm.config().eps == Approx(1e-5));
     CHECK(Checkpoint(fixture("models/hf_dinov2")).config().pos_interp == PosInterp::Size);

@@ -32,8 +32,9 @@ std::vector<std::string> entries(const std::string& dir, const std::string& suff
     return out;
 }
 
-// Every field but the layout, which names how the file was read rather than what the model is.
+// Every field of Config, the source included.
 void check_same(const Config& a, const Config& b) {
+    CHECK(a.source == b.source);
     CHECK(a.dim == b.dim);
     CHECK(a.depth == b.depth);
     CHECK(a.heads == b.heads);

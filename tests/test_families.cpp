@@ -43,7 +43,7 @@ std::vector<float> smooth(int h, int w) {
 
 TEST_CASE("each layout is recognized and resolves its family's facts") {
     const Config hf = Checkpoint(fixture(kHfClip)).config();
-    CHECK(hf.layout == Layout::HFClip);
+    CHECK(hf.source == "hf-clip");
     CHECK(hf.family == Family::Clip);
     CHECK(hf.mlp == MlpKind::QuickGelu);
     CHECK(hf.pre_norm);
@@ -68,7 +68,7 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
     for (const char* folder : {"models/hf_siglip", "models/hf_siglip_full"}) {
         INFO(folder);
         const Config sg = Checkpoint(fixture(folder)).config();
-        CHECK(sg.layout == Layout::HFSiglip);
+        CHECK(sg.source == "hf-siglip");
         CHECK(sg.family == Family::Siglip);
         CHECK(sg.mlp == MlpKind::GeluTanh);  // the full SiglipModel's vision_config names none: HF's default
         CHECK(sg.pool == Pool::Map);
@@ -103,7 +103,7 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
     CHECK(ts.mean[0] == Approx(0.5));
 
     const Config oc = Checkpoint(fixture(kOpenClip)).config();
-    CHECK(oc.layout == Layout::OpenClip);
+    CHECK(oc.source == "open-clip");
     CHECK(oc.family == Family::Clip);
     CHECK(oc.mlp == MlpKind::QuickGelu);
     CHECK(oc.heads == 2);  // width 32 / head_width 16
@@ -151,7 +151,7 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
 TEST_CASE("timm's Eva: each layout of EVA-02's attention and MLP, its rotary positions and EVA-CLIP's tower") {
     // eva02_small: fused qkv with q_bias / v_bias, SwiGLU packed in fc1, fc_norm over the mean.
     const Config s = Checkpoint(fixture("models/timm_eva02_small")).config();
-    CHECK(s.layout == Layout::TimmEva);
+    CHECK(s.source == "timm-eva");
     CHECK(s.family == Family::Eva);
     CHECK(s.positions == Positions::RopeEva);
     CHECK(s.has_pos_embed());  // beside the rotation, a learned pos_embed with a class row
@@ -174,7 +174,7 @@ TEST_CASE("timm's Eva: each layout of EVA-02's attention and MLP, its rotary pos
     // eva02_base: q/k/v projections, fc1_g / fc1_x with the sub-LayerNorm, gamma_1 / gamma_2, a
     // stated ref_feat_shape.
     const Config b = Checkpoint(fixture("models/timm_eva02_base")).config();
-    CHECK(b.layout == Layout::TimmEva);
+    CHECK(b.source == "timm-eva");
     CHECK(b.rope_ref_grid == std::array<int, 2>{6, 6});
     CHECK(b.mlp == MlpKind::SwiGlu);
     CHECK(b.mlp_norm);

@@ -272,7 +272,7 @@ TEST_CASE("DINOv3's torch hub files: the HF folder's features, the unused k bias
         const Model hub = Model::load(torch_fixture(pth));
         const Model hf = Model::load(fixture(folder));
         const Config& c = hub.config();
-        CHECK(to_string(c.layout) == "dinov3-hub");
+        CHECK(c.source == "dinov3-hub");
         CHECK(c.family == Family::Dinov3);
         CHECK(c.positions == Positions::RopeAxial);
         CHECK(c.heads == hf.config().heads);  // from the rotary periods: head_dim / 4 of them

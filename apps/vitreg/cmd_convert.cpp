@@ -30,7 +30,7 @@ void register_convert(CLI::App& app, Command& run) {
             const Config c = convert_checkpoint(resolve_model_path(a->model.model), a->model.request().overrides, dtype, a->out);
             for (const auto& note : c.notes) std::cerr << "vitreg: note: " << note << "\n";
             std::cerr << "vitreg: wrote " << a->out << " (" << to_string(c.family) << ", " << to_string(dtype) << ", from "
-                      << to_string(c.layout) << " layout)\n";
+                      << c.source << " layout)\n";
             return 0;
         };
     });

@@ -18,7 +18,7 @@ void register_info(CLI::App& app, Command& run) {
             auto row = [](const char* k, const std::string& v) { std::cout << std::left << std::setw(14) << k << v << "\n"; };
             row("file", m.path());
             row("family", to_string(c.family));
-            row("layout", to_string(c.layout));
+            row("layout", c.source);
             row("dim", std::to_string(c.dim));
             row("depth", std::to_string(c.depth));
             row("heads", std::to_string(c.heads) + " (head dim " + std::to_string(c.head_dim) + ")");

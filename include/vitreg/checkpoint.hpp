@@ -1,7 +1,7 @@
 #pragma once
-// A checkpoint on disk: a safetensors or PyTorch file (plus a sibling config.json for HF), its layout,
-// and the Config resolved from it. Hands out tensors by their canonical (dinov2) names; the
-// layout adapters only translate names.
+// A checkpoint on disk: a safetensors or PyTorch file (plus a sibling config.json for HF), its source
+// (the format that wrote it), and the Config resolved from it. Hands out tensors by their canonical
+// (dinov2) names; the sources only translate names (src/core/checkpoint/).
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +10,10 @@
 #include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
+
+namespace source {
+struct NameTable;
+}
 
 class Checkpoint {
 public:
@@ -36,16 +40,13 @@ private:
     std::vector<std::string> source_names(const std::string& canonical) const;
     void apply_bias_mask(const TensorView& bias, std::vector<float>& values) const;
     bool proj_transposed() const;
-    Config resolve(const std::string& dir, const ConfigOverrides& overrides);
+    Config resolve(const std::string& dir, const ConfigOverrides& overrides);  // src/core/checkpoint/resolve.cpp
 
     std::unique_ptr<TensorFile> file_;
     std::string prefix_;  // e.g. "dinov2." for HF task models
-    // Where the canonical `proj` [D, E] comes from in the dinov2 / timm layouts (timm CLIP's
-    // `head.weight` [E, D]); empty: `proj` itself.
-    std::string proj_source_;
-    // timm Eva's block names (canonical suffix -> stored), picked from the tensors: its attention
-    // and MLP each come in two layouts.
-    std::vector<std::pair<std::string, std::string>> eva_block_;
+    // Canonical -> stored names: the source's table for this file (a few sources pick names from
+    // the tensors; timm's CLIP head may stand for `proj`).
+    std::shared_ptr<source::NameTable> names_;
     Config config_;
 };
 

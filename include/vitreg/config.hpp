@@ -57,18 +57,6 @@ enum class PixelPipeline {
     OpenClip,     // torchvision's, resized in the file's own mode and converted to RGB after
 };
 
-// Which naming scheme the checkpoint uses.
-enum class Layout {
-    Dinov2,   // dinov2 hub / timm names
-    TimmReg,  // timm's converted register models (reg_token, cls_token holds its position)
-    HF,       // HF transformers Dinov2Model / Dinov2WithRegistersModel
-    OpenClip, // OpenAI / OpenCLIP `visual.*` (+ open_clip_config.json)
-    HFClip,   // HF transformers CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`
-    HFSiglip, // HF transformers SiglipVisionModel / SiglipModel `vision_model.*` (no class token, a MAP head)
-    HFDinov3, // HF transformers DINOv3ViTModel: q/k/v/o projections, no position embedding (rotary positions)
-    Dinov3Hub, // facebookresearch/dinov3 torch hub: dinov2 names, storage_tokens, a masked k bias, w1/w2/w3
-    TimmEva,   // timm's Eva (EVA-02, EVA-CLIP towers): q_bias/v_bias or q/k/v projections, gamma_1/2, SwiGLU fc1(_g/_x)
-};
 // Where the tokens' positions come from.
 enum class Positions {
     Learned,    // a learned embedding added before the blocks, resampled to the grid (pos_interp)
@@ -129,7 +117,6 @@ struct EnumTable<Positions> {
 std::string to_string(AttentionKind k);
 std::string to_string(PosInterp p);
 std::string to_string(MlpKind m);
-std::string to_string(Layout l);
 std::string to_string(Family f);
 std::string to_string(Pool p);
 std::string to_string(PixelPipeline p);
@@ -140,7 +127,7 @@ PosInterp parse_pos_interp(const std::string& s);
 PixelPipeline parse_pixel_pipeline(const std::string& s);
 
 struct Config {
-    Layout layout = Layout::Dinov2;
+    std::string source = "dinov2";  // the checkpoint's naming scheme (what `vitreg info` prints as its layout)
     int dim = 0;
     int depth = 0;
     int heads = 0;

@@ -49,7 +49,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
     nlohmann::json info = {
         {"model", model.path()},
         {"family", to_string(c.family)},
-        {"layout", to_string(c.layout)},
+        {"layout", c.source},
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
         {"intervention", model.intervention().to_string()},

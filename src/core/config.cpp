@@ -21,21 +21,6 @@ std::string to_string(Pool p) { return name_of(p); }
 std::string to_string(PixelPipeline p) { return name_of(p); }
 std::string to_string(Positions p) { return name_of(p); }
 
-std::string to_string(Layout l) {
-    switch (l) {
-        case Layout::Dinov2: return "dinov2";
-        case Layout::TimmReg: return "timm-reg";
-        case Layout::HF: return "hf";
-        case Layout::OpenClip: return "open-clip";
-        case Layout::HFClip: return "hf-clip";
-        case Layout::HFSiglip: return "hf-siglip";
-        case Layout::HFDinov3: return "hf-dinov3";
-        case Layout::Dinov3Hub: return "dinov3-hub";
-        case Layout::TimmEva: return "timm-eva";
-    }
-    return "?";
-}
-
 AttentionKind parse_attention_kind(const std::string& s) { return parse_enum<AttentionKind>(s); }
 PosInterp parse_pos_interp(const std::string& s) { return parse_enum<PosInterp>(s); }
 PixelPipeline parse_pixel_pipeline(const std::string& s) { return parse_enum<PixelPipeline>(s); }
@@ -46,6 +31,7 @@ int Config::eval_resize() const {
 
 nlohmann::json to_json(const Config& c) {
     return {
+        {"source", c.source},
         {"family", to_string(c.family)},
         {"dim", c.dim},
         {"depth", c.depth},
@@ -158,6 +144,7 @@ std::string joined_numbers(const nlohmann::json& values, int digits) {
 Config config_from_json(const nlohmann::json& j) {
     const Reader r(j);
     Config c;
+    r.read("source", c.source);
     r.read_enum("family", c.family);
     r.read("dim", c.dim);
     r.read("depth", c.depth);

@@ -1,7 +1,6 @@
-#include "hub_cache.hpp"
+#include "core/hub_cache.hpp"
 
 #include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,18 +9,11 @@
 #include <regex>
 #include <vector>
 
+#include "core/file_kind.hpp"
+
 namespace vitreg {
 
 namespace {
-
-bool is_dir(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
 
 std::string env(const char* name) {
     const char* v = std::getenv(name);

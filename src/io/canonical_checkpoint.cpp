@@ -101,7 +101,7 @@ Config convert_checkpoint(const std::string& path, const ConfigOverrides& overri
     const std::string& file = ck.path();  // the weights file, also for a folder
     w.metadata = {{"source", file.substr(file.find_last_of('/') + 1)},
                   {"source_digest", file_digest(file)},
-                  {"source_layout", to_string(ck.config().layout)},
+                  {"source_layout", ck.config().source},
                   {"converted_by", std::string("vitreg convert ") + VITREG_VERSION}};
     write_canonical_checkpoint(ck, ck.config(), w, out);
     return ck.config();

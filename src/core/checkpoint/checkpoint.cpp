@@ -1,0 +1,149 @@
+#include "vitreg/checkpoint.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/checkpoint/name_table.hpp"
+#include "core/checkpoint/shape.hpp"
+#include "core/file_kind.hpp"
+#include "vitreg/error.hpp"
+
+namespace vitreg {
+
+namespace {
+
+std::string parent_dir(const std::string& p) {
+    const auto slash = p.find_last_of('/');
+    return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+    TensorView v;
+    v.shape = shape;
+    return v.shape_string();
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides) {
+    std::string file = path;
+    if (is_dir(path)) {
+        // The weights a hub folder holds, safetensors first (HF, open_clip).
+        file.clear();
+        for (const char* name : {"model.safetensors", "open_clip_model.safetensors", "pytorch_model.bin",
+                                 "open_clip_pytorch_model.bin"})
+            if (is_file(path + "/" + name)) {
+                file = path + "/" + name;
+                break;
+            }
+        if (file.empty()) {
+            std::string why = "folder holds no model.safetensors nor pytorch_model.bin";
+            if (is_file(path + "/model.safetensors.index.json") || is_file(path + "/pytorch_model.bin.index.json"))
+                why = "holds a sharded model (an .index.json); vitreg reads one model.safetensors or pytorch_model.bin";
+            throw CheckpointError(path + ": " + why);
+        }
+    }
+    file_ = open_tensor_file(file, overrides);
+    config_ = resolve(parent_dir(file), overrides);
+}
+
+std::vector<std::string> Checkpoint::source_names(const std::string& canonical) const {
+    auto names = source::stored_names(canonical, *names_);
+    for (auto& n : names) n = prefix_ + n;
+    return names;
+}
+
+// Stored [E, D] where the canonical `proj` is [D, E]: HF's visual_projection.weight, timm's head.
+bool Checkpoint::proj_transposed() const { return names_->proj_transposed; }
+
+// A bias stored in parts (HF's q, k and v) may leave a part out: that part is zero (DINOv3's k
+// has no bias, nor has EVA-02's).
+namespace {
+bool part_may_be_absent(const std::string& canonical, std::size_t parts) {
+    return parts > 1 && canonical.size() > 5 && canonical.compare(canonical.size() - 5, 5, ".bias") == 0;
+}
+}  // namespace
+
+bool Checkpoint::has(const std::string& canonical) const {
+    const auto names = source_names(canonical);
+    std::size_t present = 0;
+    for (const auto& n : names) present += file_->has(n) ? 1 : 0;
+    return present == names.size() || (present > 0 && part_may_be_absent(canonical, names.size()));
+}
+
+std::vector<const TensorView*> Checkpoint::parts(const std::string& canonical) const {
+    const auto names = source_names(canonical);
+    const bool optional = part_may_be_absent(canonical, names.size()) && has(canonical);
+    std::vector<const TensorView*> out;
+    for (const auto& n : names) out.push_back(optional && !file_->has(n) ? nullptr : &file_->get(n));
+    return out;
+}
+
+// DINOv3's qkv keeps a k bias it never uses: `bias_mask` beside it (1 kept, 0 masked; the forward
+// computes bias · mask) says which. A masked entry is zero here, whatever the file holds.
+void Checkpoint::apply_bias_mask(const TensorView& bias, std::vector<float>& values) const {
+    const std::string mask_name = bias.name + "_mask";
+    if (bias.name.size() < 5 || bias.name.compare(bias.name.size() - 5, 5, ".bias") != 0 || !file_->has(mask_name)) return;
+    const auto& m = file_->get(mask_name);
+    if (m.numel() != static_cast<std::int64_t>(values.size()))
+        throw CheckpointError(path() + ": tensor '" + mask_name + "' has shape " + m.shape_string() + ", expected that of '" +
+                              bias.name + "' " + bias.shape_string());
+    const auto mask = m.to_float();
+    file_->release(m);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (mask[i] == 1.0f) continue;
+        if (mask[i] != 0.0f && !std::isnan(mask[i]))
+            throw CheckpointError(path() + ": tensor '" + mask_name + "' holds " + std::to_string(mask[i]) +
+                                  " at " + std::to_string(i) + " (a bias mask holds 0 or 1)");
+        values[i] = 0.0f;
+    }
+}
+
+std::vector<float> Checkpoint::load(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
+    const auto views = parts(canonical);
+    const bool transpose = canonical == "proj" && proj_transposed() && shape.size() == 2;
+    // Parts (HF query/key/value) split dim 0 evenly, unless stored otherwise (below).
+    std::vector<std::int64_t> part_shape = transpose ? std::vector<std::int64_t>{shape[1], shape[0]} : shape;
+    part_shape[0] /= static_cast<std::int64_t>(views.size());
+    // Parts of unequal rows (timm's attention pool: q [D], kv [2D]) when every part is stored,
+    // each a whole multiple of the smallest and all of them the whole.
+    std::vector<std::int64_t> rows(views.size(), part_shape[0]);
+    if (views.size() > 1 && std::none_of(views.begin(), views.end(), [](const TensorView* v) { return v == nullptr; })) {
+        std::int64_t total = 0, least = INT64_MAX;
+        for (const auto* v : views) least = std::min(least, v->shape.empty() ? 0 : v->shape[0]);
+        bool whole = least > 0;
+        for (std::size_t i = 0; i < views.size() && whole; ++i) {
+            rows[i] = views[i]->shape[0];
+            whole = rows[i] % least == 0;
+            total += rows[i];
+        }
+        if (!whole || total != (transpose ? shape[1] : shape[0])) rows.assign(views.size(), part_shape[0]);
+    }
+    std::vector<float> out;
+    out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        const TensorView* v = views[i];
+        part_shape[0] = rows[i];
+        if (!v) {  // a bias part the checkpoint leaves out
+            out.insert(out.end(), static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)), 0.0f);
+            continue;
+        }
+        if (v->shape != part_shape && source::squeezed(v->shape) != source::squeezed(part_shape))
+            throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
+                                  ", expected " + shape_text(part_shape));
+        auto f = v->to_float();
+        file_->release(*v);
+        apply_bias_mask(*v, f);
+        out.insert(out.end(), f.begin(), f.end());
+    }
+    if (transpose) {
+        const std::size_t rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
+        std::vector<float> t(out.size());
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < cols; ++j) t[i * cols + j] = out[j * rows + i];
+        out.swap(t);
+    }
+    return out;
+}
+
+}  // namespace vitreg
