@@ -129,10 +129,10 @@ int run(int argc, char** argv) {
     cli.add_option("--opacity", opacity, "overlay opacity 0..1")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
     cli.add_option("--threads", threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
     cli.add_option("--precision", precision_name, "fp32 | bf16 | int8, for checkpoints without an @PRECISION")
-        ->check(CLI::IsMember({"fp32", "bf16", "int8"}))
+        ->check(CLI::IsMember(enum_names<Precision>()))
         ->capture_default_str();
     cli.add_option("--act-quant", act_quant, "int8 activations: per-token or per-tensor (with --scales)")
-        ->check(CLI::IsMember({"per-token", "per-tensor"}))
+        ->check(CLI::IsMember(enum_names<ActQuant>()))
         ->capture_default_str();
     cli.add_option("--scales", scales, "SCALES.json from vitreg calibrate-int8, for --act-quant per-tensor");
     cli.add_option("--evict", evict, "for checkpoints without @evict= or @ttr=: keys to evict (as vitreg --evict)");

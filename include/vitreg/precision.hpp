@@ -7,12 +7,26 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/enum_names.hpp"
+
 namespace vitreg {
 
 enum class Precision { Fp32, Bf16, Int8 };
 // int8 activations: per token (dynamic, ONNX Runtime's DynamicQuantizeLinear rule per row), or
 // per tensor (static ranges from `vitreg calibrate-int8`, one per linear).
 enum class ActQuant { PerToken, PerTensor };
+
+template <>
+struct EnumTable<Precision> {
+    static constexpr const char* what = "precision";
+    static constexpr EnumName<Precision> names[] = {
+        {Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}, {Precision::Int8, "int8"}};
+};
+template <>
+struct EnumTable<ActQuant> {
+    static constexpr const char* what = "activation quantization";
+    static constexpr EnumName<ActQuant> names[] = {{ActQuant::PerToken, "per-token"}, {ActQuant::PerTensor, "per-tensor"}};
+};
 
 Precision parse_precision(const std::string& s);  // "fp32" | "bf16" | "int8"; throws UsageError
 std::string to_string(Precision p);

@@ -17,29 +17,10 @@ constexpr const char* kFormat = "vitreg-int8-calibration";
 constexpr int kVersion = 1;
 }  // namespace
 
-Precision parse_precision(const std::string& s) {
-    if (s == "fp32") return Precision::Fp32;
-    if (s == "bf16") return Precision::Bf16;
-    if (s == "int8") return Precision::Int8;
-    throw UsageError("unknown precision '" + s + "' (expected fp32, bf16 or int8)");
-}
-
-std::string to_string(Precision p) {
-    switch (p) {
-        case Precision::Fp32: return "fp32";
-        case Precision::Bf16: return "bf16";
-        case Precision::Int8: return "int8";
-    }
-    return "?";
-}
-
-ActQuant parse_act_quant(const std::string& s) {
-    if (s == "per-token") return ActQuant::PerToken;
-    if (s == "per-tensor") return ActQuant::PerTensor;
-    throw UsageError("unknown activation quantization '" + s + "' (expected per-token or per-tensor)");
-}
-
-std::string to_string(ActQuant a) { return a == ActQuant::PerToken ? "per-token" : "per-tensor"; }
+Precision parse_precision(const std::string& s) { return parse_enum<Precision>(s); }
+std::string to_string(Precision p) { return name_of(p); }
+ActQuant parse_act_quant(const std::string& s) { return parse_enum<ActQuant>(s); }
+std::string to_string(ActQuant a) { return name_of(a); }
 
 namespace {
 std::string bf16_kernels() {
