@@ -95,6 +95,26 @@ class CliTest(unittest.TestCase):
         self.assertIn("retrofit; trained with softmax", r.stdout)
         self.assertIn("vitreg: note: attention retrofitted", r.stderr)
 
+    def test_info_json_is_the_config_description(self):
+        r = vitreg("info", MODEL, "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        info = json.loads(r.stdout)
+        self.assertTrue(info["file"].endswith(MODEL + ".safetensors"), info["file"])
+        c = info["config"]
+        self.assertEqual((c["source"], c["dim"], c["depth"], c["heads"], c["patch_size"], c["num_registers"], c["grid"]),
+                         ("dinov2", 192, 6, 3, 14, 4, 16))
+        self.assertEqual((c["pos_interp"], c["dtype"], c["attention"]), ("antialias", "F16", "softmax"))
+        self.assertEqual(info["metadata"]["heads"], "3")
+        r = vitreg("info", os.path.join(FIXTURES, "models", "hf_reg2"), "--attention", "softmax1", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        c = json.loads(r.stdout)["config"]
+        self.assertEqual((c["source"], c["attention"], c["trained_attention"]), ("hf", "softmax1", "softmax"))
+        # run.json carries the same description
+        out = os.path.join(self.tmp, "info-json-extract")
+        r = vitreg("extract", MODEL, os.path.join(ASSETS, "camera.png"), "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read_json(os.path.join(out, "run.json"))["config"], json.loads(vitreg("info", MODEL, "--json").stdout)["config"])
+
     def test_pytorch_files_and_torch_hub_names(self):
         torch_dir = os.path.join(FIXTURES, "torch")
         image = os.path.join(ASSETS, "camera.png")

@@ -1,6 +1,7 @@
 // vitreg info MODEL: the resolved configuration.
 #include <iomanip>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "common.hpp"
 #include "core/safetensors.hpp"
@@ -11,10 +12,24 @@ void register_info(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("info", "print the resolved configuration of a checkpoint");
     auto args = std::make_shared<ModelArgs>();
     add_model_args(*cmd, *args);
-    cmd->callback([&run, args] {
-        run = [args] {
+    auto json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json,
+                  "print one JSON object: file, config (every field, as Python's Model.config and run.json give it) and "
+                  "the file's own metadata");
+    cmd->callback([&run, args, json] {
+        run = [args, json] {
             const Model m = load_model(*args);
             const Config& c = m.config();
+            if (*json) {
+                nlohmann::ordered_json out = {{"file", m.path()}, {"config", to_json(c)}, {"metadata", nlohmann::json::object()}};
+                if (!is_torch_file(m.path())) {
+                    const SafetensorsFile file(m.path());
+                    for (const auto& [key, value] : file.metadata()) out["metadata"][key] = value;
+                }
+                // (a file's metadata is its author's text: bytes that are not UTF-8 print as U+FFFD)
+                std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+                return 0;
+            }
             auto row = [](const char* k, const std::string& v) { std::cout << std::left << std::setw(14) << k << v << "\n"; };
             row("file", m.path());
             row("family", to_string(c.family));

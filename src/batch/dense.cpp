@@ -163,6 +163,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.pca) row_files.push_back("{row}.pca.png");
     nlohmann::json info = {
         {"model", model.path()},
+        {"config", to_json(c)},  // the whole configuration, as config_from_json reads it back
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
         {"intervention", model.intervention().to_string()},

@@ -48,6 +48,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
 
     nlohmann::json info = {
         {"model", model.path()},
+        {"config", to_json(c)},  // the whole configuration, as config_from_json reads it back
         {"family", to_string(c.family)},
         {"layout", c.source},
         {"attention", to_string(c.attention)},
