@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The layers' include rule: no source or header includes one of a higher layer, and no public
-header (include/vitreg/) includes an internal one (src/).
+header (include/vitreg/) includes an internal one (src/); and vitreg/vitreg.hpp includes every
+public header at the top of include/vitreg/.
 
   core (src/core, src/io)  <-  analysis  <-  batch
                            <-  analysis  <-  render
@@ -73,13 +74,22 @@ def violations(root):
                 yield f'{where}: {here} includes "{m.group(1)}", which is {there} ({named})'
 
 
+def missing_from_umbrella(root):
+    """vitreg/vitreg.hpp is the public API in one include: it names every header at the top of include/vitreg/."""
+    umbrella = root.resolve() / "include" / "vitreg" / "vitreg.hpp"
+    named = {m.group(1) for m in map(INCLUDE.match, umbrella.read_text(encoding="utf-8").splitlines()) if m}
+    for header in sorted(umbrella.parent.glob("*.hpp")):
+        if header != umbrella and f"vitreg/{header.name}" not in named:
+            yield f'include/vitreg/vitreg.hpp: does not include the public header "vitreg/{header.name}"'
+
+
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
-    found = list(violations(root))
+    found = list(violations(root)) + list(missing_from_umbrella(root))
     for v in found:
         print(v)
     if found:
-        print(f"{len(found)} include(s) against the layers (core/io < analysis < batch, render)")
+        print(f"{len(found)} fault(s) against the layers (core/io < analysis < batch, render) or the public API line")
         return 1
     print("layers: every include of src/ and include/ goes downward")
     return 0
