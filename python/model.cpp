@@ -53,7 +53,6 @@ py::dict config_dict(const PyModel& self) {
         d[earlier] = d[key];
     // The loaded model's, beyond its checkpoint's configuration.
     d["path"] = self.model.path();
-    d["layout"] = c.source;
     d["native_size"] = c.native_size();
     d["retrofit"] = c.retrofit();
     d["precision"] = self.model.precision().describe();
@@ -275,7 +274,7 @@ void bind_model(py::module_& m) {
              "model"_a)
         .def_property_readonly("config", &config_dict,
                                "The resolved configuration as a dict. The checkpoint's, under the keys of a converted "
-                               "checkpoint's metadata (C++ to_json(Config)): source (the checkpoint format it was read as), family, dim, depth, heads, head_dim, "
+                               "checkpoint's metadata (C++ to_json(Config)): layout (the checkpoint format it was read as), family, dim, depth, heads, head_dim, "
                                "patch_size, num_registers (trained), grid, mlp_hidden, act (gelu | quick_gelu | swiglu | "
                                "gelu_tanh), attention (what runs), trained_attention, sinks, layer_scale, pos_interp, "
                                "positions (learned | rope-axial | rope-eva), rope_theta, rope_ref_grid, layer_norm_eps, "
@@ -284,7 +283,7 @@ void bind_model(py::module_& m) {
                                "eval_squash, image_pipeline, interpolation, image_mean, image_std, dtype, parameters, "
                                "evict (none | sink: stored in the checkpoint), notes (what the loader inferred or "
                                "changed). The same values under earlier names: patch, registers, eps, mean, std, mlp. "
-                               "The loaded model's: path, layout (= source), native_size, retrofit, precision, intervention, "
+                               "The loaded model's: path, native_size, retrofit, precision, intervention, "
                                "test_time_registers.")
         .def_property_readonly("path", [](const PyModel& self) { return self.model.path(); },
                                "The checkpoint file or folder this model was loaded from.")

@@ -101,14 +101,14 @@ class CliTest(unittest.TestCase):
         info = json.loads(r.stdout)
         self.assertTrue(info["file"].endswith(MODEL + ".safetensors"), info["file"])
         c = info["config"]
-        self.assertEqual((c["source"], c["dim"], c["depth"], c["heads"], c["patch_size"], c["num_registers"], c["grid"]),
+        self.assertEqual((c["layout"], c["dim"], c["depth"], c["heads"], c["patch_size"], c["num_registers"], c["grid"]),
                          ("dinov2", 192, 6, 3, 14, 4, 16))
         self.assertEqual((c["pos_interp"], c["dtype"], c["attention"]), ("antialias", "F16", "softmax"))
         self.assertEqual(info["metadata"]["heads"], "3")
         r = vitreg("info", os.path.join(FIXTURES, "models", "hf_reg2"), "--attention", "softmax1", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         c = json.loads(r.stdout)["config"]
-        self.assertEqual((c["source"], c["attention"], c["trained_attention"]), ("hf", "softmax1", "softmax"))
+        self.assertEqual((c["layout"], c["attention"], c["trained_attention"]), ("hf", "softmax1", "softmax"))
         # run.json carries the same description
         out = os.path.join(self.tmp, "info-json-extract")
         r = vitreg("extract", MODEL, os.path.join(ASSETS, "camera.png"), "-o", out)

@@ -31,7 +31,7 @@ int Config::eval_resize() const {
 
 nlohmann::json to_json(const Config& c) {
     return {
-        {"source", c.source},
+        {"layout", c.source},  // the checkpoint format read (`vitreg info`'s layout row)
         {"family", to_string(c.family)},
         {"dim", c.dim},
         {"depth", c.depth},
@@ -144,7 +144,7 @@ std::string joined_numbers(const nlohmann::json& values, int digits) {
 Config config_from_json(const nlohmann::json& j) {
     const Reader r(j);
     Config c;
-    r.read("source", c.source);
+    r.read("layout", c.source);
     r.read_enum("family", c.family);
     r.read("dim", c.dim);
     r.read("depth", c.depth);

@@ -47,6 +47,8 @@ void apply_metadata(const Metadata& meta, Config& c) {
     std::map<std::string, std::string> stated = meta.values();
     stated.erase("patch_size");
     stated.erase("num_registers");
+    stated.erase("family");     // (read first: stated_family, stated_positions)
+    stated.erase("positions");
     if (c.positions != Positions::RopeEva) stated.erase("rope_ref_grid");
     if (!c.rotary()) stated.erase("rope_theta");
     apply_config_metadata(stated, c, meta.file());

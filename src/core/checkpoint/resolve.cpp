@@ -1,6 +1,8 @@
-// Checkpoint::resolve: a checkpoint's Config by one precedence. The tensors' shapes are facts; over
-// them go the source's defaults, then the configs beside the weights, then the file's metadata,
-// then the user's overrides; last, whatever was stated must agree with the tensors.
+// Checkpoint::resolve: a checkpoint's Config by one precedence (docs/design.md, "Checkpoint
+// sources"). The tensors' shapes are facts; then what the model is (positions, family); over the
+// source's defaults go the configs beside the weights, then the file's metadata, then what only the
+// source can tell (unstated heads, a stored rotary base), then the user's overrides; last, whatever
+// was stated must agree with the tensors.
 #include <algorithm>
 
 #include "core/affix.hpp"
@@ -337,7 +339,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     read_projection(*this, names_->proj_transposed, c);
 
     apply_defaults(*src, side, c);
-    source::apply_side_files(*src, side, c, notes);
+    source::apply_side_files(*src, side, c, notes, meta.str("act").has_value());
     source::apply_metadata(meta, c);
     fill_unstated(*this, *src, prefix_, c, notes);
     apply_overrides(overrides, c);

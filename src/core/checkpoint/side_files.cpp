@@ -208,7 +208,7 @@ void apply_timm_pretrained(const SideFiles& side, Config& c, Notes& notes) {
 }  // namespace
 
 // What the configs beside the weights state over the defaults.
-void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes& notes) {
+void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes& notes, bool activation_stated) {
     // Heads cannot be read off shapes.
     if (auto v = side.cfg_int("num_attention_heads")) {
         c.heads = static_cast<int>(*v);
@@ -238,7 +238,7 @@ void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes
         if (g->get<std::string>() == "avg") c.pool = Pool::Avg;
         else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
     }
-    if (src.activation) src.activation(c, side, notes);
+    if (src.activation && !(activation_stated && c.mlp != MlpKind::SwiGlu)) src.activation(c, side, notes);
     if (auto v = side.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
     // The eval transform.
     apply_open_clip_preprocess(side, c, notes);

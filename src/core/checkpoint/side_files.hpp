@@ -47,7 +47,9 @@ class Notes;
 SideFiles read_side_files(const Source& source, const std::string& dir, const std::string& weights_file, int depth_limit);
 // What they state over the defaults: heads, the rotary grid and base, the pool, the activation
 // (the source's reading), eps and the eval transform.
-void apply_side_files(const Source& source, const SideFiles& side, Config& c, Notes& notes);
+// `activation_stated`: the file's metadata names the activation, so the source's configs are not
+// asked for it (nor checked, nor noted).
+void apply_side_files(const Source& source, const SideFiles& side, Config& c, Notes& notes, bool activation_stated);
 
 // Reading JSON configs.
 nlohmann::json read_config_json(const std::string& path, int max_depth);
