@@ -120,8 +120,8 @@ TEST_CASE("the table's defaults are the library's, and every option reaches the 
 
 TEST_CASE("from_options refuses what is not an option or not one of its values", "[model_request]") {
     CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"colour", "red"}}), Catch::Contains("unknown model option 'colour'"));
-    CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"ttr", "65"}}), Catch::Contains("--ttr 65: expected an integer in 0..64"));
-    CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"threads", "two"}}), Catch::Contains("--threads two"));
+    CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"ttr", "65"}}), Catch::Contains("ttr=65: expected an integer in 0..64 (--ttr on the command line)"));
+    CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"threads", "two"}}), Catch::Contains("threads=two: expected an integer"));
     CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"attention", "relu"}}), Catch::Contains("unknown attention kind 'relu'"));
     CHECK_THROWS_AS(ModelRequest::from_options("m", {{"evict", "sinks"}}), UsageError);
     CHECK(model_option("pos-interp").keyword() == "pos_interp");

@@ -15,10 +15,11 @@ ModelRequest ModelRequest::from_options(const std::string& model, const OptionVa
         const auto given = values.find(option.name);
         if (given == values.end() || given->second.empty()) continue;
         const std::string& text = given->second;
-        // The command line's parser has checked numbers already; Python's keywords arrive here unchecked.
+        // The command line's parser has checked numbers already: only Python's keywords arrive here
+        // unchecked, so the message names the keyword (and the flag beside it).
         if (option.kind == OptionKind::Integer && !parse_integer(text, option.min, option.max))
-            throw UsageError("--" + option.name + " " + text + ": expected an integer in " + std::to_string(option.min) +
-                             ".." + std::to_string(option.max));
+            throw UsageError(option.keyword() + "=" + text + ": expected an integer in " + std::to_string(option.min) + ".." +
+                             std::to_string(option.max) + " (--" + option.name + " on the command line)");
         option.apply(r, text);
     }
     return r;

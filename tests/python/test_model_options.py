@@ -51,7 +51,7 @@ def test_model_refuses_an_unknown_keyword_or_a_wrong_value_clearly():
         vitreg.Model(SHIPPED, colour="red")
     with pytest.raises(vitreg.UsageError, match="Model: option threads='two' has the wrong type"):
         vitreg.Model(SHIPPED, threads="two")
-    with pytest.raises(vitreg.UsageError, match=r"--ttr 65: expected an integer in 0\.\.64"):
+    with pytest.raises(vitreg.UsageError, match=r"ttr=65: expected an integer in 0\.\.64 \(--ttr on the command line\)"):
         vitreg.Model(SHIPPED, ttr=65)
     with pytest.raises(vitreg.UsageError, match="unknown attention kind 'relu'"):
         vitreg.Model(SHIPPED, attention="relu")
