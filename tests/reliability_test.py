@@ -211,17 +211,29 @@ class Reliability(unittest.TestCase):
         expected = tree(whole)
 
         out = self.out(command + "-killed")
+        chunks_dir = os.path.join(out, "chunks")
+
+        def finished_chunks():
+            names = os.listdir(chunks_dir) if os.path.isdir(chunks_dir) else []
+            return sum(".tmp." not in n for n in names)
+
+        # Each attempt is killed after it has finished 1 to 3 more chunks, at a random moment within the
+        # next chunk: driven by progress, not by the clock, so a faster or busier machine still sees kills.
         rng = random.Random(1)
+        per_chunk = duration / 32
         kills, chunks_seen = 0, []
         for attempt in range(4):
+            target = min(finished_chunks() + rng.randint(1, 3), 30)
             cmd = as_user([VITREG, command, MODEL, self.images, "-o", out, *COMMON, *options, "--resume"], self.user)
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.05, 0.5) * duration)
+            while p.poll() is None and finished_chunks() < target:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0.0, 0.9) * per_chunk)
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 kills += 1
             p.wait()
-            chunks_seen.append(len(os.listdir(os.path.join(out, "chunks"))) if os.path.isdir(os.path.join(out, "chunks")) else 0)
+            chunks_seen.append(finished_chunks())
         print(f"\n{command} kill/resume: uninterrupted run {duration:.2f} s; {kills} SIGKILLs; finished chunks after "
               f"each attempt {chunks_seen} of 32", file=sys.stderr)
         self.assertGreaterEqual(kills, 2, "the runs finished before they could be killed")
