@@ -25,7 +25,7 @@ void register_calibrate(CLI::App& app, Command& run) {
             job.options.percentile = a->percentile;
             const Int8Calibration c = calibrate_int8(job.model, job.images, job.options, job.progress);
             write_int8_calibration(a->out, c);
-            std::cerr << "vitreg: calibrated " << c.ranges.size() << " linears on " << job.images.size() << " images ("
+            status_out() << "vitreg: calibrated " << c.ranges.size() << " linears on " << job.images.size() << " images ("
                       << c.method << ") -> " << a->out << "\n";
             return 0;
         };

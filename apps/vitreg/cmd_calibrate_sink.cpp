@@ -23,13 +23,14 @@ void register_calibrate_sink(CLI::App& app, Command& run) {
             const CalibrationRun job = start_calibration(*a);
             const SinkCalibration cal = calibrate_sink(job.model, job.images, job.options, job.progress);
             write_sink_checkpoint(job.model, cal, a->evict_sink, a->out);
-            std::cerr << std::fixed << std::setprecision(2);
+            std::ostream& status = status_out();
+            status << std::fixed << std::setprecision(2);
             for (int l = 0; l < cal.layers; ++l) {
-                std::cerr << "vitreg: layer " << l << " sink logits";
-                for (int h = 0; h < cal.heads; ++h) std::cerr << " " << cal.sink(l, h);
-                std::cerr << "\n";
+                status << "vitreg: layer " << l << " sink logits";
+                for (int h = 0; h < cal.heads; ++h) status << " " << cal.sink(l, h);
+                status << "\n";
             }
-            std::cerr << "vitreg: calibrated " << cal.layers * cal.heads << " sink logits on " << job.images.size()
+            status << "vitreg: calibrated " << cal.layers * cal.heads << " sink logits on " << job.images.size()
                       << " images" << (a->evict_sink ? ", sink keys evicted on every run," : "") << " -> " << a->out << "\n";
             return 0;
         };

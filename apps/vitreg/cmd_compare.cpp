@@ -166,7 +166,7 @@ void register_compare(CLI::App& app, Command& run) {
             write_file_atomic(dir + "stats.json", to_json(result).dump(1) + "\n");
             write_file_atomic(dir + "report.html", render::report_html(report));
             std::cout << summary_text(result) << std::flush;
-            std::cerr << "vitreg: compared " << configs.size() << " configurations on " << images.size() << " images: "
+            status_out() << "vitreg: compared " << configs.size() << " configurations on " << images.size() << " images: "
                       << a->out << "/{compare.png,stats.csv,stats.json,report.html}\n";
             return 0;
         };

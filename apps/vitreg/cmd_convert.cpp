@@ -28,8 +28,8 @@ void register_convert(CLI::App& app, Command& run) {
         run = [a] {
             const DType dtype = a->dtype == "f16" ? DType::F16 : a->dtype == "bf16" ? DType::BF16 : DType::F32;
             const Config c = convert_checkpoint(resolve_model_path(a->model.model), a->model.request().overrides, dtype, a->out);
-            for (const auto& note : c.notes) std::cerr << "vitreg: note: " << note << "\n";
-            std::cerr << "vitreg: wrote " << a->out << " (" << to_string(c.family) << ", " << to_string(dtype) << ", from "
+            for (const auto& note : c.notes) status_out() << "vitreg: note: " << note << "\n";
+            status_out() << "vitreg: wrote " << a->out << " (" << to_string(c.family) << ", " << to_string(dtype) << ", from "
                       << c.source << " layout)\n";
             return 0;
         };

@@ -67,13 +67,13 @@ void register_explore(CLI::App& app, Command& run) {
             for (const auto& c : loaded) configs.push_back({c.label, &c.model});
             const std::string page =
                 render::static_explore_page(configs, images, pixel_spec(a->pixels), a->limits.image, options, a->threads,
-                                            [](const std::string& note) { std::cerr << "vitreg: " << note << "\n"; });
+                                            [](const std::string& note) { status_out() << "vitreg: " << note << "\n"; });
             const auto parent = std::filesystem::path(a->out).parent_path();
             if (!parent.empty()) std::filesystem::create_directories(parent);
             write_file_atomic(a->out, page);
             char size[32];
             std::snprintf(size, sizeof size, "%.1f", static_cast<double>(page.size()) / 1e6);
-            std::cerr << "vitreg: wrote " << a->out << " (" << size << " MB: "
+            status_out() << "vitreg: wrote " << a->out << " (" << size << " MB: "
                       << configs.size() << " configuration" << (configs.size() == 1 ? "" : "s") << ", " << images.size()
                       << " image" << (images.size() == 1 ? "" : "s") << ")\n";
             return 0;

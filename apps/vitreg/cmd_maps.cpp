@@ -121,7 +121,7 @@ void register_maps(CLI::App& app, Command& run) {
                           ArrayRef{{static_cast<std::int64_t>(layers.size()), t.heads, 1, t.tokens}, att.data()});
             }
             if (a->save_norms) write_npy(dir + "norms.npy", ArrayRef{{t.layers, t.tokens}, t.norms.data()});
-            std::cerr << "vitreg: maps of " << a->image << " (" << what << ") written to " << a->out << "\n";
+            status_out() << "vitreg: maps of " << a->image << " (" << what << ") written to " << a->out << "\n";
             return 0;
         };
     });

@@ -13,7 +13,7 @@ void register_merge(CLI::App& app, Command& run) {
     cmd->callback([&run, out] {
         run = [out] {
             const MergeSummary s = merge_shards(*out);
-            std::cerr << "vitreg: merged " << s.shards << " shards\n";
+            status_out() << "vitreg: merged " << s.shards << " shards\n";
             return report_batch(s.rows.ok, s.rows.failed, s.rows.inputs, "results", *out);
         };
     });

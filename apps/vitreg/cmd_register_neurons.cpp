@@ -17,11 +17,12 @@ void register_find_register_neurons(CLI::App& app, Command& run) {
             const CalibrationRun job = start_calibration(*a);
             const RegisterNeuronRanking r = find_register_neurons(job.model, job.images, job.options, job.progress);
             write_register_neurons(a->out, r);
-            std::cerr << "vitreg: " << r.with_outliers.size() << " of " << job.images.size()
+            std::ostream& status = status_out();
+            status << "vitreg: " << r.with_outliers.size() << " of " << job.images.size()
                       << " images have outlier patches; best neurons (layer:neuron score):";
             for (std::size_t i = 0; i < std::min<std::size_t>(5, r.ranked.size()); ++i)
-                std::cerr << " " << r.ranked[i].layer << ":" << r.ranked[i].neuron << " " << r.ranked[i].score;
-            std::cerr << "\nvitreg: selected " << to_string(r.selected) << " -> " << a->out << "\n";
+                status << " " << r.ranked[i].layer << ":" << r.ranked[i].neuron << " " << r.ranked[i].score;
+            status << "\nvitreg: selected " << to_string(r.selected) << " -> " << a->out << "\n";
             return 0;
         };
     });

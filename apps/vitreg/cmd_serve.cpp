@@ -48,7 +48,7 @@ std::thread stop_on_signal(ExploreServer& server, const std::atomic<bool>& finis
         char byte = 0;
         while (read(stop_pipe[0], &byte, 1) < 0 && errno == EINTR) {
         }
-        if (byte == 1) std::cerr << "vitreg serve: stopping\n";
+        if (byte == 1) status_out() << "vitreg serve: stopping\n";
         while (!finished) {
             server.stop();
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -101,7 +101,7 @@ void register_serve(CLI::App& app, Command& run) {
             std::atomic<bool> finished{false};
             std::thread waiter = stop_on_signal(server, finished);
             std::cout << "vitreg serve: http://" << o.host << ":" << port << "/" << std::endl;
-            std::cerr << "vitreg serve: from another machine, tunnel it: ssh -L " << port << ":127.0.0.1:" << port
+            status_out() << "vitreg serve: from another machine, tunnel it: ssh -L " << port << ":127.0.0.1:" << port
                       << " THIS_HOST, then open http://127.0.0.1:" << port << "/ (Ctrl-C stops)\n";
             server.run();
             finished = true;

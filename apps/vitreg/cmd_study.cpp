@@ -97,7 +97,7 @@ void register_study(CLI::App& app, Command& run) {
 
             // Everything is measured before anything is written: a bad image leaves no output.
             // Which configuration and stage is running, on one line of a terminal.
-            const bool tty = isatty(STDERR_FILENO);
+            const bool tty = progress_shown();
             const auto stage = [tty](const std::string& line) {
                 if (tty) std::cerr << "\rvitreg: study: " << line << "\x1b[K" << std::flush;
             };
@@ -110,7 +110,7 @@ void register_study(CLI::App& app, Command& run) {
             write_file_atomic(dir + "study.csv", study_csv(study));
             write_file_atomic(dir + "study.html", html);
             print_table(study);
-            std::cerr << "vitreg: studied " << configs.size() << " configurations on " << images.size()
+            status_out() << "vitreg: studied " << configs.size() << " configurations on " << images.size()
                       << " images: " << a->out << "/{study.html,study.json,study.csv}\n";
             return 0;
         };

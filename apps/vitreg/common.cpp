@@ -11,6 +11,22 @@
 
 namespace vitreg::cli {
 
+namespace {
+bool quiet = false;
+}  // namespace
+
+void add_quiet_flag(CLI::App& app) {
+    for (CLI::App* cmd : app.get_subcommands({}))
+        cmd->add_flag("--quiet,-q", quiet, "print no progress, summaries or notes on stderr (errors are still printed)");
+}
+
+std::ostream& status_out() {
+    static std::ostream nowhere(nullptr);  // no buffer: every write is dropped
+    return quiet ? nowhere : std::cerr;
+}
+
+bool progress_shown() { return !quiet && ::isatty(STDERR_FILENO) != 0; }
+
 void add_model_args(CLI::App& cmd, ModelArgs& args) {
     cmd.add_option("MODEL", args.model, model_name_help())->required();
     for (const ModelOption& o : model_options()) {
@@ -93,14 +109,14 @@ std::vector<std::string> batch_inputs(const BatchArgs& a) {
 }
 
 int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const std::string& what, const std::string& out_dir) {
-    std::cerr << "vitreg: " << what << " of " << ok << " of " << inputs << " images written to " << out_dir << "\n";
+    status_out() << "vitreg: " << what << " of " << ok << " of " << inputs << " images written to " << out_dir << "\n";
     if (!failed) return 0;
     std::cerr << "vitreg: " << failed << " input" << (failed == 1 ? "" : "s") << " failed (reasons in " << out_dir
               << "/manifest.jsonl)\n";
     return 3;
 }
 
-ProgressBar::ProgressBar() : enabled_(::isatty(STDERR_FILENO) != 0), start_(std::chrono::steady_clock::now()) {}
+ProgressBar::ProgressBar() : enabled_(progress_shown()), start_(std::chrono::steady_clock::now()) {}
 
 void ProgressBar::operator()(std::size_t done, std::size_t total) const {
     if (!enabled_ || total == 0) return;
@@ -114,7 +130,7 @@ void ProgressBar::operator()(std::size_t done, std::size_t total) const {
 
 Model load_model(const ModelRequest& request) {
     Model m = open_model(request);
-    for (const auto& note : m.config().notes) std::cerr << "vitreg: note: " << note << "\n";
+    for (const auto& note : m.config().notes) status_out() << "vitreg: note: " << note << "\n";
     return m;
 }
 

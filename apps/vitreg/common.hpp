@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -100,7 +101,15 @@ std::vector<std::string> batch_inputs(const BatchArgs& args);
 // Says how the job went on stderr; the exit status: 0, or 3 when some inputs failed.
 int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const std::string& what, const std::string& out_dir);
 
-// A one-line progress bar on stderr, drawn only when stderr is a terminal.
+// --quiet on every subcommand of `app`: what the commands say on stderr about their progress and
+// results (summaries, the loader's notes, progress bars) is dropped; errors are still printed.
+void add_quiet_flag(CLI::App& app);
+// Where those informational lines go: stderr, or nowhere under --quiet. Errors go to std::cerr.
+std::ostream& status_out();
+// Whether progress may be drawn: stderr is a terminal and --quiet was not given.
+bool progress_shown();
+
+// A one-line progress bar on stderr, drawn only when progress_shown().
 class ProgressBar {
 public:
     ProgressBar();
