@@ -3,8 +3,12 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <optional>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common.hpp"
 #include "vitreg/error.hpp"
@@ -16,21 +20,31 @@ namespace vitreg::cli {
 
 namespace {
 
+// The four linear layers of a block, timed alone on one thread through one precision's kernels.
+struct LinearTimes {
+    std::string precision, kernel, unit;  // unit: GFLOP/s, or GOP/s for int8
+    int rows = 0;
+    std::vector<std::pair<std::string, double>> layers;  // qkv, proj, fc1, fc2
+    double all = 0;                                       // the four together
+    double instruction_peak = 0;                          // 0: none measured for the kernel
+};
+
 // The measured per-core peak, the model's linear layers alone on one thread against the peak
-// of the width the kernels run, and the whole forward against threads × that peak.
-void print_peak(const Model& m, int batch, int h, int w, int threads, double forward_gflops) {
-    const CorePeak peak = measure_core_peak();
-    const double width_peak = peak.kernel_peak;
-    std::cout << std::fixed << std::setprecision(1) << "peak per core: fp32 FMA " << peak.fma256 << " GFLOP/s (256-bit)";
-    if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
-    if (peak.bf16 > 0) std::cout << "; bf16 vdpbf16ps " << peak.bf16 << " GFLOP/s";
-    if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
-    if (peak.amx_int8 > 0) std::cout << "; AMX int8 " << peak.amx_int8 << " GOP/s (tdpbusd)";
-    if (peak.amx_bf16 > 0) std::cout << "; AMX bf16 " << peak.amx_bf16 << " GFLOP/s (tdpbf16ps)";
-    std::cout << "\n";
-    if (!(width_peak > 0)) return;
-    const Config& c = m.config();
-    const int rows = batch * (c.prefix_tokens() + c.registers + (h / c.patch) * (w / c.patch));
+// of the width the kernels run (and, for a reduced precision, on its own kernels against the
+// instruction they run), and the whole forward against threads × that peak.
+struct PeakReport {
+    CorePeak core;
+    std::vector<LinearTimes> linears;
+    int threads_used = 0;
+    double forward_fraction = 0;  // of threads_used × the fp32 width's peak; 0 for reduced precision
+};
+
+LinearTimes time_linears(const Config& c, int rows, const CorePeak& peak, const PrecisionOptions& precision) {
+    LinearTimes t;
+    t.precision = to_string(precision.precision);
+    t.instruction_peak = precision_peak(peak, precision, &t.kernel);
+    t.unit = precision.precision == Precision::Int8 ? "GOP/s" : "GFLOP/s";
+    t.rows = rows;
     const int hidden = c.mlp_hidden;
     struct Shape {
         const char* name;
@@ -38,40 +52,82 @@ void print_peak(const Model& m, int batch, int h, int w, int threads, double for
     };
     const Shape shapes[] = {{"qkv", c.dim, 3 * c.dim}, {"proj", c.dim, c.dim}, {"fc1", c.dim, c.mlp == MlpKind::SwiGlu ? 2 * hidden : hidden},
                             {"fc2", hidden, c.dim}};
-    // The four linears alone on one thread: on the fp32 kernels against their width's peak, then,
-    // for a reduced-precision run, on its own kernels against the instruction they run (the
-    // tiles' where the kernel is AMX's; the input's rounding or quantization included).
-    const auto time_linears = [&](const PrecisionOptions& precision) {
-        std::string kernel;
-        const double own = precision_peak(peak, precision, &kernel);
-        const bool fp32 = precision.precision == Precision::Fp32;
-        const char* unit = precision.precision == Precision::Int8 ? "GOP/s" : "GFLOP/s";
-        std::cout << std::setprecision(1) << "linear layers, " << to_string(precision.precision) << ", 1 thread, " << rows
-                  << " rows (kernels " << kernel << "):";
-        double ops = 0, seconds = 0;
-        for (const Shape& s : shapes) {
-            const double g = linear_gflops(rows, s.in, s.out, precision);
-            const double f = 2.0 * rows * s.in * s.out;
-            ops += f;
-            seconds += f / (g * 1e9);
-            std::cout << " " << s.name << " " << g << " " << unit;
+    double ops = 0, seconds = 0;
+    for (const Shape& s : shapes) {
+        const double g = linear_gflops(rows, s.in, s.out, precision);
+        const double f = 2.0 * rows * s.in * s.out;
+        ops += f;
+        seconds += f / (g * 1e9);
+        t.layers.emplace_back(s.name, g);
+    }
+    t.all = ops / seconds / 1e9;
+    return t;
+}
+
+PeakReport measure_peak(const Model& m, int batch, int h, int w, int threads, double forward_gflops) {
+    PeakReport r;
+    r.core = measure_core_peak();
+    if (!(r.core.kernel_peak > 0)) return r;
+    const Config& c = m.config();
+    const int rows = batch * (c.prefix_tokens() + c.registers + (h / c.patch) * (w / c.patch));
+    r.linears.push_back(time_linears(c, rows, r.core, PrecisionOptions{}));
+    if (m.precision().precision != Precision::Fp32) {
+        r.linears.push_back(time_linears(c, rows, r.core, m.precision()));
+        return r;
+    }
+    r.threads_used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
+    r.forward_fraction = forward_gflops / (r.threads_used * r.core.kernel_peak);
+    return r;
+}
+
+void print_peak(const PeakReport& r, const Model& m) {
+    const CorePeak& peak = r.core;
+    std::cout << std::fixed << std::setprecision(1) << "peak per core: fp32 FMA " << peak.fma256 << " GFLOP/s (256-bit)";
+    if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
+    if (peak.bf16 > 0) std::cout << "; bf16 vdpbf16ps " << peak.bf16 << " GFLOP/s";
+    if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
+    if (peak.amx_int8 > 0) std::cout << "; AMX int8 " << peak.amx_int8 << " GOP/s (tdpbusd)";
+    if (peak.amx_bf16 > 0) std::cout << "; AMX bf16 " << peak.amx_bf16 << " GFLOP/s (tdpbf16ps)";
+    std::cout << "\n";
+    for (const LinearTimes& t : r.linears) {
+        const double own = t.instruction_peak;
+        std::cout << std::setprecision(1) << "linear layers, " << t.precision << ", 1 thread, " << t.rows << " rows (kernels "
+                  << t.kernel << "):";
+        for (const auto& [name, g] : t.layers) {
+            std::cout << " " << name << " " << g << " " << t.unit;
             if (own > 0) std::cout << " (" << std::setprecision(0) << 100 * g / own << "%)" << std::setprecision(1);
         }
-        std::cout << "; all four " << ops / seconds / 1e9 << " " << unit;
+        std::cout << "; all four " << t.all << " " << t.unit;
         if (own > 0)
-            std::cout << " = " << std::setprecision(0) << 100 * ops / seconds / 1e9 / own
-                      << (fp32 ? "% of the peak of their width" : "% of its instruction's peak");
+            std::cout << " = " << std::setprecision(0) << 100 * t.all / own
+                      << (t.precision == "fp32" ? "% of the peak of their width" : "% of its instruction's peak");
         std::cout << "\n";
-    };
-    time_linears(PrecisionOptions{});
+    }
+    if (r.linears.empty()) return;
     if (m.precision().precision != Precision::Fp32) {
-        time_linears(m.precision());
         std::cout << "forward: " << m.precision().describe() << ", not a fraction of the fp32 peak\n";
         return;
     }
-    const int used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    std::cout << std::setprecision(0) << "forward: " << 100 * forward_gflops / (used * width_peak) << "% of " << used
+    std::cout << std::setprecision(0) << "forward: " << 100 * r.forward_fraction << "% of " << r.threads_used
               << " × the per-core peak of the kernels' width\n";
+}
+
+// The --json form of the peak report (docs/cli.md, "vitreg bench --json"); 0 where not measured.
+nlohmann::ordered_json peak_json(const PeakReport& r) {
+    const CorePeak& p = r.core;
+    nlohmann::ordered_json out = {{"fma256_gflops", p.fma256}, {"fma512_gflops", p.fma512},  {"bf16_gflops", p.bf16},
+                                  {"int8_gops", p.int8},       {"int8_instruction", p.int8_instruction},
+                                  {"amx_int8_gops", p.amx_int8}, {"amx_bf16_gflops", p.amx_bf16},
+                                  {"kernels", p.kernels},      {"kernel_peak_gflops", p.kernel_peak},
+                                  {"linears", nlohmann::ordered_json::array()}};
+    for (const LinearTimes& t : r.linears) {
+        nlohmann::ordered_json layers = nlohmann::ordered_json::object();
+        for (const auto& [name, g] : t.layers) layers[name] = g;
+        out["linears"].push_back({{"precision", t.precision}, {"kernel", t.kernel}, {"unit", t.unit}, {"rows", t.rows},
+                                  {"layers", layers}, {"all", t.all}, {"instruction_peak", t.instruction_peak}});
+    }
+    out["forward_fraction_of_peak"] = r.forward_fraction;
+    return out;
 }
 
 }  // namespace
@@ -83,7 +139,7 @@ void register_bench(CLI::App& app, Command& run) {
         int batch = 1, threads = 0, iters = 10, warmup = 2;
         std::string size;
         std::vector<std::string> images;
-        bool probe = false, peak = false;
+        bool probe = false, peak = false, json = false;
     };
     auto a = std::make_shared<Args>();
     add_model_args(*cmd, a->model);
@@ -101,6 +157,9 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->add_flag("--peak", a->peak,
                   "also measure this CPU's per-core peak (fp32 FMA on 256 and 512 bits, the int8 dot product), "
                   "time the model's linear layers alone on one thread, and state each as a fraction of the peak");
+    cmd->add_flag("--json", a->json,
+                  "print one JSON object instead of text: the run, ms_per_image, gflops_per_second and, where measured, "
+                  "peak and vs_fp32 (docs/cli.md, \"vitreg bench --json\")");
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
@@ -151,19 +210,51 @@ void register_bench(CLI::App& app, Command& run) {
             const double median = ms[ms.size() / 2];
             const double p95 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(ms.size())))];
             const double gflops = m.flops_per_image(h, w) / (median * 1e6);
-            std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
-                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "")
-                      << " precision=" << m.precision().describe() << ": " << median << " ms/image median, " << p95
-                      << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
-                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernel_isa(m.precision().precision, m.precision().int8_weight_bits)
-                      << ")\n";
-            if (a->peak) print_peak(m, a->batch, h, w, a->threads, gflops);
+            const std::string kernels = kernel_isa(m.precision().precision, m.precision().int8_weight_bits);
+            std::optional<PeakReport> peak;
+            if (a->peak) peak = measure_peak(m, a->batch, h, w, a->threads, gflops);
+            std::optional<FeatureAgreement> vs_fp32;
             if (m.precision().precision != Precision::Fp32) {
                 // The error next to the speed: the same inputs through the fp32 forward.
                 ModelRequest fp32 = a->model.request();
                 fp32.precision = PrecisionOptions{};
                 const Features want = load_model(fp32).forward(pixels.data(), a->batch, h, w, opt);
-                const FeatureAgreement e = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
+                vs_fp32 = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
+            }
+            if (a->json) {
+                // docs/cli.md, "vitreg bench --json": fields are added, never renamed or removed.
+                nlohmann::ordered_json out = {
+                    {"file", m.path()},
+                    {"height", h},
+                    {"width", w},
+                    {"batch", a->batch},
+                    {"threads", a->threads ? a->threads : static_cast<int>(std::thread::hardware_concurrency())},
+                    {"probe", a->probe},
+                    {"precision", m.precision().describe()},
+                    {"kernels", kernels},
+                    {"iters", a->iters},
+                    {"warmup", a->warmup},
+                    {"inputs", a->images.empty() ? "random" : "images"},
+                    {"ms_per_image", {{"median", median}, {"p95", p95}, {"min", ms.front()}, {"max", ms.back()}}},
+                    {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
+                    {"gflops_per_second", gflops},
+                    {"peak", peak ? peak_json(*peak) : nlohmann::ordered_json()},
+                    {"vs_fp32", vs_fp32 ? nlohmann::ordered_json{{"cls_cosine_min", vs_fp32->cls_cosine_min},
+                                                                 {"patch_cosine_mean", vs_fp32->patch_cosine_mean},
+                                                                 {"patch_cosine_min", vs_fp32->patch_cosine_min},
+                                                                 {"max_relative_error", vs_fp32->max_relative_error}}
+                                        : nlohmann::ordered_json()}};
+                std::cout << out.dump(2) << "\n";
+                return 0;
+            }
+            std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
+                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "")
+                      << " precision=" << m.precision().describe() << ": " << median << " ms/image median, " << p95
+                      << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
+                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernels << ")\n";
+            if (peak) print_peak(*peak, m);
+            if (vs_fp32) {
+                const FeatureAgreement& e = *vs_fp32;
                 std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min
                           << " (min over the batch), patch cosine " << e.patch_cosine_mean << " mean, "
                           << e.patch_cosine_min << " min, max relative error " << std::scientific << std::setprecision(2)
