@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-    CLI::App app{"vitreg: ViT feature extraction with registers, softmax-1 and sink attention"};
+    // Named, so --help, the man page and docs/cli.md say `vitreg` whatever path ran it.
+    CLI::App app{"vitreg: ViT feature extraction with registers, softmax-1 and sink attention", "vitreg"};
     app.set_version_flag("--version", std::string("vitreg ") + VITREG_VERSION);
     app.require_subcommand(1);
     vitreg::cli::Command run;
