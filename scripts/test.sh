@@ -16,11 +16,12 @@ cmake --build build-asan -j2
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
-# Not re-run there: the Python reference and fixture checks and the install test (no vitreg code
-# runs), the Slurm test (the scheduler's part; sharding and merge run sanitized in `reliability`),
+# Not re-run there: the Python reference and fixture checks, the install test and the docs build
+# (no vitreg code runs, or only the module's import for its docstrings), the Slurm test (the
+# scheduler's part; sharding and merge run sanitized in `reliability`),
 # and the qemu-user test (ASan's shadow memory does not fit qemu's guest address space; the same
 # kernels run sanitized natively, each forced by VITREG_ISA in test_vector_loops and test_gemm).
-(cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package|slurm|qemu_cpus)$')
+(cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package|docs|slurm|qemu_cpus)$')
 
 echo "== fuzz smoke =="
 scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"
