@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
     vitreg::cli::register_convert(app, run);
     vitreg::cli::register_explore(app, run);
     vitreg::cli::register_serve(app, run);
+    vitreg::cli::register_eval(app, run);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

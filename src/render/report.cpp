@@ -384,6 +384,7 @@ std::string report_html(const Report& r) {
     o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(r.title)
       << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << html_escape(r.title) << "</h1>\n<p>"
       << html_escape(r.summary) << "</p>\n";
+    if (!r.preformatted.empty()) o << "<pre>" << html_escape(r.preformatted) << "</pre>\n";
     if (!r.summary_configs.empty()) {
         o << "<h2>Per configuration: mean \u00b1 sd over images</h2>\n<table class=\"summary\"><thead><tr><th>config</th>";
         for (const auto& c : r.summary_columns) {
@@ -417,7 +418,7 @@ std::string report_html(const Report& r) {
         o << "</tbody></table>\n";
     }
     if (!r.plots.empty()) {
-        o << "<h2>Per layer</h2>\n";
+        o << "<h2>" << html_escape(r.plots_heading) << "</h2>\n";
         for (const auto& p : r.plots) o << svg_line_plot(p) << "\n";
     }
     if (!r.histograms.empty()) {

@@ -48,10 +48,12 @@ using ColumnSummary = vitreg::ColumnSummary;
 struct Report {
     std::string title;
     std::string summary;  // plain text, shown under the title
+    std::string preformatted;  // shown as is (monospaced) under the summary: a protocol, a command; empty: none
     std::vector<ReportFigure> figures;
     std::vector<std::string> table_header;
     std::vector<std::vector<std::string>> table_rows;
     std::vector<ReportPlot> plots;
+    std::string plots_heading = "Per layer";
     std::vector<ReportFigure> histograms;
     // Optional per-configuration summary, shown first: one row per configuration.
     std::vector<std::string> summary_configs;
