@@ -55,7 +55,7 @@ std::string eval_report_html(const EvalTable& t, const std::vector<ReportFigure>
                     ? "mIoU per patch of a dense k-NN (Hummingbird: a memory of training patches, cosine, similarity-weighted votes) "
                       "and of a linear probe, both on the final-normed patch features; the labels are each patch's majority label."
                     : "Leave-one-out k-NN accuracy on image features (cosine, similarity-weighted votes).";
-    r.preformatted = "protocol: " + t.protocol.dump(1);
+    r.protocol = t.protocol.dump(1);
     r.table_header = {"config"};
     r.table_header.insert(r.table_header.end(), t.columns.begin(), t.columns.end());
     for (std::size_t k = 0; k < t.configs.size(); ++k) {
@@ -64,6 +64,7 @@ std::string eval_report_html(const EvalTable& t, const std::vector<ReportFigure>
         r.table_rows.push_back(row);
     }
     r.figures = figures;
+    r.figures_heading = "Matches";
     if (t.task == "correspondence") {
         const std::vector<double> alphas = t.protocol["parameters"]["alphas"].get<std::vector<double>>();
         ReportPlot plot{"PCK against alpha (mean over the pairs)", "PCK", {}};

@@ -384,7 +384,6 @@ std::string report_html(const Report& r) {
     o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(r.title)
       << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << html_escape(r.title) << "</h1>\n<p>"
       << html_escape(r.summary) << "</p>\n";
-    if (!r.preformatted.empty()) o << "<pre>" << html_escape(r.preformatted) << "</pre>\n";
     if (!r.summary_configs.empty()) {
         o << "<h2>Per configuration: mean \u00b1 sd over images</h2>\n<table class=\"summary\"><thead><tr><th>config</th>";
         for (const auto& c : r.summary_columns) {
@@ -405,7 +404,8 @@ std::string report_html(const Report& r) {
         o << "</tbody></table>\n";
         if (!r.summary_note.empty()) o << "<p class=\"note\">" << html_escape(r.summary_note) << "</p>\n";
     }
-    for (const auto& f : r.figures) o << figure(f);
+    if (r.figures_heading.empty())
+        for (const auto& f : r.figures) o << figure(f);
     if (!r.table_rows.empty()) {
         o << "<h2>Statistics (click a column to sort)</h2>\n<table class=\"stats\"><thead><tr>";
         for (const auto& h : r.table_header) o << "<th>" << html_escape(h) << "</th>";
@@ -421,10 +421,15 @@ std::string report_html(const Report& r) {
         o << "<h2>" << html_escape(r.plots_heading) << "</h2>\n";
         for (const auto& p : r.plots) o << svg_line_plot(p) << "\n";
     }
+    if (!r.figures_heading.empty() && !r.figures.empty()) {
+        o << "<h2>" << html_escape(r.figures_heading) << "</h2>\n";
+        for (const auto& f : r.figures) o << figure(f);
+    }
     if (!r.histograms.empty()) {
         o << "<h2>Output patch-norm histograms</h2>\n";
         for (const auto& f : r.histograms) o << figure(f);
     }
+    if (!r.protocol.empty()) o << "<h2>Protocol</h2>\n<pre>" << html_escape(r.protocol) << "</pre>\n";
     o << "<script>" << kScript << "</script>\n</body></html>\n";
     return o.str();
 }
