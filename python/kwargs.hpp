@@ -84,8 +84,8 @@ inline OptionValues take_model_options(Options& o) {
 }
 
 // resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.
-inline ResizeSpec take_pixel_spec(Options& o) {
-    ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", "eval"));
+inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize = "eval") {
+    ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", default_resize));
     const auto pipeline = o.take<std::string>("pipeline", "");
     if (!pipeline.empty()) r.pipeline = parse_pixel_pipeline(pipeline);
     r.resampler = parse_resampler(o.take<std::string>("resample", "pil"));

@@ -9,7 +9,8 @@
 #                              from the npm registry (tests/browser: the explorer tests drive Chromium), OpenCV
 #                              highgui (vitreg-viewer), Xvfb, xdotool and xwd (the viewer test), clang and its
 #                              sanitizer/libFuzzer runtime (the fuzzers), qemu-user (older CPUs), Sphinx with MyST
-#                              and furo (scripts/docs.sh)
+#                              and furo (scripts/docs.sh), opencv-doc and python3-skimage (the real pairs, masks and
+#                              labelled faces `vitreg eval` is tested and benchmarked on, read in place)
 set -euo pipefail
 packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev catch2 libopencv-core-dev libopencv-imgproc-dev
@@ -18,7 +19,7 @@ if [[ "${1:-}" == "--tests" ]]; then
   packages+=(python3 python3-numpy python3-pytest python3-torch python3-pil python3-torchvision libjpeg-turbo-progs
              python3-nbclient python3-nbformat python3-ipykernel
              chromium libopencv-highgui-dev xvfb xdotool x11-apps
-             clang libclang-rt-14-dev qemu-user python3-sphinx python3-myst-parser furo)
+             clang libclang-rt-14-dev qemu-user python3-sphinx python3-myst-parser furo opencv-doc python3-skimage)
   # Node.js from Debian (18) unless one is there already (a newer one serves as well).
   command -v node >/dev/null || packages+=(nodejs)
   command -v npm >/dev/null || packages+=(npm)

@@ -2,7 +2,8 @@
 """The compare report in a real browser: headless Chromium (Debian's `chromium`) opens
 report.html from a file, with no server; the page must log no console error, every embedded
 image must decode, the per-configuration summary must open it, and a screenshot must show the
-comparison grid.
+comparison grid. The same for `vitreg eval correspondence`'s page on opencv-doc's graf pair: its
+table (one row per configuration) first, then the PCK plot, the matches and the protocol.
 
 usage: report_test.py VITREG_BINARY REPO_ROOT
 """
@@ -93,6 +94,34 @@ class ReportInBrowser(unittest.TestCase):
         region = [px for row in rows[lines[0]:lines[0] + 400] for px in row[100:1000]]
         greenish = sum(1 for (r_, g, b) in region if g > r_ + 20 and g > b)
         self.assertGreater(greenish / len(region), 0.05)  # viridis norm maps
+
+
+class EvalReportInBrowser(unittest.TestCase):
+    MODEL = os.path.join(ROOT, "weights", "vitreg-fmnist-softmax.safetensors")
+    GRAF = "/usr/share/doc/opencv-doc/examples/data/"
+
+    def test_loads_with_its_table_plot_matches_and_protocol_in_order(self):
+        if CHROMIUM is None:
+            raise RuntimeError("chromium is not installed: run scripts/setup.sh --tests")
+        with tempfile.TemporaryDirectory(prefix="vitreg-eval-report-") as tmp:
+            out = os.path.join(tmp, "eval")
+            configs = [self.MODEL, self.MODEL + "@sink"]
+            r = subprocess.run([VITREG, "eval", "correspondence", *configs, "--pair", self.GRAF + "graf1.png", self.GRAF + "graf3.png",
+                                self.GRAF + "H1to3p.xml", "--resize", "long:224", "-o", out],
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = chromium(tmp, "--dump-dom", "file://" + os.path.join(out, "report.html"))
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertEqual(console_errors(r.stderr), [])
+            dom = r.stdout
+            m = re.search(r'data-images="(\d+)/(\d+)"', dom)
+            self.assertIsNotNone(m, "the report's script did not run")
+            self.assertEqual(m.groups(), ("2", "2"))  # one picture of the matches per configuration
+            table = dom[dom.index('<table class="stats">'):]
+            rows = re.findall(r"<tr>(.*?)</tr>", table[table.index("<tbody>"):table.index("</table>")], re.S)
+            self.assertEqual(len(rows), len(configs))
+            order = [dom.index('<table class="stats">'), dom.index("<svg"), dom.index("<img"), dom.index("H1to3p.xml")]
+            self.assertEqual(order, sorted(order), "table, plot, matches, protocol")
 
 
 if __name__ == "__main__":

@@ -143,5 +143,6 @@ void register_study(CLI::App& app, Command& run);
 void register_convert(CLI::App& app, Command& run);
 void register_explore(CLI::App& app, Command& run);
 void register_serve(CLI::App& app, Command& run);
+void register_eval(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

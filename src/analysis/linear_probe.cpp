@@ -3,8 +3,8 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
+#include "vitreg/analysis/iou.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -78,34 +78,19 @@ LinearProbeResult linear_probe(const std::vector<LabelledPatches>& train, const 
     const Eigen::MatrixXd w = gram.ldlt().solve(a.transpose() * y);
     const Eigen::MatrixXd scores = b * w;
 
-    std::vector<double> inter(classes, 0), uni(classes, 0);
-    LinearProbeResult r;
-    r.train_patches = static_cast<int>(a.rows());
-    r.test_patches = static_cast<int>(b.rows());
-    int right = 0;
+    std::vector<int> predicted(static_cast<std::size_t>(b.rows()));
     for (Eigen::Index i = 0; i < b.rows(); ++i) {
         Eigen::Index pred = 0;
         scores.row(i).maxCoeff(&pred);
-        const int truth = yte[static_cast<std::size_t>(i)];
-        if (pred == truth) {
-            ++right;
-            inter[truth] += 1;
-            uni[truth] += 1;
-        } else {
-            uni[truth] += 1;
-            uni[pred] += 1;
-        }
+        predicted[static_cast<std::size_t>(i)] = static_cast<int>(pred);
     }
-    r.accuracy = static_cast<double>(right) / b.rows();
-    int present = 0;
-    for (int k = 0; k < classes; ++k) {
-        r.iou.push_back(uni[k] > 0 ? inter[k] / uni[k] : std::numeric_limits<double>::quiet_NaN());
-        if (uni[k] > 0) {
-            r.miou += r.iou.back();
-            ++present;
-        }
-    }
-    r.miou /= std::max(1, present);
+    const IouScores s = iou_scores(yte, predicted, classes);
+    LinearProbeResult r;
+    r.iou = s.iou;
+    r.miou = s.miou;
+    r.accuracy = s.accuracy;
+    r.train_patches = static_cast<int>(a.rows());
+    r.test_patches = static_cast<int>(b.rows());
     return r;
 }
 

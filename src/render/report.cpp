@@ -404,7 +404,8 @@ std::string report_html(const Report& r) {
         o << "</tbody></table>\n";
         if (!r.summary_note.empty()) o << "<p class=\"note\">" << html_escape(r.summary_note) << "</p>\n";
     }
-    for (const auto& f : r.figures) o << figure(f);
+    if (r.figures_heading.empty())
+        for (const auto& f : r.figures) o << figure(f);
     if (!r.table_rows.empty()) {
         o << "<h2>Statistics (click a column to sort)</h2>\n<table class=\"stats\"><thead><tr>";
         for (const auto& h : r.table_header) o << "<th>" << html_escape(h) << "</th>";
@@ -417,13 +418,18 @@ std::string report_html(const Report& r) {
         o << "</tbody></table>\n";
     }
     if (!r.plots.empty()) {
-        o << "<h2>Per layer</h2>\n";
+        o << "<h2>" << html_escape(r.plots_heading) << "</h2>\n";
         for (const auto& p : r.plots) o << svg_line_plot(p) << "\n";
+    }
+    if (!r.figures_heading.empty() && !r.figures.empty()) {
+        o << "<h2>" << html_escape(r.figures_heading) << "</h2>\n";
+        for (const auto& f : r.figures) o << figure(f);
     }
     if (!r.histograms.empty()) {
         o << "<h2>Output patch-norm histograms</h2>\n";
         for (const auto& f : r.histograms) o << figure(f);
     }
+    if (!r.protocol.empty()) o << "<h2>Protocol</h2>\n<pre>" << html_escape(r.protocol) << "</pre>\n";
     o << "<script>" << kScript << "</script>\n</body></html>\n";
     return o.str();
 }

@@ -49,9 +49,12 @@ struct Report {
     std::string title;
     std::string summary;  // plain text, shown under the title
     std::vector<ReportFigure> figures;
+    std::string figures_heading;  // empty: the figures right under the summary; else after the table and plots, under it
     std::vector<std::string> table_header;
     std::vector<std::vector<std::string>> table_rows;
     std::vector<ReportPlot> plots;
+    std::string plots_heading = "Per layer";
+    std::string protocol;  // what was measured how (data, split, seed, parameters), shown as is at the end; empty: none
     std::vector<ReportFigure> histograms;
     // Optional per-configuration summary, shown first: one row per configuration.
     std::vector<std::string> summary_configs;

@@ -1,0 +1,105 @@
+// vitreg.eval_correspondence / eval_segmentation / eval_knn: `vitreg eval` without the pictures,
+// its eval.json as a dict.
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bindings.hpp"
+#include "kwargs.hpp"
+#include "vitreg/analysis/evaluation.hpp"
+
+namespace vitreg::python {
+
+namespace {
+
+using namespace pybind11::literals;
+
+// The options every evaluation takes, and the call with the GIL released, its table as a dict.
+template <class Run>
+py::object run_eval(Options& o, EvalOptions& options, const std::string& default_resize, Run run) {
+    options.resize = take_pixel_spec(o, default_resize);
+    options.threads = o.take<int>("threads", 0);
+    o.finish();
+    std::string text;
+    {
+        py::gil_scoped_release release;
+        text = to_json(run()).dump();
+    }
+    return py::module_::import("json").attr("loads")(text);
+}
+
+py::object eval_correspondence(const py::object& models, const py::object& pairs, const py::kwargs& kwargs) {
+    Options o("eval_correspondence", kwargs);
+    CorrespondenceOptions options;
+    options.alphas = o.take<std::vector<double>>("alphas", options.alphas);
+    std::vector<CorrespondencePair> list;
+    for (const auto& item : pairs) {
+        const py::sequence p = py::reinterpret_borrow<py::sequence>(item);
+        if (p.size() != 3) throw UsageError("eval_correspondence: each pair is (first, second, truth)");
+        list.push_back({path_of(p[0]), path_of(p[1]), path_of(p[2])});
+    }
+    const std::vector<LabelledModel> configs = labelled_models(models);
+    return run_eval(o, options, "long:448", [&] { return evaluate_correspondence(configs, list, options).table; });
+}
+
+py::object eval_segmentation(const py::object& models, const py::object& images, const py::object& masks, const py::kwargs& kwargs) {
+    Options o("eval_segmentation", kwargs);
+    SegmentationOptions options;
+    options.train_fraction = o.take<double>("train_fraction", options.train_fraction);
+    options.knn.vote.k = o.take<int>("k", options.knn.vote.k);
+    options.knn.vote.temperature = o.take<double>("temperature", options.knn.vote.temperature);
+    options.knn.memory_per_image = o.take<int>("memory_per_image", options.knn.memory_per_image);
+    options.knn.max_memory = o.take<std::size_t>("max_memory", options.knn.max_memory);
+    options.knn.seed = o.take<std::uint64_t>("seed", options.knn.seed);
+    options.ridge = o.take<double>("ridge", options.ridge);
+    const std::vector<LabelledModel> configs = labelled_models(models);
+    const std::string image_dir = path_of(images), mask_dir = path_of(masks);
+    return run_eval(o, options, "long:448", [&] { return evaluate_segmentation(configs, image_dir, mask_dir, options); });
+}
+
+py::object eval_knn(const py::object& models, const py::object& images, const py::kwargs& kwargs) {
+    Options o("eval_knn", kwargs);
+    KnnOptions options;
+    options.feature = o.take<std::string>("feature", options.feature);
+    options.vote.k = o.take<int>("k", options.vote.k);
+    options.vote.temperature = o.take<double>("temperature", options.vote.temperature);
+    const std::vector<LabelledModel> configs = labelled_models(models);
+    const std::string dir = path_of(images);
+    return run_eval(o, options, "eval", [&] { return evaluate_knn(configs, dir, options); });
+}
+
+}  // namespace
+
+void bind_eval(py::module_& m) {
+    m.def("eval_correspondence", &eval_correspondence, "models"_a, "pairs"_a,
+          R"(`vitreg eval correspondence`: PCK of mutual nearest neighbours between two views with known geometry.
+
+eval_correspondence(models, pairs, *, alphas=(0.05, 0.10, 0.15), resize='long:448', pipeline=None,
+                    resample='pil', decode='exact', exif_transpose=False, threads=0)
+
+models  vitreg.Model objects, or names as the command takes them ('MODEL@softmax1', ...).
+pairs   (first, second, truth) per pair: truth a homography (OpenCV XML or 9 numbers of text) or the
+        first view's disparity map (greyscale PNG, or an .npz such as skimage's motorcycle_disp.npz).
+Returns eval.json as a dict: "rows" one per configuration (pck@0.05, ..., matches, scored),
+"protocol" the data and parameters, "details" per pair.)");
+    m.def("eval_segmentation", &eval_segmentation, "models"_a, "images"_a, "masks"_a,
+          R"(`vitreg eval segmentation`: mIoU of a dense k-NN (Hummingbird) and of a linear probe on patch features.
+
+eval_segmentation(models, images, masks, *, train_fraction=0.5, k=30, temperature=0.02,
+                  memory_per_image=100, max_memory=1048576, seed=0, ridge=1.0, resize='long:448', ...,
+                  threads=0)
+
+images, masks  folders: each image has masks/<stem>.png (palette or greyscale labels, 255 ignored).
+Returns eval.json as a dict (knn_miou, linear_miou, knn_accuracy, linear_accuracy, memory, test_patches).)");
+    m.def("eval_knn", &eval_knn, "models"_a, "images"_a,
+          R"(`vitreg eval knn`: leave-one-out k-NN accuracy over a folder of class subfolders.
+
+eval_knn(models, images, *, feature='cls', k=20, temperature=0.07, resize='eval', ..., threads=0)
+
+feature  'cls' or 'pooled'. Returns eval.json as a dict (accuracy, accuracy:<class> per class).)");
+}
+
+}  // namespace vitreg::python
