@@ -52,7 +52,7 @@ void write_eval(const std::string& out, const EvalTable& table, const std::vecto
     write_file_atomic(out + "/eval.csv", eval_csv(table));
     write_file_atomic(out + "/report.html", html);
     std::cout << eval_csv(table) << std::flush;
-    std::cerr << "vitreg: eval " << table.task << " of " << table.configs.size() << " configurations: " << out
+    status_out() << "vitreg: eval " << table.task << " of " << table.configs.size() << " configurations: " << out
               << "/{eval.json,eval.csv,report.html}\n";
 }
 
