@@ -10,8 +10,8 @@ namespace vitreg::cli {
 void register_dense(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("dense", "per-patch feature grids of chosen layers, aligned to pixels");
     struct Args : BatchArgs {
-        std::string layers = "last", upsample = "none", dtype = "f32", scales = "1", grid;
-        bool norm = false, concat = false, pca = false, pca_joint = false, flip = false;
+        std::string layers = "last", upsample = "none", dtype = "f32", scales = "1", grid, pca;
+        bool norm = false, concat = false, pca_joint = false, flip = false;
         int window = 0, stride = 0;
         JbuOptions jbu;
     };
@@ -36,10 +36,16 @@ void register_dense(CLI::App& app, Command& run) {
     cmd->add_option("--jbu-sigma-range", a->jbu.sigma_range, "JBU's range sigma, in RGB intensity [0, 1]")->capture_default_str();
     cmd->add_option("--jbu-radius", a->jbu.radius, "JBU's window: the (2r+1)^2 cells around each pixel's own")->capture_default_str();
     cmd->add_option("--dtype", a->dtype, "f32 or f16")->check(CLI::IsMember({"f32", "f16"}))->capture_default_str();
-    cmd->add_flag("--pca", a->pca, "write <row>.pca.png: the input beside a PCA colouring of its patch features");
+    auto* pca = cmd->add_option("--pca", a->pca,
+                                "write <row>.pca.png: the input beside a PCA colouring of its patch features; "
+                                "--pca foreground: DINOv3's (3 components fitted on the foreground, whitened, "
+                                "sigmoid(2x), background dimmed), through the chosen --upsample")
+                    ->expected(0, 1)
+                    ->check(CLI::IsMember({"", "preview", "foreground"}));
     cmd->add_flag("--pca-joint", a->pca_joint, "fit the PCA jointly over each --batch of images");
-    cmd->callback([&run, a] {
-        run = [a] {
+    cmd->callback([&run, a, pca] {
+        const bool pca_given = pca->count() > 0;
+        run = [a, pca_given] {
             DenseOptions o;
             fill_batch_options(*a, o);
             o.layers = a->layers;
@@ -53,7 +59,8 @@ void register_dense(CLI::App& app, Command& run) {
             if (!a->grid.empty()) o.view.parse_grid(a->grid);
             o.jbu = a->jbu;
             o.half = a->dtype == "f16";
-            o.pca = a->pca || a->pca_joint;
+            o.pca = pca_given || a->pca_joint;
+            o.pca_foreground = a->pca == "foreground";
             o.pca_joint = a->pca_joint;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);

@@ -23,6 +23,9 @@ struct DenseOptions : BatchOptions {
     bool half = false;            // float16 storage
     bool pca = false;             // <row>.pca.png: input | PCA of the patch features
     bool pca_joint = false;       // fit the PCA over each --batch of images together (not with shards)
+    // <row>.pca.png as DINOv3 draws it (pca_foreground in analysis/pca.hpp): whitened, sigmoid(2x),
+    // background dimmed; per image; at the input's pixels through the chosen upsampler.
+    bool pca_foreground = false;
 
     // "none", or [METHOD:]SIZE or METHOD: METHOD bilinear | jbu, SIZE image (the input's pixel
     // size, the default) | xN (N times the grid); "image" and "xN" alone are bilinear. Throws UsageError.

@@ -57,6 +57,7 @@ std::string DenseOptions::upsample_text() const {
 
 void DenseOptions::check(int patch) const {
     view.check(patch);
+    if (pca_foreground && pca_joint) throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
     if (method == UpsampleMethod::Jbu && upsample == Upsample::None)
         throw UsageError("--upsample jbu needs a size to upsample to (jbu:image or jbu:xN)");
     const JbuOptions plain;
@@ -68,6 +69,15 @@ void DenseOptions::check(int patch) const {
 }
 
 namespace {
+
+// The image as RGB in [0, 1]: the normalization undone (JBU's guide).
+GuideImage guide_of(const Pixels& px, const Config& c) {
+    GuideImage g{px.width, px.height, std::vector<float>(static_cast<std::size_t>(px.width) * px.height * 3)};
+    const std::size_t plane = static_cast<std::size_t>(px.width) * px.height;
+    for (std::size_t p = 0; p < plane; ++p)
+        for (int ch = 0; ch < 3; ++ch) g.rgb[p * 3 + ch] = px.chw[ch * plane + p] * c.std[ch] + c.mean[ch];
+    return g;
+}
 
 // The rows of one image's dense array, made on demand: each layer's grid (or all layers' side
 // by side with concat) upsampled one output row at a time, so the array is never held whole.
@@ -117,15 +127,6 @@ public:
     std::size_t row_floats = 0;
 
 private:
-    // The image as RGB in [0, 1]: the normalization undone.
-    static GuideImage guide_of(const Pixels& px, const Config& c) {
-        GuideImage g{px.width, px.height, std::vector<float>(static_cast<std::size_t>(px.width) * px.height * 3)};
-        const std::size_t plane = static_cast<std::size_t>(px.width) * px.height;
-        for (std::size_t p = 0; p < plane; ++p)
-            for (int ch = 0; ch < 3; ++ch) g.rgb[p * 3 + ch] = px.chw[ch * plane + p] * c.std[ch] + c.mean[ch];
-        return g;
-    }
-
     std::vector<float> concatenated_;
     GuideImage guide_;
     std::vector<FeatureUpsampler> planes_;
@@ -163,10 +164,9 @@ batch::Ran as_ran(DenseGrid&& g, const std::vector<int>& layers) {
     return batch::Ran{std::move(features), std::move(trace), 0};
 }
 
-// input | PCA colours (bilinear from the patch grid), both at model-input resolution.
-void write_pca_png(const std::string& path, const Pixels& px, const Config& c, const PcaPreview& pca, int gh, int gw) {
+// input | picture ([H, W, 3] in [0, 1]), both at model-input resolution.
+void write_pca_png(const std::string& path, const Pixels& px, const Config& c, const std::vector<float>& picture) {
     const int W = px.width, H = px.height;
-    const auto rgb = resample_hwc(pca.rgb.data(), gh, gw, 3, linear_axis(gh, H), linear_axis(gw, W));
     std::vector<std::uint8_t> out(static_cast<std::size_t>(H) * 2 * W * 3);
     const std::size_t plane = static_cast<std::size_t>(W) * H;
     for (int y = 0; y < H; ++y)
@@ -175,10 +175,35 @@ void write_pca_png(const std::string& path, const Pixels& px, const Config& c, c
                 const float v = (px.chw[ch * plane + static_cast<std::size_t>(y) * W + x] * c.std[ch] + c.mean[ch]) * 255.0f;
                 const std::size_t row = static_cast<std::size_t>(y) * 2 * W;
                 out[(row + x) * 3 + ch] = static_cast<std::uint8_t>(std::clamp(std::lround(v), 0L, 255L));
-                const float p = rgb[(static_cast<std::size_t>(y) * W + x) * 3 + ch] * 255.0f;
+                const float p = picture[(static_cast<std::size_t>(y) * W + x) * 3 + ch] * 255.0f;
                 out[(row + W + x) * 3 + ch] = static_cast<std::uint8_t>(std::clamp(std::lround(p), 0L, 255L));
             }
     write_png_rgb(path, 2 * W, H, out.data());
+}
+
+// DINOv3's picture of one image's patch features at its pixels: the whitened components and
+// the foreground, upsampled as the features are (bilinear when they are not), then coloured.
+std::vector<float> foreground_picture(const Trace& t, int b, const Pixels& px, const Config& c, const DenseOptions& o) {
+    const auto feats = t.patch_features(b);
+    const int width = static_cast<int>(t.block_layers.size()) * t.dim, cells = t.grid_h * t.grid_w;
+    const PcaProjection pca = pca_foreground({feats.data(), t.grid_h, t.grid_w}, width);
+    std::vector<float> grid(static_cast<std::size_t>(cells) * 4);
+    for (int p = 0; p < cells; ++p) {
+        std::copy(pca.whitened.begin() + p * 3, pca.whitened.begin() + (p + 1) * 3, grid.begin() + p * 4);
+        grid[static_cast<std::size_t>(p) * 4 + 3] = pca.foreground[static_cast<std::size_t>(p)];
+    }
+    const UpsampleMethod method = o.upsample == DenseOptions::Upsample::None ? UpsampleMethod::Bilinear : o.method;
+    const GuideImage guide = method == UpsampleMethod::Jbu ? guide_of(px, c) : GuideImage{};
+    const FeatureUpsampler up(grid.data(), t.grid_h, t.grid_w, 4, px.height, px.width, method, &guide, o.jbu);
+    std::vector<float> picture(static_cast<std::size_t>(px.height) * px.width * 3);
+    tbb::parallel_for(0, px.height, [&](int y) {
+        std::vector<float> row(static_cast<std::size_t>(px.width) * 4);
+        up.row(y, row.data());
+        for (int x = 0; x < px.width; ++x)
+            foreground_colour(row.data() + x * 4, row[static_cast<std::size_t>(x) * 4 + 3],
+                              picture.data() + (static_cast<std::size_t>(y) * px.width + x) * 3);
+    });
+    return picture;
 }
 
 nlohmann::ordered_json geometry_json(const Geometry& g, int patch) {
@@ -243,8 +268,9 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         identity["jbu"] = {{"sigma_spatial", o.jbu.sigma_spatial}, {"sigma_range", o.jbu.sigma_range}, {"radius", o.jbu.radius}};
     if (!o.view.plain()) identity["view"] = o.view.to_json();
     identity["dtype"] = dtype;
-    identity["pca"] = o.pca ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
-                            : "none";
+    identity["pca"] = o.pca_foreground ? "foreground per image"
+                      : o.pca          ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
+                                       : "none";
 
     batch::ChunkWork work;
     if (!o.view.plain()) {
@@ -262,7 +288,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     }
     std::vector<PcaPreview> previews;  // the current batch's, by position in it
     work.begin_batch = [&](const std::vector<batch::Prepared>& prepared, const std::vector<batch::Ran>& ran) {
-        if (!o.pca) return;
+        if (!o.pca || o.pca_foreground) return;
         const std::size_t count = prepared.size();
         std::vector<std::vector<float>> feats(count);
         std::vector<PatchFeatures> all;
@@ -292,7 +318,13 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         batch::write_array_rows(stem, "features", rows.shape, o.half ? DType::F16 : DType::F32, o.format,
                                 {{"source", row["path"].get<std::string>()}}, rows.row_floats,
                                 [&](std::size_t first, std::size_t count, float* to) { rows.fill(first, count, to); });
-        if (o.pca) write_pca_png(stem + ".pca.png", px, c, previews[in_batch], t.grid_h, t.grid_w);
+        if (o.pca_foreground) {
+            write_pca_png(stem + ".pca.png", px, c, foreground_picture(t, ran.index, px, c, o));
+        } else if (o.pca) {
+            const auto& rgb = previews[in_batch].rgb;
+            write_pca_png(stem + ".pca.png", px, c,
+                          resample_hwc(rgb.data(), t.grid_h, t.grid_w, 3, linear_axis(t.grid_h, px.height), linear_axis(t.grid_w, px.width)));
+        }
         row["file"] = std::to_string(r) + ext;
         row["shape"] = rows.shape;
         row["geometry"] = geometry_json(prepared.geometry, c.patch);
@@ -301,7 +333,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     const auto run = batch::run_chunked(model, inputs, o, std::move(identity), probe, work, progress);
 
     nlohmann::json row_files{"{row}" + ext};
-    if (o.pca) row_files.push_back("{row}.pca.png");
+    if (o.pca || o.pca_foreground) row_files.push_back("{row}.pca.png");
     nlohmann::json info = {
         {"model", model.path()},
         {"config", to_json(c)},  // the whole configuration, as config_from_json reads it back

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "core/parse_number.hpp"
 #include "core/resample.hpp"
@@ -125,8 +126,11 @@ void DenseView::check(int patch) const {
     }
     if (scales.empty()) throw UsageError("--scales: give at least one scale");
     for (const double s : scales)
-        if (!(s > 0) || !std::isfinite(s))
-            throw UsageError("--scales: scale " + std::to_string(s) + " must be a finite number above 0");
+        if (!(s > 0) || !(s <= 16)) {
+            std::ostringstream text;
+            text << s;
+            throw UsageError("--scales: scale " + text.str() + " must be above 0 and at most 16");
+        }
     if (grid_h < 0 || grid_w < 0 || (grid_h == 0) != (grid_w == 0)) throw UsageError("--grid must be HxW with H, W >= 1");
 }
 
@@ -135,8 +139,7 @@ void DenseView::parse_scales(const std::string& text) {
     for (const auto& part : split(text, ',')) {
         const auto v = parse_real(part, -1e9, 1e9);
         if (!v) throw UsageError("--scales '" + text + "': '" + part + "' is not a number (expected e.g. 0.5,1,1.5)");
-        if (!(*v > 0)) throw UsageError("--scales '" + text + "': scale " + part + " must be above 0");
-        if (*v > 16) throw UsageError("--scales '" + text + "': scale " + part + " is over 16");
+        if (!(*v > 0 && *v <= 16)) throw UsageError("--scales '" + text + "': scale " + part + " must be above 0 and at most 16");
         scales.push_back(*v);
     }
 }
