@@ -530,7 +530,7 @@ class CliTest(unittest.TestCase):
         image = os.path.join(ASSETS, "chelsea.png")
         out = os.path.join(self.tmp, "dense-view")
         r = vitreg("dense", MODEL, image, "-o", out, "--resize", "154x126", "--window", "84", "--stride", "56",
-                   "--scales", "0.5,1", "--flip", "--upsample", "jbu:x2", "--jbu-sigma-range", "0.2", "--dtype", "f16")
+                   "--image-scales", "0.5,1", "--flip", "--upsample", "jbu:x2", "--jbu-sigma-range", "0.2", "--dtype", "f16")
         self.assertEqual(r.returncode, 0, r.stderr)
         a = np.load(os.path.join(out, "0.npy"))
         self.assertEqual(a.shape, (18, 22, 192))  # 126x154 px = 9x11 patches, x2
@@ -548,8 +548,8 @@ class CliTest(unittest.TestCase):
         for bad, message in (
                 (["--window", "100"], "--window 100 is not a multiple of the patch size 14: use 98 or 112"),
                 (["--window", "84", "--stride", "98"], "--stride 98 is larger than --window 84"),
-                (["--scales", "1,0"], "scale 0 must be above 0"),
-                (["--scales", "-0.5"], "must be above 0"),
+                (["--image-scales", "1,0"], "scale 0 must be above 0"),
+                (["--image-scales", "0.5,-1"], "must be above 0"),
                 (["--jbu-sigma-range", "0.3"], "apply only to --upsample jbu"),
                 (["--upsample", "jbu:y2"], "bad --upsample 'jbu:y2'")):
             never = os.path.join(self.tmp, "never-view")
@@ -649,7 +649,7 @@ class CliTest(unittest.TestCase):
             self.assertIn("blocks.0.attn.qkv", cal["ranges"])
             out = os.path.join(tmp, "out")
             args = ("extract", MODEL, ASSETS, "-o", out, "--precision", "int8", "--act-quant", "per-tensor",
-                    "--scales", scales)
+                    "--image-scales", scales)
             r = vitreg(*args)
             self.assertEqual(r.returncode, 0, r.stderr)
             run = json.load(open(os.path.join(out, "run.json")))
@@ -668,7 +668,7 @@ class CliTest(unittest.TestCase):
             bad = os.path.join(tmp, "bad.json")
             open(bad, "w").write('{"format": "vitreg-int8-calibration", "version": 1, "ranges": {')
             r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(tmp, "y"), "--precision", "int8",
-                       "--act-quant", "per-tensor", "--scales", bad)
+                       "--act-quant", "per-tensor", "--image-scales", bad)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn(bad + ": not a vitreg int8 calibration: malformed JSON", r.stderr)
             self.assertFalse(os.path.exists(os.path.join(tmp, "y")))

@@ -201,7 +201,7 @@ TEST_CASE("sliding-window crops cover the axis, the last flush with the edge") {
     CHECK(window_starts(40, 20, 20) == std::vector<int>{0, 20});
     CHECK(window_starts(16, 20, 8) == std::vector<int>{0});  // a crop larger than the image is the image
     CHECK(scaled_size(28, 40, 0.5, 4) == std::pair{16, 20});  // 14 -> 16 (rounded half up), 20
-    CHECK(scaled_size(28, 40, 1.5, 4) == std::pair{40, 60});
+    CHECK(scaled_size(28, 40, 1.5, 4) == std::pair{44, 60});  // 10.5 -> 11 patches
 }
 
 TEST_CASE("dense views (window, scales, flip, grid) equal the reference's, learned positions and RoPE") {

@@ -24,7 +24,7 @@ void register_dense(CLI::App& app, Command& run) {
     cmd->add_option("--window", a->window, "sliding window: crops of this many pixels (a multiple of the patch), "
                                            "each crop's grid pasted into the image's and averaged where they overlap");
     cmd->add_option("--stride", a->stride, "pixels between crops (a multiple of the patch, at most --window; default: --window)");
-    cmd->add_option("--scales", a->scales, "run the image at each scale (e.g. 0.5,1,1.5), grids resized to one and averaged")
+    cmd->add_option("--image-scales", a->scales, "run the image at each scale (e.g. 0.5,1,1.5), grids resized to one and averaged")
         ->capture_default_str();
     cmd->add_flag("--flip", a->flip, "also run each scale mirrored left-right (its grid mirrored back) and average");
     cmd->add_option("--grid", a->grid, "the common grid HxW in cells (default: the image's own patch grid)");

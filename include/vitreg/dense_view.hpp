@@ -26,7 +26,7 @@ struct DenseView {
     // Throws UsageError naming the option and the fault: a window or stride that is not a multiple
     // of `patch` (with the nearest valid values), a stride larger than the window, a scale <= 0.
     void check(int patch) const;
-    // "--scales 0.5,1,1.5" and "--grid HxW" texts; throw UsageError naming the option.
+    // "--image-scales 0.5,1,1.5" and "--grid HxW" texts; throw UsageError naming the option.
     void parse_scales(const std::string& text);
     void parse_grid(const std::string& text);
     // Every field, for the run's identity and the manifest.

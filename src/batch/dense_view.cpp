@@ -124,12 +124,12 @@ void DenseView::check(int patch) const {
             throw UsageError("--stride " + std::to_string(stride) + " is larger than --window " + std::to_string(window) +
                              ": crops would leave gaps (use a stride of at most " + std::to_string(window) + ")");
     }
-    if (scales.empty()) throw UsageError("--scales: give at least one scale");
+    if (scales.empty()) throw UsageError("--image-scales: give at least one scale");
     for (const double s : scales)
         if (!(s > 0) || !(s <= 16)) {
             std::ostringstream text;
             text << s;
-            throw UsageError("--scales: scale " + text.str() + " must be above 0 and at most 16");
+            throw UsageError("--image-scales: scale " + text.str() + " must be above 0 and at most 16");
         }
     if (grid_h < 0 || grid_w < 0 || (grid_h == 0) != (grid_w == 0)) throw UsageError("--grid must be HxW with H, W >= 1");
 }
@@ -138,8 +138,8 @@ void DenseView::parse_scales(const std::string& text) {
     scales.clear();
     for (const auto& part : split(text, ',')) {
         const auto v = parse_real(part, -1e9, 1e9);
-        if (!v) throw UsageError("--scales '" + text + "': '" + part + "' is not a number (expected e.g. 0.5,1,1.5)");
-        if (!(*v > 0 && *v <= 16)) throw UsageError("--scales '" + text + "': scale " + part + " must be above 0 and at most 16");
+        if (!v) throw UsageError("--image-scales '" + text + "': '" + part + "' is not a number (expected e.g. 0.5,1,1.5)");
+        if (!(*v > 0 && *v <= 16)) throw UsageError("--image-scales '" + text + "': scale " + part + " must be above 0 and at most 16");
         scales.push_back(*v);
     }
 }

@@ -261,7 +261,7 @@ def test_model_dense_returns_the_array_the_command_writes(model, tmp_path):
     options = {"layers": "-2,-1", "norm": True, "window": 84, "stride": 56, "scales": [0.5, 1.0], "flip": True,
                "upsample": "jbu:x2", "resize": "154x126"}
     r = subprocess.run([BINARY, "dense", SHIPPED, image, "-o", str(tmp_path / "cli"), "--layers", "-2,-1", "--norm",
-                        "--window", "84", "--stride", "56", "--scales", "0.5,1", "--flip", "--upsample", "jbu:x2",
+                        "--window", "84", "--stride", "56", "--image-scales", "0.5,1", "--flip", "--upsample", "jbu:x2",
                         "--resize", "154x126"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     written = np.load(tmp_path / "cli" / "0.npy")
