@@ -649,7 +649,7 @@ class CliTest(unittest.TestCase):
             self.assertIn("blocks.0.attn.qkv", cal["ranges"])
             out = os.path.join(tmp, "out")
             args = ("extract", MODEL, ASSETS, "-o", out, "--precision", "int8", "--act-quant", "per-tensor",
-                    "--image-scales", scales)
+                    "--scales", scales)
             r = vitreg(*args)
             self.assertEqual(r.returncode, 0, r.stderr)
             run = json.load(open(os.path.join(out, "run.json")))
@@ -668,7 +668,7 @@ class CliTest(unittest.TestCase):
             bad = os.path.join(tmp, "bad.json")
             open(bad, "w").write('{"format": "vitreg-int8-calibration", "version": 1, "ranges": {')
             r = vitreg("extract", MODEL, ASSETS, "-o", os.path.join(tmp, "y"), "--precision", "int8",
-                       "--act-quant", "per-tensor", "--image-scales", bad)
+                       "--act-quant", "per-tensor", "--scales", bad)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn(bad + ": not a vitreg int8 calibration: malformed JSON", r.stderr)
             self.assertFalse(os.path.exists(os.path.join(tmp, "y")))

@@ -264,8 +264,9 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     identity["norm"] = o.norm;
     identity["concat"] = o.concat;
     identity["upsample"] = upsample;
-    if (o.method == UpsampleMethod::Jbu)
-        identity["jbu"] = {{"sigma_spatial", o.jbu.sigma_spatial}, {"sigma_range", o.jbu.sigma_range}, {"radius", o.jbu.radius}};
+    const nlohmann::ordered_json jbu = {
+        {"sigma_spatial", o.jbu.sigma_spatial}, {"sigma_range", o.jbu.sigma_range}, {"radius", o.jbu.radius}};
+    if (o.method == UpsampleMethod::Jbu) identity["jbu"] = jbu;
     if (!o.view.plain()) identity["view"] = o.view.to_json();
     identity["dtype"] = dtype;
     identity["pca"] = o.pca_foreground ? "foreground per image"
@@ -349,7 +350,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         {"format", to_string(o.format)},
         {"row_files", row_files},
     };
-    if (o.method == UpsampleMethod::Jbu) info["jbu"] = identity["jbu"];
+    if (o.method == UpsampleMethod::Jbu) info["jbu"] = jbu;
     if (!o.view.plain()) info["view"] = o.view.to_json();
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
                                       std::move(info));
