@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/enum_names.hpp"
+
 namespace vitreg {
 
 enum class UpsampleMethod {
@@ -22,8 +24,11 @@ struct GuideImage {
     std::vector<float> rgb;
 };
 
-// "bilinear" | "jbu"; throws UsageError.
-UpsampleMethod parse_upsample_method(const std::string& text);
-std::string to_string(UpsampleMethod method);
+template <>
+struct EnumTable<UpsampleMethod> {
+    static constexpr const char* what = "upsampling method";
+    static constexpr EnumName<UpsampleMethod> names[] = {{UpsampleMethod::Bilinear, "bilinear"}, {UpsampleMethod::Jbu, "jbu"}};
+};
+inline std::string to_string(UpsampleMethod method) { return name_of(method); }
 
 }  // namespace vitreg

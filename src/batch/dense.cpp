@@ -32,7 +32,7 @@ void DenseOptions::parse_upsample(const std::string& text) {
     method = UpsampleMethod::Bilinear;
     if (colon != std::string::npos || text == "bilinear" || text == "jbu") {
         try {
-            method = parse_upsample_method(text.substr(0, colon));
+            method = parse_enum<UpsampleMethod>(text.substr(0, colon));
         } catch (const UsageError&) {
             throw bad();
         }

@@ -82,12 +82,4 @@ void FeatureUpsampler::row(int y, float* out) const {
     }
 }
 
-UpsampleMethod parse_upsample_method(const std::string& text) {
-    if (text == "bilinear") return UpsampleMethod::Bilinear;
-    if (text == "jbu") return UpsampleMethod::Jbu;
-    throw UsageError("bad upsampling method '" + text + "' (expected bilinear or jbu)");
-}
-
-std::string to_string(UpsampleMethod method) { return method == UpsampleMethod::Jbu ? "jbu" : "bilinear"; }
-
 }  // namespace vitreg
