@@ -1,7 +1,10 @@
 #pragma once
 // The pieces of the `vitreg` Python module, one binder per concept (errors, the model, the batch
 // jobs, images), and the model handle they share.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <optional>
 
 #include <cstdint>
 #include <string>
@@ -22,6 +25,13 @@ struct PyModel {
     std::int64_t max_tokens = kDefaultMaxTokens;  // per image
     ImageLimits image_limits;
 };
+
+// Model.preprocess: a path or uint8 image as the model's float32 input [3, H, W].
+py::array_t<float> preprocess_image(const PyModel& self, const py::object& image, const std::string& resize,
+                                    const std::optional<std::string>& pipeline, const std::string& resample,
+                                    const std::string& decode, bool exif_transpose);
+// Model.dense: one image's dense array, as `vitreg dense` writes it.
+py::array model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs);
 
 // vitreg.Error and its subclasses; vitreg's C++ exceptions arrive as them.
 void bind_errors(py::module_& m);

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "kwargs.hpp"
+#include "dense_options.hpp"
 #include "vitreg/dense.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
@@ -90,18 +91,19 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
     Options o("dense", kwargs);
     DenseOptions d;
     take_batch_options(model, o, d, path_of(out));
-    d.layers = o.take<std::string>("layers", "last");
-    d.norm = o.take<bool>("norm", false);
-    d.concat = o.take<bool>("concat", false);
-    d.parse_upsample(o.take<std::string>("upsample", "none"));
-    const auto dtype = o.take<std::string>("dtype", "f32");
-    if (dtype != "f32" && dtype != "f16") throw UsageError("dtype must be 'f32' or 'f16', not '" + dtype + "'");
-    d.half = dtype == "f16";
+    take_dense_options(o, d);
     d.pca_joint = o.take<bool>("pca_joint", false);
-    d.pca = o.take<bool>("pca", false) || d.pca_joint;
+    // pca: True (the preview) | 'preview' | 'foreground' (DINOv3's picture), as --pca [foreground].
+    const py::object pca = o.take<py::object>("pca", py::bool_(false));
+    const std::string pca_kind = py::isinstance<py::str>(pca) ? pca.cast<std::string>() : (py::bool_(pca) ? "preview" : "");
+    if (!pca_kind.empty() && pca_kind != "preview" && pca_kind != "foreground")
+        throw UsageError("dense: pca='" + pca_kind + "' (expected True, 'preview' or 'foreground')");
+    d.pca = !pca_kind.empty() || d.pca_joint;
+    d.pca_foreground = pca_kind == "foreground";
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
-    resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec fails before any output
+    resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec or view fails before any output
+    d.check(model.model.config().patch);
     const auto paths = input_list(inputs);
     BatchSummary s;
     {
@@ -162,13 +164,17 @@ A bad image is a failed row of the manifest, not an exception. Returns a dict: i
           R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
 
 dense(model, inputs, out, *, layers='last', norm=False, concat=False, upsample='none', dtype='f32',
-      pca=False, pca_joint=False, resize='eval', format='npy', batch=1, threads=model.threads,
-      chunk=256, resume=False, overwrite=False, shard=None, shard_count=0, progress=None)
+      window=0, stride=0, scales=[1.0], flip=False, grid=None, jbu_sigma_spatial=1.0,
+      jbu_sigma_range=0.15, jbu_radius=2, pca=False, pca_joint=False, resize='eval', format='npy',
+      batch=1, threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None,
+      shard_count=0, progress=None)
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
-<row>.pca.png with pca, and manifest.jsonl with each row's geometry (how a grid cell maps back
+<row>.pca.png with pca (pca='foreground': DINOv3's picture), and manifest.jsonl with each row's geometry (how a grid cell maps back
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
-upsample: 'none' | 'image' | 'xN'; dtype: 'f32' | 'f16'. Durable and shardable as extract.
+upsample: 'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE'; dtype: 'f32' |
+'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). Durable and
+shardable as extract.
 Returns a dict: inputs, ok, failed, out.)");
     m.def("study", &study, "configs"_a, "images"_a,
           R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.

@@ -177,6 +177,8 @@ py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_
     return out;
 }
 
+}  // namespace
+
 py::array_t<float> preprocess_image(const PyModel& self, const py::object& image, const std::string& resize,
                                     const std::optional<std::string>& pipeline, const std::string& resample,
                                     const std::string& decode, bool exif_transpose) {
@@ -217,6 +219,8 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
     const py::ssize_t h = px.height, w = px.width;
     return owning_array(std::move(px.chw), {3, h, w});
 }
+
+namespace {
 
 // An option's default as Python writes it: None when unset, else an int or a str.
 py::object default_of(const ModelOption& o) {
@@ -311,6 +315,23 @@ decode    'exact' | 'draft' (JPEGs at a reduced DCT scale, as PIL's Image.draft:
           pixels).
 exif_transpose  apply the file's EXIF orientation first (HF's load_image does).
 Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError for a bad array.)")
+        .def("dense", &model_dense, "image"_a,
+             R"(One image's dense features: the array `vitreg dense` writes for it (row 0.npy), as float32
+(float16 with dtype='f16').
+
+dense(image, *, layers='last', norm=False, concat=False, window=0, stride=0, scales=[1.0], flip=False,
+      grid=None, upsample='none', jbu_sigma_spatial=1.0, jbu_sigma_range=0.15, jbu_radius=2, dtype='f32',
+      resize='eval', threads=model.threads)
+
+image     a path or uint8 array (preprocessed with `resize` as preprocess does), or float32
+          [3, H, W] already preprocessed.
+window, stride  a sliding window of crops (pixels, multiples of the patch): each crop's grid added
+          into the image's grid and averaged where crops overlap; the crops run as one batch.
+scales, flip  the image at each scale (and mirrored), grids resized bilinearly to one (grid=(h, w),
+          default the image's own) and averaged.
+upsample  'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE' (SIZE image or xN);
+          jbu: joint bilateral upsampling guided by the image.
+Returns [h, w, C] for one layer or with concat, else [layers, h, w, D].)")
         .def("forward", &forward, "x"_a, "threads"_a = py::none(),
              R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:
 

@@ -526,6 +526,38 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("bad --upsample 'x0'", r.stderr)
 
+    def test_dense_window_scales_and_jbu_record_the_view_and_refuse_bad_options(self):
+        image = os.path.join(ASSETS, "chelsea.png")
+        out = os.path.join(self.tmp, "dense-view")
+        r = vitreg("dense", MODEL, image, "-o", out, "--resize", "154x126", "--window", "84", "--stride", "56",
+                   "--image-scales", "0.5,1", "--flip", "--upsample", "jbu:x2", "--jbu-sigma-range", "0.2", "--dtype", "f16")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a = np.load(os.path.join(out, "0.npy"))
+        self.assertEqual(a.shape, (18, 22, 192))  # 126x154 px = 9x11 patches, x2
+        self.assertTrue(np.all(np.isfinite(a.astype(np.float32))))
+        view = {"window": 84, "stride": 56, "scales": [0.5, 1.0], "flip": True, "grid": "image"}
+        self.assertEqual(manifest(out)[0]["view"], view)
+        with open(os.path.join(out, "job.json")) as f:
+            job = json.load(f)
+        with open(os.path.join(out, "run.json")) as f:
+            run = json.load(f)
+        for record in (job, run):
+            self.assertEqual(record["view"], view)
+            self.assertEqual(record["upsample"], "jbu:x2")
+            self.assertEqual(record["jbu"]["sigma_range"], 0.2)
+        for bad, message in (
+                (["--window", "100"], "--window 100 is not a multiple of the patch size 14: use 98 or 112"),
+                (["--window", "84", "--stride", "98"], "--stride 98 is larger than --window 84"),
+                (["--image-scales", "1,0"], "scale 0 must be above 0"),
+                (["--image-scales", "0.5,-1"], "must be above 0"),
+                (["--jbu-sigma-range", "0.3"], "apply only to --upsample jbu"),
+                (["--upsample", "jbu:y2"], "bad --upsample 'jbu:y2'")):
+            never = os.path.join(self.tmp, "never-view")
+            r = vitreg("dense", MODEL, image, "-o", never, *bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(message, r.stderr)
+            self.assertFalse(os.path.exists(never), bad)
+
     def test_linprobe_reports_miou(self):
         r = vitreg("linprobe", MODEL, "--data", os.path.join(FIXTURES, "dense"), "--json")
         self.assertEqual(r.returncode, 0, r.stderr)

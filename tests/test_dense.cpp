@@ -1,5 +1,6 @@
 // Dense features: intermediate blocks against the reference, bilinear upsampling against
-// torch, pixel alignment, the PCA view, float16 storage and the linear probe.
+// torch, pixel alignment, the PCA view, float16 storage and the linear probe; dense views
+// (sliding window, scales, flip) and JBU against the reference.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "vitreg/analysis/linear_probe.hpp"
 #include "vitreg/analysis/pca.hpp"
 #include "core/resample.hpp"
+#include "batch/feature_upsampler.hpp"
 #include "vitreg/writers.hpp"
 
 using namespace vitreg;
@@ -191,4 +193,129 @@ TEST_CASE("linear probe: separable features score mIoU 1, and patch labels take 
     LabelledPatches noise_test = sample(30, 2);
     for (std::size_t i = 0; i < noise_test.features.size(); ++i) noise_test.features[i] = std::sin(static_cast<float>(i) * 78.233f);
     CHECK(linear_probe({noise}, {noise_test}, 4, 3, 0.1).miou < 0.7);
+}
+
+TEST_CASE("sliding-window crops cover the axis, the last flush with the edge") {
+    CHECK(window_starts(2048, 512, 341) == std::vector<int>{0, 341, 682, 1023, 1364, 1536});
+    CHECK(window_starts(44, 20, 12) == std::vector<int>{0, 12, 24});
+    CHECK(window_starts(40, 20, 20) == std::vector<int>{0, 20});
+    CHECK(window_starts(16, 20, 8) == std::vector<int>{0});  // a crop larger than the image is the image
+    CHECK(scaled_size(28, 40, 0.5, 4) == std::pair{16, 20});  // 14 -> 16 (rounded half up), 20
+    CHECK(scaled_size(28, 40, 1.5, 4) == std::pair{44, 60});  // 10.5 -> 11 patches
+}
+
+TEST_CASE("dense views (window, scales, flip, grid) equal the reference's, learned positions and RoPE") {
+    for (const auto& c : fixture_json("dense_views.json")) {
+        const std::string name = c["name"].get<std::string>();
+        INFO("view " << name);
+        const Model m = Model::load(fixture(c["model"].get<std::string>()));
+        const SafetensorsFile f(fixture(c["file"].get<std::string>()));
+        Pixels px;
+        px.height = c["height"].get<int>();
+        px.width = c["width"].get<int>();
+        px.chw = tensor(f, "input");
+        DenseOptions o;
+        std::string layers;
+        for (const int l : c["layers"]) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+        o.layers = layers;
+        o.norm = true;
+        o.view.window = c["window"].get<int>();
+        o.view.stride = c["stride"].get<int>();
+        if (c.contains("scales")) o.view.scales = c["scales"].get<std::vector<double>>();
+        o.view.flip = c.value("flip", false);
+        if (c.contains("grid")) o.view.grid_h = c["grid"][0].get<int>(), o.view.grid_w = c["grid"][1].get<int>();
+        const auto got = dense_array(m, px, o);
+        const auto want = tensor(f, "grid");  // [L, gh, gw, D]
+        CHECK(got.data.size() == want.size());
+        CHECK(relative_error(got.data, want) < 1e-5);
+        if (name == "learned_window") {
+            o.parse_upsample("image");
+            const auto up = dense_array(m, px, o);
+            CHECK(up.shape == std::vector<std::int64_t>{2, px.height, px.width, m.config().dim});
+            CHECK(relative_error(up.data, tensor(f, "bilinear_image")) < 1e-5);
+            o.concat = true;  // the same numbers, channels side by side
+            const auto side = dense_array(m, px, o);
+            CHECK(side.shape == std::vector<std::int64_t>{px.height, px.width, 2 * m.config().dim});
+            CHECK(side.data[m.config().dim] == up.data[static_cast<std::size_t>(px.height) * px.width * m.config().dim]);
+        }
+    }
+}
+
+TEST_CASE("joint bilateral upsampling equals the reference's, to the guide's size and to a factor") {
+    const SafetensorsFile f(fixture("dense_views/jbu.safetensors"));
+    const auto src = tensor(f, "src");  // [5, 7, 6]
+    GuideImage guide{28, 20, tensor(f, "guide")};
+    for (const auto [name, h, w] : {std::tuple{"jbu_image", 20, 28}, {"jbu_x3", 15, 21}}) {
+        INFO(name);
+        const FeatureUpsampler up(src.data(), 5, 7, 6, h, w, UpsampleMethod::Jbu, &guide, JbuOptions{});
+        std::vector<float> got(static_cast<std::size_t>(h) * w * 6);
+        for (int y = 0; y < h; ++y) up.row(y, got.data() + static_cast<std::size_t>(y) * w * 6);
+        CHECK(relative_error(got, tensor(f, name)) < 1e-5);
+        // Bilinear through the same rows equals resample_hwc's whole-grid answer.
+        const FeatureUpsampler bl(src.data(), 5, 7, 6, h, w, UpsampleMethod::Bilinear);
+        for (int y = 0; y < h; ++y) bl.row(y, got.data() + static_cast<std::size_t>(y) * w * 6);
+        CHECK(relative_error(got, resample_hwc(src.data(), 5, 7, 6, linear_axis(5, h), linear_axis(7, w))) < 1e-6);
+    }
+}
+
+TEST_CASE("bad dense views and upsampling are refused naming the option") {
+    DenseOptions o;
+    o.view.window = 500;
+    CHECK_THROWS_WITH(o.check(14), Catch::Contains("--window 500") && Catch::Contains("490 or 504"));
+    o.view.window = 56;
+    o.view.stride = 70;
+    CHECK_THROWS_WITH(o.check(14), Catch::Contains("--stride 70 is larger than --window 56"));
+    o.view.stride = 30;
+    CHECK_THROWS_WITH(o.check(14), Catch::Contains("--stride 30") && Catch::Contains("28 or 42"));
+    o.view.stride = 28;
+    CHECK_NOTHROW(o.check(14));
+    CHECK_THROWS_WITH(o.view.parse_scales("0.5,0"), Catch::Contains("scale 0 must be above 0"));
+    CHECK_THROWS_WITH(o.view.parse_scales("1,-2"), Catch::Contains("must be above 0"));
+    CHECK_THROWS_WITH(o.view.parse_scales("1,x"), Catch::Contains("'x' is not a number"));
+    CHECK_THROWS_WITH(o.view.parse_grid("12"), Catch::Contains("--grid '12'"));
+    CHECK_THROWS_WITH(o.parse_upsample("cubic"), Catch::Contains("bad --upsample 'cubic'"));
+    o.parse_upsample("jbu:x4");
+    CHECK(o.upsample_text() == "jbu:x4");
+    o.parse_upsample("x2");
+    CHECK(o.upsample_text() == "x2");
+    o.jbu.sigma_range = 0.3;
+    CHECK_THROWS_WITH(o.check(14), Catch::Contains("apply only to --upsample jbu"));
+    o.parse_upsample("jbu");
+    CHECK(o.upsample_text() == "jbu:image");
+    CHECK_NOTHROW(o.check(14));
+}
+
+TEST_CASE("DINOv3's PCA picture: fitted on the foreground, whitened there, background dimmed") {
+    std::vector<float> f(64 * 6);
+    for (int p = 0; p < 64; ++p) {
+        const int r = p / 8, c = p % 8;
+        const bool object = r >= 2 && r < 6 && c >= 2 && c < 6;
+        for (int d = 0; d < 6; ++d) f[p * 6 + d] = (object ? (d < 3 ? 3.0f : -1.0f) : 0.0f) + 0.3f * std::sin(p * 7.0f + d * 1.3f);
+    }
+    const auto pca = pca_foreground(PatchFeatures{f.data(), 8, 8}, 6);
+    double mean[3] = {0, 0, 0}, square[3] = {0, 0, 0};
+    int count = 0;
+    for (int p = 0; p < 64; ++p) {
+        const int r = p / 8, c = p % 8;
+        CHECK(pca.foreground[p] == ((r >= 2 && r < 6 && c >= 2 && c < 6) ? 1 : 0));
+        if (!pca.foreground[p]) continue;
+        ++count;
+        for (int k = 0; k < 3; ++k) mean[k] += pca.whitened[p * 3 + k], square[k] += pca.whitened[p * 3 + k] * pca.whitened[p * 3 + k];
+    }
+    for (int k = 0; k < 3; ++k) {
+        CHECK(mean[k] / count == Approx(0).margin(1e-5));
+        CHECK(square[k] / (count - 1) == Approx(1).epsilon(1e-4));  // unit variance over the foreground
+    }
+    // A mask chooses the foreground instead; one that does not fit the grid is refused.
+    std::vector<std::uint8_t> mask(64, 0);
+    for (int p = 0; p < 16; ++p) mask[p] = 1;
+    CHECK(pca_foreground(PatchFeatures{f.data(), 8, 8}, 6, mask).foreground == mask);
+    CHECK_THROWS_WITH(pca_foreground(PatchFeatures{f.data(), 8, 8}, 6, std::vector<std::uint8_t>(10, 1)),
+                      Catch::Contains("10 cells for a grid of 64"));
+    const float zero[3] = {0, 0, 0};
+    float rgb[3];
+    foreground_colour(zero, 1.0f, rgb);
+    CHECK(rgb[0] == Approx(0.5f));
+    foreground_colour(zero, 0.0f, rgb);
+    CHECK(rgb[2] == Approx(0.5f * kBackgroundDim));
 }

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "vitreg/batch_job.hpp"
+#include "vitreg/dense_upsample.hpp"
+#include "vitreg/dense_view.hpp"
 
 namespace vitreg {
 
@@ -13,15 +15,34 @@ struct DenseOptions : BatchOptions {
     std::string layers = "last";  // "last" | "-4,-3,-2,-1" | "i,j,..." (see resolve_layers)
     bool norm = false;            // apply the final LayerNorm to the chosen layers
     bool concat = false;          // [h, w, layers·D] instead of [layers, h, w, D]
+    DenseView view;               // sliding window, scales, flip, common grid (plain: one forward)
     enum class Upsample { None, Image, Factor } upsample = Upsample::None;
     int factor = 1;               // with Upsample::Factor
+    UpsampleMethod method = UpsampleMethod::Bilinear;
+    JbuOptions jbu;
     bool half = false;            // float16 storage
     bool pca = false;             // <row>.pca.png: input | PCA of the patch features
     bool pca_joint = false;       // fit the PCA over each --batch of images together (not with shards)
+    // <row>.pca.png as DINOv3 draws it (pca_foreground in analysis/pca.hpp): whitened, sigmoid(2x),
+    // background dimmed; per image; at the input's pixels through the chosen upsampler.
+    bool pca_foreground = false;
 
-    // "none" | "image" | "xN"; throws UsageError.
+    // "none", or [METHOD:]SIZE or METHOD: METHOD bilinear | jbu, SIZE image (the input's pixel
+    // size, the default) | xN (N times the grid); "image" and "xN" alone are bilinear. Throws UsageError.
     void parse_upsample(const std::string& text);
+    // What parse_upsample reads back: "none", "bilinear:image", "jbu:x4", ...
+    std::string upsample_text() const;
+    // Throws UsageError for options that contradict each other (the view's faults; JBU without upsampling).
+    void check(int patch) const;
 };
+
+// One image's dense array, as dense_features writes it (float32 here; `half` rounds what it writes).
+struct DenseArray {
+    std::vector<std::int64_t> shape;
+    std::vector<float> data;
+};
+// The array dense_features writes for one preprocessed image (no PCA picture, no files).
+DenseArray dense_array(const Model& model, const Pixels& pixels, const DenseOptions& options);
 
 // Writes OUT/<row>.npy (or .safetensors, tensor "features") per good image: [h, w, C] for one
 // layer or with concat, else [layers, h, w, D]; registers and CLS excluded; h × w is the patch

@@ -8,6 +8,8 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/dense.hpp"
+#include "vitreg/dense_upsample.hpp"
+#include "vitreg/dense_view.hpp"
 #include "vitreg/enum_names.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"

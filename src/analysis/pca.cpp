@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "vitreg/error.hpp"
+
 namespace vitreg {
 
 namespace {
@@ -44,9 +46,7 @@ bool on_border(int p, int gh, int gw) {
     return r == 0 || c == 0 || r == gh - 1 || c == gw - 1;
 }
 
-}  // namespace
-
-std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, int dim) {
+Matrix rows_of(const std::vector<PatchFeatures>& images, int dim) {
     Eigen::Index total = 0;
     for (const auto& im : images) total += im.grid_h * im.grid_w;
     Matrix all(total, dim);
@@ -54,12 +54,17 @@ std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, in
     for (const auto& im : images)
         for (int p = 0; p < im.grid_h * im.grid_w; ++p, ++at)
             for (int d = 0; d < dim; ++d) all(at, d) = im.data[static_cast<std::size_t>(p) * dim + d];
+    return all;
+}
 
-    // Foreground: the first component, oriented so the border leans negative.
+// Rows on the first component's positive side, oriented so the border leans negative (every row
+// when fewer than 3 stand out).
+std::vector<Eigen::Index> first_component_foreground(const Matrix& all, const std::vector<PatchFeatures>& images) {
+    const Eigen::Index total = all.rows();
     const Eigen::RowVectorXd mean = all.colwise().mean();
     Eigen::VectorXd first = (all.rowwise() - mean) * principal_axes(all, 1).col(0);
     double border = 0;
-    at = 0;
+    Eigen::Index at = 0;
     for (const auto& im : images)
         for (int p = 0; p < im.grid_h * im.grid_w; ++p, ++at)
             if (on_border(p, im.grid_h, im.grid_w)) border += first[at];
@@ -71,6 +76,52 @@ std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, in
         fg.resize(static_cast<std::size_t>(total));
         for (Eigen::Index i = 0; i < total; ++i) fg[static_cast<std::size_t>(i)] = i;
     }
+    return fg;
+}
+
+}  // namespace
+
+PcaProjection pca_foreground(const PatchFeatures& image, int dim, const std::vector<std::uint8_t>& mask) {
+    const Matrix all = rows_of({image}, dim);
+    const Eigen::Index n = all.rows();
+    std::vector<Eigen::Index> fg;
+    if (mask.empty()) {
+        fg = first_component_foreground(all, {image});
+    } else {
+        if (static_cast<Eigen::Index>(mask.size()) != n)
+            throw UsageError("foreground mask: " + std::to_string(mask.size()) + " cells for a grid of " + std::to_string(n));
+        for (Eigen::Index i = 0; i < n; ++i)
+            if (mask[static_cast<std::size_t>(i)]) fg.push_back(i);
+        if (fg.size() < 3) throw UsageError("foreground mask: fewer than 3 foreground cells to fit 3 components on");
+    }
+    Matrix fg_rows(static_cast<Eigen::Index>(fg.size()), dim);
+    for (std::size_t i = 0; i < fg.size(); ++i) fg_rows.row(static_cast<Eigen::Index>(i)) = all.row(fg[i]);
+    const Eigen::RowVectorXd mean = fg_rows.colwise().mean();
+    const Matrix axes = principal_axes(fg_rows, 3);
+    const Matrix fg_proj = (fg_rows.rowwise() - mean) * axes;
+    const Matrix proj = (all.rowwise() - mean) * axes;
+    PcaProjection out;
+    out.whitened.resize(static_cast<std::size_t>(n) * 3);
+    out.foreground.assign(static_cast<std::size_t>(n), 0);
+    for (const auto i : fg) out.foreground[static_cast<std::size_t>(i)] = 1;
+    for (int c = 0; c < 3; ++c) {
+        const double var = fg_proj.col(c).squaredNorm() / std::max<double>(1, static_cast<double>(fg.size()) - 1);
+        const double scale = var > 0 ? 1 / std::sqrt(var) : 0;
+        for (Eigen::Index i = 0; i < n; ++i) out.whitened[static_cast<std::size_t>(i) * 3 + c] = static_cast<float>(proj(i, c) * scale);
+    }
+    return out;
+}
+
+void foreground_colour(const float* whitened, float foreground, float* rgb) {
+    const float keep = kBackgroundDim + (1 - kBackgroundDim) * std::clamp(foreground, 0.0f, 1.0f);
+    for (int c = 0; c < 3; ++c) rgb[c] = keep / (1 + std::exp(-2 * whitened[c]));
+}
+
+std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, int dim) {
+    const Matrix all = rows_of(images, dim);
+    const Eigen::Index total = all.rows();
+
+    std::vector<Eigen::Index> fg = first_component_foreground(all, images);
 
     Matrix fg_rows(static_cast<Eigen::Index>(fg.size()), dim);
     for (std::size_t i = 0; i < fg.size(); ++i) fg_rows.row(static_cast<Eigen::Index>(i)) = all.row(fg[i]);

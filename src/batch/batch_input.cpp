@@ -12,7 +12,7 @@
 namespace vitreg::batch {
 
 std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, std::int64_t max_tokens, tbb::task_arena& arena) {
+                              const ImageLimits& limits, const InputCheck& check, tbb::task_arena& arena) {
     const Config& c = model.config();
     std::vector<Prepared> prepared(count);
     arena.execute([&] {
@@ -20,7 +20,7 @@ std::vector<Prepared> prepare(const Model& model, const std::string* paths, std:
             const std::string& path = paths[i];
             try {
                 Pixels px = load_pixels(path, resize, c, limits, &prepared[i].geometry);
-                model.check_tokens(px.height, px.width, max_tokens, path);
+                check(px.height, px.width, path);
                 prepared[i].pixels = std::move(px);
             } catch (const Error& e) {
                 prepared[i].error = e.what();
@@ -55,8 +55,12 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
 
 void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
-                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink) {
+                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
+                    const BatchRunner& runner) {
     batch = std::max<std::size_t>(1, batch);
+    const InputCheck check = runner.check ? runner.check : [&](int h, int w, const std::string& name) {
+        model.check_tokens(h, w, options.max_tokens, name);
+    };
     struct Work {
         std::size_t start = 0;
         std::vector<Prepared> prepared;
@@ -82,13 +86,14 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
                     tbb::filter_mode::parallel,
                     [&](std::shared_ptr<Work> w) {
                         const std::size_t n = std::min(batch, count - w->start);
-                        w->prepared = prepare(model, paths + w->start, n, resize, limits, options.max_tokens, arena);
+                        w->prepared = prepare(model, paths + w->start, n, resize, limits, check, arena);
                         return w;
                     }) &
                 tbb::make_filter<std::shared_ptr<Work>, void>(tbb::filter_mode::serial_in_order,
                                                               [&](std::shared_ptr<Work> w) {
                                                                   sink(w->start, w->prepared,
-                                                                       run_by_size(model, w->prepared, probe, shared));
+                                                                       runner.run ? runner.run(w->prepared, shared)
+                                                                                  : run_by_size(model, w->prepared, probe, shared));
                                                               }));
     });
 }
@@ -98,6 +103,24 @@ void write_array(const std::string& path_without_suffix, const std::string& tens
     const std::string path = path_without_suffix + file_extension(format);
     if (format == FeatureFormat::Npy) write_npy(path, array);
     else write_safetensors(path, {{tensor, array}}, metadata);
+}
+
+void write_array_rows(const std::string& path_without_suffix, const std::string& tensor,
+                      const std::vector<std::int64_t>& shape, DType dtype, FeatureFormat format,
+                      const std::map<std::string, std::string>& metadata, std::size_t row_floats,
+                      const std::function<void(std::size_t first, std::size_t count, float* out)>& fill) {
+    const ArrayRef whole{shape, nullptr, dtype};
+    const std::size_t rows = row_floats ? whole.numel() / row_floats : 0;
+    AtomicFile file(path_without_suffix + file_extension(format));
+    file.write(format == FeatureFormat::Npy ? npy_header(whole) : safetensors_header({{tensor, whole}}, metadata));
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t(1) << 22) / std::max<std::size_t>(1, row_floats));
+    std::vector<float> buffer(std::min(block, rows) * row_floats);
+    for (std::size_t first = 0; first < rows; first += block) {
+        const std::size_t count = std::min(block, rows - first);
+        fill(first, count, buffer.data());
+        file.write(array_bytes(ArrayRef{{static_cast<std::int64_t>(count * row_floats)}, buffer.data(), dtype}));
+    }
+    file.commit();
 }
 
 bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, BatchSummary& summary) {

@@ -26,10 +26,13 @@ struct Prepared {
     std::string error;  // when pixels is empty
 };
 
-// paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs over `max_tokens`
-// refused; never throws for a bad file.
+// Throws UsageError naming `name` when an input of this size may not run (over max_tokens).
+using InputCheck = std::function<void(int height, int width, const std::string& name)>;
+
+// paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs `check` refuses
+// failed; never throws for a bad file.
 std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, std::int64_t max_tokens, tbb::task_arena& arena);
+                              const ImageLimits& limits, const InputCheck& check, tbb::task_arena& arena);
 
 // The forward that holds input i: its features, trace and index in that forward's batch.
 struct Ran {
@@ -42,6 +45,13 @@ struct Ran {
 std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& prepared, const Probe& probe,
                              const ForwardOptions& options);
 
+// How a job runs a batch of prepared inputs: run_by_size unless it sees its images another way
+// (dense's sliding window), with the input check that goes with it.
+struct BatchRunner {
+    InputCheck check;  // empty: Model::check_tokens against the forward's max_tokens
+    std::function<std::vector<Ran>(const std::vector<Prepared>&, const ForwardOptions&)> run;  // empty: run_by_size
+};
+
 // What a batch job does with each batch, in input order: its first input's position in `paths`,
 // each input's preparation and forward.
 using BatchSink = std::function<void(std::size_t start, const std::vector<Prepared>&, const std::vector<Ran>&)>;
@@ -51,11 +61,19 @@ using BatchSink = std::function<void(std::size_t start, const std::vector<Prepar
 // order), so the next batch is decoded while this one runs.
 void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
-                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink);
+                    const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
+                    const BatchRunner& runner = {});
 
 // One per-image array: PATH.npy, or PATH.safetensors holding `tensor` and `metadata`.
 void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,
                  FeatureFormat format, const std::map<std::string, std::string>& metadata = {});
+
+// The same file written a block of rows at a time, for arrays too large to hold twice:
+// fill(first, count, out) writes rows [first, first + count), `row_floats` floats each, into out.
+void write_array_rows(const std::string& path_without_suffix, const std::string& tensor,
+                      const std::vector<std::int64_t>& shape, DType dtype, FeatureFormat format,
+                      const std::map<std::string, std::string>& metadata, std::size_t row_floats,
+                      const std::function<void(std::size_t first, std::size_t count, float* out)>& fill);
 
 // Starts input i's manifest row; when it failed, records the reason, counts it and returns false.
 bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepared& prepared, BatchSummary& summary);

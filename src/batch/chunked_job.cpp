@@ -79,7 +79,7 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                 if (progress) progress(begin + start + prepared.size(), mine.size());
             };
             stream_batches(model, paths.data(), paths.size(), batch, options.resize, options.image_limits, probe, fwd,
-                           arena, collect);
+                           arena, collect, work.runner);
             job.save(k, data);
             done = job.load(k);
             if (!done) throw IoError(run.out_dir + ": chunk " + std::to_string(k) + " did not read back");

@@ -28,6 +28,8 @@ struct ChunkWork {
     std::function<void(ChunkData& chunk, nlohmann::ordered_json& row, std::size_t row_number, std::size_t in_batch,
                        const Prepared& prepared, const Ran& ran)>
         image;
+    // How its batches run (dense's sliding window); empty: one forward per input size.
+    BatchRunner runner;
 };
 
 // The keys that make two runs of a job the same: the job, the model's bytes, and every option

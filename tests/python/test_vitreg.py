@@ -256,6 +256,34 @@ def test_dense_shards_merge_to_what_the_command_writes(model, tmp_path):
         assert cli[name] == py[name], name
 
 
+def test_model_dense_returns_the_array_the_command_writes(model, tmp_path):
+    image = os.path.join(ASSETS, "chelsea.png")
+    options = {"layers": "-2,-1", "norm": True, "window": 84, "stride": 56, "scales": [0.5, 1.0], "flip": True,
+               "upsample": "jbu:x2", "resize": "154x126"}
+    r = subprocess.run([BINARY, "dense", SHIPPED, image, "-o", str(tmp_path / "cli"), "--layers", "-2,-1", "--norm",
+                        "--window", "84", "--stride", "56", "--image-scales", "0.5,1", "--flip", "--upsample", "jbu:x2",
+                        "--resize", "154x126"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    written = np.load(tmp_path / "cli" / "0.npy")
+    got = model.dense(image, **options)
+    assert got.dtype == np.float32 and got.shape == written.shape == (2, 18, 22, 192)
+    assert relative_error(got, written) == 0
+    # A preprocessed float32 image gives the same; f16 as the file would store it.
+    x = model.preprocess(image, resize="154x126")
+    half = model.dense(x, **{k: v for k, v in options.items() if k != "resize"}, dtype="f16")
+    assert half.dtype == np.float16
+    assert np.array_equal(half, got.astype(np.float16))
+    # The window's crops at scale 1 alone differ from one forward of the whole image.
+    plain = model.dense(x, layers="-1")
+    windowed = model.dense(x, layers="-1", window=84, stride=56)
+    assert plain.shape == windowed.shape == (9, 11, 192)
+    assert relative_error(windowed, plain) > 1e-3
+    with pytest.raises(vitreg.UsageError, match="--stride 98 is larger than --window 84"):
+        model.dense(x, window=84, stride=98)
+    with pytest.raises(vitreg.UsageError, match="must be above 0"):
+        model.dense(x, scales=[1.0, 0.0])
+
+
 # ---- arrays ---------------------------------------------------------------------------------
 
 def test_outputs_own_their_memory_and_torch_takes_them_without_a_copy(tmp_path):

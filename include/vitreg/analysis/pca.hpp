@@ -23,4 +23,20 @@ struct PcaPreview {
 // largest loading being positive, so results do not flip between runs.
 std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, int dim);
 
+// DINOv3's PCA picture (its notebooks): three components fitted on the foreground patches only,
+// every patch projected on them (centred on the foreground's mean) and whitened (divided by each
+// component's standard deviation over the foreground, n - 1 as sklearn's PCA(whiten=True)).
+struct PcaProjection {
+    std::vector<float> whitened;           // [patches, 3]
+    std::vector<std::uint8_t> foreground;  // [patches] 1 = foreground
+};
+// Foreground: `mask` when given ([patches], nonzero = foreground), else pca_preview's rule (the
+// first component's positive side, oriented by the border). Throws UsageError for a mask of the
+// wrong size or with fewer than 3 foreground patches.
+PcaProjection pca_foreground(const PatchFeatures& image, int dim, const std::vector<std::uint8_t>& mask = {});
+// The picture's colour of one pixel: sigmoid(2·x) per component, times 1 on the foreground and
+// `kBackgroundDim` on the background (`foreground` in [0, 1] blends where it was resampled).
+constexpr float kBackgroundDim = 0.2f;
+void foreground_colour(const float* whitened, float foreground, float* rgb);
+
 }  // namespace vitreg

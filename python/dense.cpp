@@ -1,0 +1,75 @@
+// Model.dense and the options vitreg.dense shares with it: the dense view and upsampling keywords.
+#include "dense_options.hpp"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "arrays.hpp"
+#include "vitreg/dense.hpp"
+#include "vitreg/error.hpp"
+
+namespace vitreg::python {
+
+void take_dense_options(Options& o, DenseOptions& d) {
+    d.layers = o.take<std::string>("layers", "last");
+    d.norm = o.take<bool>("norm", false);
+    d.concat = o.take<bool>("concat", false);
+    d.parse_upsample(o.take<std::string>("upsample", "none"));
+    d.view.window = o.take<int>("window", 0);
+    d.view.stride = o.take<int>("stride", 0);
+    d.view.scales = o.take<std::vector<double>>("scales", {1.0});
+    d.view.flip = o.take<bool>("flip", false);
+    if (o.given("grid")) {
+        const auto grid = o.take<std::pair<int, int>>("grid", {0, 0});
+        if (grid.first < 1 || grid.second < 1) throw UsageError("grid=(h, w) needs h, w >= 1");
+        d.view.grid_h = grid.first;
+        d.view.grid_w = grid.second;
+    }
+    d.jbu.sigma_spatial = o.take<double>("jbu_sigma_spatial", d.jbu.sigma_spatial);
+    d.jbu.sigma_range = o.take<double>("jbu_sigma_range", d.jbu.sigma_range);
+    d.jbu.radius = o.take<int>("jbu_radius", d.jbu.radius);
+    const auto dtype = o.take<std::string>("dtype", "f32");
+    if (dtype != "f32" && dtype != "f16") throw UsageError("dtype must be 'f32' or 'f16', not '" + dtype + "'");
+    d.half = dtype == "f16";
+}
+
+py::array model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs) {
+    Options o("dense", kwargs);
+    DenseOptions d;
+    take_dense_options(o, d);
+    const auto resize = o.take<std::string>("resize", "eval");
+    const int threads = o.take<int>("threads", self.threads);
+    o.finish();
+    if (threads < 0) throw UsageError("threads must be 0 (all cores) or more, got " + std::to_string(threads));
+    d.threads = threads;
+    d.max_tokens = self.max_tokens;
+    const Config& c = self.model.config();
+    resolve_layers(d.layers, c.depth);
+    d.check(c.patch);
+    Pixels px;
+    if (py::isinstance<py::array_t<float>>(image) && py::array(image).ndim() == 3) {
+        const py::array a = image;
+        const auto dims = checked_dims<float>(a, {3}, "image", "float32 [3, height, width]");
+        if (dims[0] != 3) throw UsageError("image: expected 3 channels first, got " + std::to_string(dims[0]));
+        px.height = static_cast<int>(dims[1]);
+        px.width = static_cast<int>(dims[2]);
+        const auto* p = static_cast<const float*>(a.data());
+        px.chw.assign(p, p + 3 * dims[1] * dims[2]);
+    } else {
+        const py::array_t<float> pre = preprocess_image(self, image, resize, std::nullopt, "pil", "exact", false);
+        px.height = static_cast<int>(pre.shape(1));
+        px.width = static_cast<int>(pre.shape(2));
+        px.chw.assign(pre.data(), pre.data() + pre.size());
+    }
+    DenseArray a;
+    {
+        py::gil_scoped_release release;
+        a = dense_array(self.model, px, d);
+    }
+    const std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
+    py::array out = owning_array(std::move(a.data), shape);
+    // float16 as the file stores it: numpy's astype rounds to nearest even, as vitreg's writer does.
+    return d.half ? py::array(out.attr("astype")("float16")) : out;
+}
+
+}  // namespace vitreg::python
