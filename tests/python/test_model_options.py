@@ -18,13 +18,13 @@ SHIPPED = "vitreg-untrained-s14-d192-reg4"
 OPTIONS = vitreg.model_options()
 # A value each option without a default takes on the shipped model on its own (None: the option
 # needs another one or another checkpoint; None is then what is passed, and still a known keyword).
-EXAMPLES = {"attention": "softmax1", "pos_interp": "offset", "evict": "cls"}
+EXAMPLES = {"attention": "softmax1", "pos_interp": "offset", "evict": "cls", "max_memory": "4G"}
 
 
 def test_the_table_names_the_options_both_front_ends_had():
     assert [o["keyword"] for o in OPTIONS] == [
         "key", "attention", "pos_interp", "precision", "act_quant", "scales", "int8_weights", "evict", "ttr",
-        "register_neurons", "max_header_bytes", "max_json_depth", "threads", "max_image_pixels", "max_tokens"]
+        "register_neurons", "max_header_bytes", "max_json_depth", "max_memory", "threads", "max_image_pixels", "max_tokens"]
     for o in OPTIONS:
         assert o["keyword"] == o["name"].replace("-", "_") and o["flag"] == "--" + o["name"]
         assert o["kind"] in ("int", "str") and o["group"] in ("open", "run") and o["help"]
