@@ -15,7 +15,7 @@ time_path() {  # PATH PX -> best ms/image
   local best=""
   for ((r = 0; r < rounds; r++)); do
     ms=$(VITREG_ATTENTION=$1 "$root/build/apps/vitreg" bench "$stem.safetensors" --threads "$threads" --size "$2x$2" \
-      --iters "${ITERS:-3}" --warmup 1 --max-tokens 0 | sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p')
+      --iters "${ITERS:-3}" --warmup 1 | sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p')
     best=$(printf '%s\n' $best "$ms" | sort -g | head -1)
   done
   echo "$best"

@@ -35,7 +35,7 @@ for size in $sizes; do
     warmup=1; peak_flag=()
     if [[ "$px" == "${pxs##* }" ]]; then warmup=0; peak_flag=(--peak); fi
     v=$(measure 1000000 "$vitreg" bench "$stem.safetensors" --threads 2 --batch 1 --size "${px}x${px}" --iters 1 \
-      --warmup "$warmup" --max-tokens 0 "${peak_flag[@]}" 2>&1)
+      --warmup "$warmup" "${peak_flag[@]}" 2>&1)
     v_ms=$(sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p' <<<"$v" | head -1)
     v_rss=$(field peak_rss_mb "$v"); v_state=$(field status "$v")
     share=$(sed -n 's/^forward: \([0-9.]*%\) of .*/\1/p' <<<"$v" | head -1)

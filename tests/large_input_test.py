@@ -56,8 +56,9 @@ def write_model(path):
 def peak_rss_mib(cmd):
     """Runs cmd; its exit status, output and the kernel's ru_maxrss for it (MiB)."""
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    out = child.stdout.read()
-    err = child.stderr.read()
+    out, err = child.stdout.read(), child.stderr.read()  # stderr holds a line or two: no deadlock
+    child.stdout.close()
+    child.stderr.close()
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     return child.returncode, out.decode(), err.decode(), usage.ru_maxrss / 1024
@@ -98,10 +99,7 @@ class LargeInputTest(unittest.TestCase):
         # The estimate bounds the peak without being loose enough to refuse what would fit.
         self.assertGreater(peak, 0.5 * estimate)
 
-    def test_max_tokens_bounds_in_tokens_and_bad_sizes_are_refused(self):
-        rc, _, err, _ = peak_rss_mib(self.command("--max-memory", "64M", "--max-tokens", "100"))
-        self.assertNotEqual(rc, 0, err)
-        self.assertIn(f"makes {TOKENS} tokens, over the limit of 100 (--max-tokens)", err)
+    def test_bad_sizes_are_refused(self):
         for size, why in [("12Q", "unknown unit 'Q'"), ("0.5M", "under 1 MiB"), ("150%", "a share must be in"),
                           ("lots", "not a number")]:
             rc, _, err, _ = peak_rss_mib(self.command("--max-memory", size))
