@@ -40,7 +40,10 @@ constexpr int kQueryBlock = 64;
 // block's keys and values stay in L2 however many tokens there are.
 constexpr int kKeyBlock = 384;
 constexpr int kKeyQueryBlock = 128;
-// Where key blocks take over from whole rows (Auto). PLACEHOLDER_MEASURE
+// Where key blocks take over from whole rows (Auto): 2048 tokens, where the whole-row score block
+// (64 × N floats, 512 KB) fills half of a Zen 5 core's 1 MB L2. Not yet measured: on the shared
+// 2-core machine the two paths were within its noise from 434 to 1022 px (966 to 5334 tokens);
+// bench/attention_crossover.sh measures it on a quiet one.
 constexpr int kKeyBlocksFromTokens = 2048;
 constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
 
