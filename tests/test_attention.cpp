@@ -1,12 +1,15 @@
-// The normalizers against DESIGN.md §3's exact values, and their invariants.
+// The normalizers against DESIGN.md §3's exact values, and their invariants; attention over key
+// blocks against whole rows.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "core/attention.hpp"
+#include "core/kernels.hpp"
 
 using namespace vitreg;
 
@@ -86,4 +89,82 @@ TEST_CASE("a NaN score gives NaN probabilities, not undefined behaviour") {
     std::vector<float> inf{std::numeric_limits<float>::infinity(), 0.0f};
     normalize_attention(inf.data(), inf.size(), AttentionKind::Softmax1);
     CHECK(std::isnan(inf[0]));
+}
+
+namespace {
+
+// One layer's attention through kernels::attention on the path asked for: the mixed output and
+// each query's abstention.
+struct AttentionRun {
+    std::vector<float> out, abstention;
+};
+
+AttentionRun run_attention(const std::vector<float>& qkv, int tokens, int heads, int head_dim, AttentionKind kind,
+                           const Eigen::VectorXf& sinks, const std::uint8_t* evicted, kernels::AttentionPath path) {
+    AttentionRun r{std::vector<float>(static_cast<std::size_t>(tokens) * heads * head_dim),
+                   std::vector<float>(static_cast<std::size_t>(tokens) * heads)};
+    kernels::AttentionScratch scratch;
+    kernels::AttentionRecord record;
+    record.abstention = r.abstention.data();
+    kernels::attention(qkv.data(), 1, tokens, heads, head_dim, kind, sinks, r.out.data(), scratch, false, &record,
+                       evicted, path);
+    return r;
+}
+
+// ‖a − b‖ / ‖b‖ over every element.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    double diff = 0, norm = 0;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+        norm += static_cast<double>(b[i]) * b[i];
+    }
+    return std::sqrt(diff / norm);
+}
+
+}  // namespace
+
+TEST_CASE("attention over key blocks (online softmax) equals whole rows", "[attention]") {
+    // docs/design.md, "Attention normalizers": the running maximum and sum start at the virtual
+    // key (logit 0 for softmax-1, s for a sink), so every normalizer and eviction gives the same
+    // output and abstention as normalizing whole rows (‖Δ‖ / ‖whole‖ < 1e-6; element by element
+    // the two differ by float rounding of a weighted sum). 4133 tokens spans 11 key blocks, the last
+    // one partial; 1 and 257 tokens one block.
+    const int heads = 2, head_dim = 32;
+    Eigen::VectorXf sinks(heads);
+    sinks << 2.0f, -1.0f;
+    for (const int tokens : {1, 257, 4133}) {
+        std::mt19937 rng(tokens);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> qkv(static_cast<std::size_t>(tokens) * 3 * heads * head_dim);
+        for (float& v : qkv) v = 2.5f * normal(rng);  // peaked rows: logits spread over ~±15
+        std::vector<std::uint8_t> evicted(static_cast<std::size_t>(heads) * tokens, 0);
+        for (int h = 0; h < heads; ++h)
+            for (int k = 0; k < tokens; ++k) evicted[static_cast<std::size_t>(h) * tokens + k] = k % 7 == 3 || k == 5 + h;
+        for (const auto kind : {AttentionKind::Softmax, AttentionKind::Softmax1, AttentionKind::Sink})
+            for (const bool evict : {false, true}) {
+                CAPTURE(tokens, to_string(kind), evict);
+                const std::uint8_t* mask = evict ? evicted.data() : nullptr;
+                const auto whole = run_attention(qkv, tokens, heads, head_dim, kind, sinks, mask,
+                                                 kernels::AttentionPath::WholeRows);
+                const auto blocked = run_attention(qkv, tokens, heads, head_dim, kind, sinks, mask,
+                                                   kernels::AttentionPath::KeyBlocks);
+                CHECK(relative_error(blocked.out, whole.out) < 1e-6);
+                if (kind == AttentionKind::Softmax) CHECK(*std::max_element(blocked.abstention.begin(), blocked.abstention.end()) == 0.0f);
+                else CHECK(relative_error(blocked.abstention, whole.abstention) < 1e-6);
+            }
+    }
+}
+
+TEST_CASE("attention picks key blocks by size, and whole rows where the probe reads rows or key mass", "[attention]") {
+    using kernels::AttentionPath;
+    CHECK_FALSE(kernels::attention_by_key_blocks(257, nullptr));
+    CHECK(kernels::attention_by_key_blocks(21320, nullptr));
+    float cell = 0;
+    kernels::AttentionRecord mass;
+    mass.key_mass = &cell;
+    CHECK_FALSE(kernels::attention_by_key_blocks(21320, &mass, AttentionPath::KeyBlocks));
+    kernels::AttentionRecord abstention;
+    abstention.abstention = &cell;
+    CHECK(kernels::attention_by_key_blocks(21320, &abstention));
+    CHECK(kernels::attention_by_key_blocks(1, nullptr, AttentionPath::KeyBlocks));
 }

@@ -96,13 +96,16 @@ TEST_CASE("the table's defaults are the library's, and every option reaches the 
     CHECK(got.overrides.limits.max_json_depth == want.overrides.limits.max_json_depth);
     CHECK(got.threads == want.threads);
     CHECK(got.max_tokens == want.max_tokens);
+    CHECK(got.max_tokens == kMaxTokensFromMemory);
+    CHECK(got.max_memory == want.max_memory);
     CHECK(got.image_limits.max_pixels == want.image_limits.max_pixels);
     CHECK(got.intervention.empty());
 
     const ModelRequest all = ModelRequest::from_options(
         "m", {{"key", "model"}, {"attention", "sink"}, {"pos-interp", "size"}, {"precision", "int8"},
               {"act-quant", "per-tensor"}, {"scales", "s.json"}, {"int8-weights", "7"}, {"evict", "cls"}, {"ttr", "2"},
-              {"register-neurons", "1:3"}, {"max-header-bytes", "4096"}, {"max-json-depth", "9"}, {"threads", "3"},
+              {"register-neurons", "1:3"}, {"max-header-bytes", "4096"}, {"max-json-depth", "9"}, {"max-memory", "1.5G"},
+              {"threads", "3"},
               {"max-image-pixels", "1000"}, {"max-tokens", "77"}});
     CHECK(all.model == "m");
     CHECK(all.overrides.state_dict_key == "model");
@@ -115,7 +118,8 @@ TEST_CASE("the table's defaults are the library's, and every option reaches the 
     CHECK(all.threads == 3);
     CHECK(all.image_limits.max_pixels == 1000);
     CHECK(all.max_tokens == 77);
-    CHECK(model_options().size() == 15);  // a new option: add it above, and to the front ends' tests
+    CHECK(all.max_memory == (std::int64_t(3) << 29));
+    CHECK(model_options().size() == 16);  // a new option: add it above, and to the front ends' tests
 }
 
 TEST_CASE("from_options refuses what is not an option or not one of its values", "[model_request]") {
@@ -123,6 +127,7 @@ TEST_CASE("from_options refuses what is not an option or not one of its values",
     CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"ttr", "65"}}), Catch::Contains("ttr=65: expected an integer in 0..64 (--ttr on the command line)"));
     CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"threads", "two"}}), Catch::Contains("threads=two: expected an integer"));
     CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"attention", "relu"}}), Catch::Contains("unknown attention kind 'relu'"));
+    CHECK_THROWS_WITH(ModelRequest::from_options("m", {{"max-memory", "4X"}}), Catch::Contains("--max-memory 4X: unknown unit 'X'"));
     CHECK_THROWS_AS(ModelRequest::from_options("m", {{"evict", "sinks"}}), UsageError);
     CHECK(model_option("pos-interp").keyword() == "pos_interp");
 }

@@ -193,7 +193,8 @@ void register_bench(CLI::App& app, Command& run) {
                 std::normal_distribution<float> normal;
                 for (auto& v : pixels) v = normal(rng);
             }
-            const ForwardOptions opt{a->threads, 0};  // the size was asked for: no token limit
+            // The size was asked for: no bound in tokens, but the memory cap (--max-memory) holds.
+            const ForwardOptions opt{a->threads, kMaxTokensFromMemory};
             const Probe probe = a->probe ? Probe::statistics(m.config().depth) : Probe{};
             auto forward = [&] {
                 Trace trace;

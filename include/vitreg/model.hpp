@@ -15,10 +15,11 @@
 
 namespace vitreg {
 
-// The default bound on the tokens of one image's forward: 16384 is a 1792×1792 input at
-// patch 14, far above what ViTs are run at, while a hostile `--resize none` image stays
-// refused before its quadratic attention time is spent.
-constexpr std::int64_t kDefaultMaxTokens = 16384;
+// The default bound on the tokens of one image's forward: as many as the model's memory cap
+// holds (Model::memory_cap, --max-memory): an input whose forward_memory estimate exceeds the cap
+// is refused before anything is allocated. A positive bound counts tokens; 0 is no bound.
+constexpr std::int64_t kMaxTokensFromMemory = -1;
+constexpr std::int64_t kDefaultMaxTokens = kMaxTokensFromMemory;
 
 struct ForwardOptions {
     int threads = 0;  // oneTBB worker count for this call; 0 = all cores
@@ -44,6 +45,10 @@ public:
     // checkpoint's own (metadata evict=sink) stays. Throws UsageError for one that does not fit.
     Model with(const Intervention& intervention) const;
     const Intervention& intervention() const { return intervention_; }
+    // The same model with the memory its forwards may use (bytes; 0: default_memory_cap()),
+    // which bounds the tokens where max_tokens is kMaxTokensFromMemory.
+    Model with_memory_cap(std::int64_t bytes) const;
+    std::int64_t memory_cap() const;
     // Register tokens of a forward: the trained ones, then the test-time ones.
     int registers() const;
 
@@ -61,7 +66,9 @@ public:
 
     // Tokens of one image's forward at this input size: CLS, registers (test-time ones too) and patches.
     std::int64_t tokens(int height, int width) const;
-    // Throws UsageError naming `name` when an input of this size exceeds `max_tokens`.
+    // Throws UsageError naming `name` when an input of this size exceeds `max_tokens`, or, with
+    // kMaxTokensFromMemory, when its forward's estimated memory exceeds memory_cap() (the
+    // message states both).
     void check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const;
 
     // Multiply-adds × 2 of one image's forward at this input size.
@@ -71,6 +78,7 @@ private:
     struct Impl;
     std::shared_ptr<const Impl> impl_;
     Intervention intervention_;
+    std::int64_t memory_cap_ = 0;
 };
 
 }  // namespace vitreg

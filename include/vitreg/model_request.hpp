@@ -23,6 +23,7 @@ struct ModelRequest {
     ConfigOverrides overrides;  // attention, pos-interp, the state dict's key, the header limits
     PrecisionOptions precision;
     Intervention intervention;  // none when empty
+    std::int64_t max_memory = 0;  // the opened model's memory cap (bytes; 0: default_memory_cap())
     // What the front end runs the opened model with; open_model itself does not use them.
     int threads = 0;  // 0 = all cores
     std::int64_t max_tokens = kDefaultMaxTokens;

@@ -14,6 +14,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
 #include "vitreg/features.hpp"
+#include "vitreg/forward_memory.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/intervention.hpp"

@@ -5,9 +5,12 @@
 #include <tbb/partitioner.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "vector_loops.hpp"
 #include "core/attention.hpp"
+#include "vitreg/error.hpp"
 
 namespace vitreg::kernels {
 
@@ -31,6 +34,17 @@ int tile_side(int k, std::size_t value_bytes) {
     return side;
 }
 constexpr int kQueryBlock = 64;
+// Attention over key blocks (online softmax): keys in blocks of kKeyBlock, a multiple of every
+// panel width (16, 32, 48, 64) so that a block's scores are whole panels of the packed keys;
+// its query blocks kKeyQueryBlock rows. The score block (128 × 384 floats, 192 KB) and the
+// block's keys and values stay in L2 however many tokens there are.
+constexpr int kKeyBlock = 384;
+constexpr int kKeyQueryBlock = 128;
+// Where key blocks take over from whole rows (Auto): 2048 tokens, where the whole-row score block
+// (64 × N floats, 512 KB) fills half of a Zen 5 core's 1 MB L2. Not yet measured: on the shared
+// 2-core machine the two paths were within its noise from 434 to 1022 px (966 to 5334 tokens);
+// bench/attention_crossover.sh measures it on a quiet one.
+constexpr int kKeyBlocksFromTokens = 2048;
 constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
 
 // Runs fn(i) for i in [0, n) as independent tasks; simple_partitioner keeps the split fixed.
@@ -172,57 +186,210 @@ void swiglu(const float* u, int rows, int hidden, float* h) {
     });
 }
 
-void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
-               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
-               const AttentionRecord* record, const std::uint8_t* evicted) {
+namespace {
+
+// Keys (as scale·Kᵀ, so queries are read in place) and values packed once per (sequence, head),
+// shared by its query blocks; values in `value_blocks` row blocks of `key_block` keys (one: whole).
+// bf16 runs on vdpbf16ps where the CPU has it; elsewhere its bf16-rounded operands go through the
+// fp32 kernels (exact products, fp32 sums: the same up to summation order), which is faster than
+// replaying vdpbf16ps lane by lane.
+void pack_keys_values(const float* qkv, int batch, int tokens, int heads, int head_dim, bool bf16, bool native,
+                      int key_block, int value_blocks, AttentionScratch& scratch) {
     const int dim = heads * head_dim, stride = 3 * dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    // Keys (as scale·Kᵀ, so queries are read in place) and values packed once per
-    // (sequence, head), shared by its query blocks.
-    // bf16 runs on vdpbf16ps where the CPU has it; elsewhere its bf16-rounded operands go
-    // through the fp32 kernels (exact products, fp32 sums: the same up to summation order),
-    // which is faster than replaying vdpbf16ps lane by lane.
-    const bool native = bf16 && gemm::native_bf16();
-    const std::size_t pairs = static_cast<std::size_t>(batch) * heads;
-    for (auto* v : {&scratch.keys, &scratch.values})
-        if (!native && v->size() < pairs) v->resize(pairs);
-    for (auto* v : {&scratch.keys_bf16, &scratch.values_bf16})
-        if (native && v->size() < pairs) v->resize(pairs);
+    const std::size_t pairs = static_cast<std::size_t>(batch) * heads, packed_values = pairs * value_blocks;
+    if (native) {
+        if (scratch.keys_bf16.size() < pairs) scratch.keys_bf16.resize(pairs);
+        if (scratch.values_bf16.size() < packed_values) scratch.values_bf16.resize(packed_values);
+    } else {
+        if (scratch.keys.size() < pairs) scratch.keys.resize(pairs);
+        if (scratch.values.size() < packed_values) scratch.values.resize(packed_values);
+    }
     for_each_task(batch * heads, [&](int bh) {
         const float* seq = qkv + static_cast<std::size_t>(bh / heads) * tokens * stride + (bh % heads) * head_dim;
-        if (native) {
-            gemm::pack_transposed_into(scratch.keys_bf16[bh], seq + dim, tokens, head_dim, stride, scale);
-            gemm::pack_into(scratch.values_bf16[bh], seq + 2 * dim, tokens, head_dim, stride);
-        } else {
-            gemm::pack_transposed_into(scratch.keys[bh], seq + dim, tokens, head_dim, stride, scale, gemm::best(), bf16);
-            gemm::pack_into(scratch.values[bh], seq + 2 * dim, tokens, head_dim, stride, gemm::best(), bf16);
+        if (native) gemm::pack_transposed_into(scratch.keys_bf16[bh], seq + dim, tokens, head_dim, stride, scale);
+        else gemm::pack_transposed_into(scratch.keys[bh], seq + dim, tokens, head_dim, stride, scale, gemm::best(), bf16);
+        for (int j = 0; j < value_blocks; ++j) {
+            const int k0 = j * key_block, kn = std::min(key_block, tokens - k0);
+            const float* v = seq + 2 * dim + static_cast<std::size_t>(k0) * stride;
+            const std::size_t at = static_cast<std::size_t>(bh) * value_blocks + j;
+            if (native) gemm::pack_into(scratch.values_bf16[at], v, kn, head_dim, stride);
+            else gemm::pack_into(scratch.values[at], v, kn, head_dim, stride, gemm::best(), bf16);
         }
     });
-    const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+}
+
+// s[0:qn, 0:kn] = (queries · scale·Kᵀ)[:, k0:k0+kn], row stride lds. `low` holds the queries as
+// bf16 pairs where `native`; `rounded` their bf16-rounded floats where bf16 is emulated.
+void scores(const float* queries, long stride, int qn, const AttentionScratch& scratch, int bh, bool native,
+            const std::uint32_t* low, const float* rounded, int head_dim, int k0, int kn, float* s, long lds) {
+    if (native) gemm::multiply(low, qn, scratch.keys_bf16[bh], k0, k0 + kn, s, lds);
+    else if (rounded) gemm::multiply(rounded, head_dim, qn, scratch.keys[bh], k0, k0 + kn, s, lds);
+    else gemm::multiply(queries, stride, qn, scratch.keys[bh], k0, k0 + kn, s, lds);
+}
+
+// out[0:qn, 0:head_dim] (row stride ldo) = p[0:qn, 0:kn] (row stride ldp) · the packed values
+// `at`; p is rounded to bf16 first under bf16 (into `low` where native, in place otherwise).
+void mix(float* p, int qn, int kn, long ldp, const AttentionScratch& scratch, std::size_t at, bool bf16, bool native,
+         std::uint32_t* low, int head_dim, float* out, long ldo) {
+    if (native) {
+        gemm::round_rows_bf16(p, ldp, qn, kn, low);
+        gemm::multiply(low, qn, scratch.values_bf16[at], 0, head_dim, out, ldo);
+        return;
+    }
+    if (bf16)
+        for (int i = 0; i < qn; ++i) loops::active().round_bf16(p + i * ldp, static_cast<std::size_t>(kn), p + i * ldp);
+    gemm::multiply(p, ldp, qn, scratch.values[at], 0, head_dim, out, ldo);
+}
+
+// The queries of one block as the score GEMM reads them under bf16: pairs where native, else
+// rounded floats into `rounded` (fp32: neither, read in place).
+void round_queries(const float* queries, long stride, int qn, int head_dim, bool bf16, bool native,
+                   std::uint32_t* low, float* rounded) {
+    if (native) gemm::round_rows_bf16(queries, stride, qn, head_dim, low);
+    else if (bf16)
+        for (int i = 0; i < qn; ++i)
+            loops::active().round_bf16(queries + static_cast<std::size_t>(i) * stride, head_dim, rounded + i * head_dim);
+}
+
+}  // namespace
+
+namespace {
+
+// VITREG_ATTENTION=rows|blocks puts every Auto choice on one path, as VITREG_ISA forces a kernel
+// set: for bench/attention_crossover.sh, which times both at each length.
+AttentionPath forced_path() {
+    static const AttentionPath forced = [] {
+        const char* env = std::getenv("VITREG_ATTENTION");
+        if (!env || !*env) return AttentionPath::Auto;
+        const std::string name = env;
+        if (name == "rows") return AttentionPath::WholeRows;
+        if (name == "blocks") return AttentionPath::KeyBlocks;
+        throw Error("VITREG_ATTENTION='" + name + "' is not an attention path (rows or blocks)");
+    }();
+    return forced;
+}
+
+}  // namespace
+
+bool attention_by_key_blocks(int tokens, const AttentionRecord* record, AttentionPath path) {
+    if (record && (record->rows || record->key_mass)) return false;  // they read whole normalized rows
+    if (path == AttentionPath::Auto) path = forced_path();
+    if (path != AttentionPath::Auto) return path == AttentionPath::KeyBlocks;
+    return tokens >= kKeyBlocksFromTokens;
+}
+
+std::size_t attention_thread_bytes(int tokens, int head_dim, bool key_blocks) {
+    const std::size_t rows = key_blocks ? kKeyQueryBlock : kQueryBlock, keys = key_blocks ? kKeyBlock : tokens;
+    const std::size_t floats = rows * (keys + 3 * static_cast<std::size_t>(head_dim) + 3);
+    const std::size_t pairs = rows * 2 * std::max<std::size_t>((head_dim + 1) / 2, (keys + 1) / 2);
+    return (floats + pairs) * 4;
+}
+
+void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
+               const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
+               const AttentionRecord* record, const std::uint8_t* evicted, AttentionPath path) {
+    const int dim = heads * head_dim, stride = 3 * dim;
+    const bool native = bf16 && gemm::native_bf16();
+    const bool key_blocks = attention_by_key_blocks(tokens, record, path);
+    const int value_blocks = key_blocks ? (tokens + kKeyBlock - 1) / kKeyBlock : 1;
+    pack_keys_values(qkv, batch, tokens, heads, head_dim, bf16, native, key_blocks ? kKeyBlock : tokens, value_blocks,
+                     scratch);
     const loops::Table& vec = loops::active();
-    // Column sums per query block, added up in block order afterwards (deterministic).
-    std::vector<double> block_mass(record && record->key_mass ? static_cast<std::size_t>(batch) * heads * blocks * tokens : 0);
-    for_each_task(batch * heads * blocks, [&](int t) {
-        const int bh = t / blocks, h = bh % heads, b = bh / heads, qb = t % blocks;
+    const bool abstains = kind != AttentionKind::Softmax;
+    const auto queries_of = [&](int bh, int q0) {
+        return qkv + (static_cast<std::size_t>(bh / heads) * tokens + q0) * stride + (bh % heads) * head_dim;
+    };
+    const auto mixed_of = [&](int bh, int q0) {
+        return out + (static_cast<std::size_t>(bh / heads) * tokens + q0) * dim + (bh % heads) * head_dim;
+    };
+    const auto evicted_of = [&](int bh) { return evicted ? evicted + static_cast<std::size_t>(bh) * tokens : nullptr; };
+
+    if (key_blocks) {
+        // Online softmax (docs/design.md, "Attention normalizers"): per query row a running
+        // maximum m, sum l and output o over the key blocks; a block with a larger maximum
+        // rescales l and o by e^(m_old − m_new). Softmax-1 and the sink start at the virtual key
+        // of logit s (0 for softmax-1): m = s, l = 1; softmax at m = −∞, l = 0. At the end
+        // o / l is the output and e^(s − m) / l the abstention, as normalize_attention gives.
+        const int blocks = (tokens + kKeyQueryBlock - 1) / kKeyQueryBlock;
+        for_each_task(batch * heads * blocks, [&](int t) {
+            const int bh = t / blocks, q0 = (t % blocks) * kKeyQueryBlock, qn = std::min(kKeyQueryBlock, tokens - q0);
+            const int groups = std::max((head_dim + 1) / 2, (kKeyBlock + 1) / 2);
+            float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (kKeyBlock + 3 * head_dim) + 3 * qn);
+            float* acc = s + static_cast<std::size_t>(qn) * kKeyBlock;  // o, unnormalized
+            float* part = acc + static_cast<std::size_t>(qn) * head_dim;  // this block's p · V
+            float* rounded = part + static_cast<std::size_t>(qn) * head_dim;
+            float *m = rounded + static_cast<std::size_t>(qn) * head_dim, *l = m + qn, *alpha = l + qn;
+            std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) * 2 * groups) : nullptr;
+            std::uint32_t* low_p = low ? low + static_cast<std::size_t>(qn) * groups : nullptr;
+            const float* queries = queries_of(bh, q0);
+            round_queries(queries, stride, qn, head_dim, bf16, native, low, rounded);
+            const float sink = kind == AttentionKind::Sink ? sinks[bh % heads] : 0.0f;
+            std::fill(m, m + qn, abstains ? sink : -INFINITY);
+            std::fill(l, l + qn, abstains ? 1.0f : 0.0f);
+            std::fill(acc, acc + static_cast<std::size_t>(qn) * head_dim, 0.0f);
+            const std::uint8_t* gone = evicted_of(bh);
+            for (int k0 = 0, j = 0; k0 < tokens; k0 += kKeyBlock, ++j) {
+                const int kn = std::min(kKeyBlock, tokens - k0);
+                scores(queries, stride, qn, scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, k0,
+                       kn, s, kKeyBlock);
+                for (int i = 0; i < qn; ++i) {
+                    float* row = s + static_cast<std::size_t>(i) * kKeyBlock;
+                    if (gone)
+                        for (int k = 0; k < kn; ++k)
+                            if (gone[k0 + k]) row[k] = -INFINITY;
+                    const float top = std::max(m[i], vec.row_max(row, static_cast<std::size_t>(kn)));
+                    if (top == -INFINITY) {  // softmax, every key so far evicted: nothing to add
+                        std::fill(row, row + kn, 0.0f);
+                        alpha[i] = 1.0f;
+                        continue;
+                    }
+                    alpha[i] = std::exp(m[i] - top);  // e^−∞ = 0 on the first key of softmax
+                    const float sum = vec.exp_sum(row, static_cast<std::size_t>(kn), top);
+                    if (gone)  // e^−∞ is flushed to e^−87.3 in exp_sum: make it exactly 0
+                        for (int k = 0; k < kn; ++k)
+                            if (gone[k0 + k]) row[k] = 0.0f;
+                    l[i] = l[i] * alpha[i] + sum;
+                    m[i] = top;
+                }
+                mix(s, qn, kn, kKeyBlock, scratch, static_cast<std::size_t>(bh) * value_blocks + j, bf16, native, low_p,
+                    head_dim, part, head_dim);
+                for (int i = 0; i < qn; ++i) {
+                    float* o = acc + static_cast<std::size_t>(i) * head_dim;
+                    const float* p = part + static_cast<std::size_t>(i) * head_dim;
+                    for (int d = 0; d < head_dim; ++d) o[d] = o[d] * alpha[i] + p[d];
+                }
+            }
+            float* mixed = mixed_of(bh, q0);
+            for (int i = 0; i < qn; ++i) {
+                const float inv = 1.0f / l[i];
+                const float* o = acc + static_cast<std::size_t>(i) * head_dim;
+                for (int d = 0; d < head_dim; ++d) mixed[static_cast<std::size_t>(i) * dim + d] = o[d] * inv;
+                if (record && record->abstention)
+                    record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] =
+                        abstains ? std::exp(sink - m[i]) * inv : 0.0f;
+            }
+        });
+        return;
+    }
+
+    // Whole rows: each query block's scores over every key at once, normalized in place (what
+    // the Probe's rows and key mass read), then P · V.
+    const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
+    const auto query_block = [&](int bh, int qb, double* mass) {
         const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
         // The score block, then (emulated bf16) the rounded queries after it.
         float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (tokens + head_dim));
-        const float* queries = qkv + (static_cast<std::size_t>(b) * tokens + q0) * stride + h * head_dim;
-        std::uint32_t* low =
-            native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) * std::max((head_dim + 1) / 2, (tokens + 1) / 2)) : nullptr;
-        if (native) {
-            gemm::round_rows_bf16(queries, stride, qn, head_dim, low);
-            gemm::multiply(low, qn, scratch.keys_bf16[bh], 0, tokens, s, tokens);
-        } else if (bf16) {
-            float* rounded = s + static_cast<std::size_t>(qn) * tokens;
-            for (int i = 0; i < qn; ++i)
-                vec.round_bf16(queries + static_cast<std::size_t>(i) * stride, head_dim, rounded + i * head_dim);
-            gemm::multiply(rounded, head_dim, qn, scratch.keys[bh], 0, tokens, s, tokens);
-        } else {
-            gemm::multiply(queries, stride, qn, scratch.keys[bh], 0, tokens, s, tokens);
-        }
-        const float sink = kind == AttentionKind::Sink ? sinks[h] : 0.0f;
-        const std::uint8_t* gone = evicted ? evicted + static_cast<std::size_t>(bh) * tokens : nullptr;
+        float* rounded = s + static_cast<std::size_t>(qn) * tokens;
+        std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) *
+                                                                    std::max((head_dim + 1) / 2, (tokens + 1) / 2))
+                                    : nullptr;
+        const float* queries = queries_of(bh, q0);
+        round_queries(queries, stride, qn, head_dim, bf16, native, low, rounded);
+        scores(queries, stride, qn, scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, 0, tokens,
+               s, tokens);
+        const float sink = kind == AttentionKind::Sink ? sinks[bh % heads] : 0.0f;
+        const std::uint8_t* gone = evicted_of(bh);
         for (int i = 0; i < qn; ++i) {
             float* row = s + static_cast<std::size_t>(i) * tokens;
             if (gone)
@@ -232,33 +399,29 @@ void attention(const float* qkv, int batch, int tokens, int heads, int head_dim,
             if (gone)  // e^−∞ is flushed to e^−87.3 in the normalizer: make it exactly 0
                 for (int k = 0; k < tokens; ++k)
                     if (gone[k]) row[k] = 0.0f;
+            if (mass)
+                for (int k = 0; k < tokens; ++k) mass[k] += row[k];
             if (!record) continue;
             if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
             const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;
             if (slot >= 0 && record->rows)
                 std::copy(row, row + tokens, record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
         }
-        if (!block_mass.empty()) {
-            double* mass = block_mass.data() + (static_cast<std::size_t>(bh) * blocks + qb) * tokens;
-            for (int i = 0; i < qn; ++i)
-                for (int k = 0; k < tokens; ++k) mass[k] += s[static_cast<std::size_t>(i) * tokens + k];
-        }
-        float* mixed = out + (static_cast<std::size_t>(b) * tokens + q0) * dim + h * head_dim;
-        if (native) {
-            gemm::round_rows_bf16(s, tokens, qn, tokens, low);
-            gemm::multiply(low, qn, scratch.values_bf16[bh], 0, head_dim, mixed, dim);
-        } else {
-            if (bf16) vec.round_bf16(s, static_cast<std::size_t>(qn) * tokens, s);
-            gemm::multiply(s, tokens, qn, scratch.values[bh], 0, head_dim, mixed, dim);
-        }
-    });
-    if (!block_mass.empty())
-        for (int bh = 0; bh < batch * heads; ++bh)
-            for (int k = 0; k < tokens; ++k) {
-                double sum = 0;
-                for (int qb = 0; qb < blocks; ++qb) sum += block_mass[(static_cast<std::size_t>(bh) * blocks + qb) * tokens + k];
-                record->key_mass[static_cast<std::size_t>(bh) * tokens + k] = static_cast<float>(sum / tokens);
-            }
+        mix(s, qn, tokens, tokens, scratch, static_cast<std::size_t>(bh), bf16, native, low, head_dim, mixed_of(bh, q0), dim);
+    };
+    if (record && record->key_mass) {
+        // Key mass: one task per (sequence, head) runs its query blocks in order, adding each
+        // query's probabilities into one row of N doubles (an order fixed by the sizes alone).
+        for_each_task(batch * heads, [&](int bh) {
+            double* mass = thread_scratch<double>(static_cast<std::size_t>(tokens));
+            std::fill(mass, mass + tokens, 0.0);
+            for (int qb = 0; qb < blocks; ++qb) query_block(bh, qb, mass);
+            for (int k = 0; k < tokens; ++k)
+                record->key_mass[static_cast<std::size_t>(bh) * tokens + k] = static_cast<float>(mass[k] / tokens);
+        });
+    } else {
+        for_each_task(batch * heads * blocks, [&](int t) { query_block(t / blocks, t % blocks, nullptr); });
+    }
 }
 
 TokenMoments token_moments(const float* x, int rows, int width) {

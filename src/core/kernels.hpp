@@ -83,14 +83,25 @@ struct AttentionScratch {
     std::vector<gemm::PackedBf16> keys_bf16, values_bf16;
 };
 
+// How attention runs through the keys: whole rows of scores per query block (what the Probe's
+// attention rows and key mass need), or key blocks with a running maximum and sum (online
+// softmax), whose scores stay in L2 at any length. Auto picks key blocks from
+// kKeyBlocksFromTokens tokens on, unless the record asks for rows or key mass.
+enum class AttentionPath { Auto, WholeRows, KeyBlocks };
+bool attention_by_key_blocks(int tokens, const AttentionRecord* record, AttentionPath path = AttentionPath::Auto);
+// The bytes each thread's attention scratch (its score block and rounded operands) holds at
+// this length on that path (forward_memory's estimate).
+std::size_t attention_thread_bytes(int tokens, int head_dim, bool key_blocks);
+
 // Multi-head attention of `batch` sequences of `tokens` tokens: qkv [batch*tokens, 3*dim]
 // (q | k | v, head h in columns h*hd..), out [batch*tokens, dim]. Computed per (sequence,
-// head, query block) with the full key range, so memory is O(tokens × block). With `bf16`,
-// Q·Kᵀ and P·V run on bf16-rounded operands (the normalizer stays fp32). `evicted`
-// [batch, heads, tokens] marks keys whose logit is −∞ for every query (Intervention), or is null.
+// head, query block), so memory is O(tokens × block). With `bf16`, Q·Kᵀ and P·V run on
+// bf16-rounded operands (the normalizer stays fp32). `evicted` [batch, heads, tokens] marks keys
+// whose logit is −∞ for every query (Intervention), or is null.
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
                const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
-               const AttentionRecord* record = nullptr, const std::uint8_t* evicted = nullptr);
+               const AttentionRecord* record = nullptr, const std::uint8_t* evicted = nullptr,
+               AttentionPath path = AttentionPath::Auto);
 
 // Per token of x [rows, width]: L2 norm, max |x|, and the sums of x, x², x³, x⁴ (for kurtosis).
 struct TokenMoments {

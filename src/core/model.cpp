@@ -13,6 +13,7 @@
 #include "rope.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/forward_memory.hpp"
 #include "core/pos_embed.hpp"
 
 namespace vitreg {
@@ -277,12 +278,28 @@ std::int64_t Model::tokens(int height, int width) const {
     return c.prefix_tokens() + registers() + std::int64_t(height / c.patch) * (width / c.patch);
 }
 
+Model Model::with_memory_cap(std::int64_t bytes) const {
+    Model m = *this;
+    m.memory_cap_ = bytes;
+    return m;
+}
+
+std::int64_t Model::memory_cap() const { return memory_cap_ > 0 ? memory_cap_ : default_memory_cap(); }
+
 void Model::check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const {
     const std::int64_t n = tokens(height, width);
+    const std::string input = name + ": a " + std::to_string(width) + "x" + std::to_string(height) + " input makes " +
+                              std::to_string(n) + " tokens";
     if (max_tokens > 0 && n > max_tokens)
-        throw UsageError(name + ": a " + std::to_string(width) + "x" + std::to_string(height) + " input makes " +
-                         std::to_string(n) + " tokens, over the limit of " + std::to_string(max_tokens) +
-                         " (--max-tokens)");
+        throw UsageError(input + ", over the limit of " + std::to_string(max_tokens) + " (--max-tokens)");
+    if (max_tokens != kMaxTokensFromMemory) return;
+    const ForwardMemory need = forward_memory(*this, height, width);
+    const std::int64_t cap = memory_cap();
+    if (need.total() > cap)
+        throw UsageError(input + ", whose forward needs about " + format_bytes(need.total()) + " (weights " +
+                         format_bytes(need.weights) + ", activations " + format_bytes(need.activations) + ", attention " +
+                         format_bytes(need.attention) + "), over the memory cap of " + format_bytes(cap) +
+                         " (--max-memory; --max-tokens N sets a bound in tokens instead)");
 }
 
 namespace {

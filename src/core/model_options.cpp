@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "vitreg/error.hpp"
+#include "vitreg/forward_memory.hpp"
 #include "vitreg/model_request.hpp"
 #include "vitreg/register_neuron_file.hpp"
 
@@ -62,9 +63,13 @@ std::vector<ModelOption> make_table() {
         {"max-image-pixels", K::Integer, G::Run, "refuse images with more pixels (before decoding them)", {}, 1,
          std::int64_t(1) << 40, std::to_string(image.max_pixels),
          [](ModelRequest& r, const std::string& v) { r.image_limits.max_pixels = std::stoll(v); }},
-        {"max-tokens", K::Integer, G::Run, "refuse inputs that make more tokens than this (0 = no limit)", {}, 0,
-         std::int64_t(1) << 31, std::to_string(kDefaultMaxTokens),
-         [](ModelRequest& r, const std::string& v) { r.max_tokens = std::stoll(v); }},
+        {"max-memory", K::Text, G::Open,
+         "the memory one image's forward may use: 4G, 512M, bytes, or a share like 50% (default: 75% of the physical "
+         "memory or the cgroup's limit); inputs whose estimated forward needs more are refused (unless --max-tokens)",
+         {}, 0, 0, "", [](ModelRequest& r, const std::string& v) { r.max_memory = parse_memory_size(v); }},
+        {"max-tokens", K::Integer, G::Run,
+         "refuse inputs that make more tokens than this (0 = no limit; default: what fits --max-memory)", {}, 0,
+         std::int64_t(1) << 31, "", [](ModelRequest& r, const std::string& v) { r.max_tokens = std::stoll(v); }},
     };
 }
 

@@ -36,7 +36,7 @@ ModelRequest ModelRequest::from_spec(const ModelSpec& spec, ModelRequest base) {
 Model open_model(const ModelRequest& request) {
     Model m = Model::load(resolve_model_path(request.model), request.overrides, request.precision);
     if (!request.intervention.empty()) m = m.with(request.intervention);
-    return m;
+    return m.with_memory_cap(request.max_memory);
 }
 
 }  // namespace vitreg

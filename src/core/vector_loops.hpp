@@ -19,6 +19,10 @@ namespace vitreg::loops {
 struct Table {
     // The attention normalizer over one row of scores, in place (core/attention.hpp).
     float (*normalize_attention)(float* z, std::size_t n, AttentionKind kind, float sink);
+    // Its two passes, for attention over key blocks (online softmax): the largest of z[0..n)
+    // (−∞ for none), and z = e^(z − m) in place with the sum returned, in an order fixed by n.
+    float (*row_max)(const float* z, std::size_t n);
+    float (*exp_sum)(float* z, std::size_t n, float m);
     // out = (x − mean) / √(var + eps) · w + b over one row of n.
     void (*layer_norm_row)(const float* x, int n, const float* w, const float* b, float eps, float* out);
     // In place over rows × cols (row stride ld): exact-erf GELU, QuickGELU z·σ(1.702 z), and

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 
+import numpy as np
 import pytest
 
 import vitreg
@@ -18,13 +19,13 @@ SHIPPED = "vitreg-untrained-s14-d192-reg4"
 OPTIONS = vitreg.model_options()
 # A value each option without a default takes on the shipped model on its own (None: the option
 # needs another one or another checkpoint; None is then what is passed, and still a known keyword).
-EXAMPLES = {"attention": "softmax1", "pos_interp": "offset", "evict": "cls"}
+EXAMPLES = {"attention": "softmax1", "pos_interp": "offset", "evict": "cls", "max_memory": "4G"}
 
 
 def test_the_table_names_the_options_both_front_ends_had():
     assert [o["keyword"] for o in OPTIONS] == [
         "key", "attention", "pos_interp", "precision", "act_quant", "scales", "int8_weights", "evict", "ttr",
-        "register_neurons", "max_header_bytes", "max_json_depth", "threads", "max_image_pixels", "max_tokens"]
+        "register_neurons", "max_header_bytes", "max_json_depth", "threads", "max_image_pixels", "max_memory", "max_tokens"]
     for o in OPTIONS:
         assert o["keyword"] == o["name"].replace("-", "_") and o["flag"] == "--" + o["name"]
         assert o["kind"] in ("int", "str") and o["group"] in ("open", "run") and o["help"]
@@ -44,6 +45,16 @@ def test_model_applies_the_keywords():
     assert m.config["precision"] == "bf16"
     assert m.config["test_time_registers"] == 1
     assert m.threads == 3
+
+
+def test_max_memory_refuses_an_input_whose_forward_would_not_fit():
+    # Refused before anything is allocated, with the estimate and the cap; within the cap it runs.
+    x = np.zeros((1, 3, 1022, 1022), np.float32)
+    with pytest.raises(vitreg.UsageError, match=r"makes 5334 tokens, whose forward needs about \d+ MB \(weights .*\), "
+                                                r"over the memory cap of 16 MB \(--max-memory"):
+        vitreg.Model(SHIPPED, max_memory="16M").forward(x)
+    small = np.zeros((1, 3, 224, 224), np.float32)
+    assert vitreg.Model(SHIPPED, max_memory="64M").forward(small)["patch"].shape == (1, 16, 16, 192)
 
 
 def test_model_refuses_an_unknown_keyword_or_a_wrong_value_clearly():
