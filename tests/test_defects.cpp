@@ -11,6 +11,7 @@
 #include "vitreg/analysis/artifact_rule.hpp"
 #include "vitreg/analysis/defects.hpp"
 #include "vitreg/analysis/stats.hpp"
+#include "vitreg/analysis/study.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 
@@ -50,6 +51,24 @@ Expected expected(const std::string& name) {
 }
 
 const std::string kPlanted = "defects/planted_direction_f16.safetensors";
+
+// A smooth side×side image: a diagonal ramp per channel (normalized pixels in about [-1, 1]),
+// shifted by `offset`.
+std::vector<float> ramp(int side, float offset = 0.0f) {
+    std::vector<float> pixels(3 * side * side);
+    for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < side; ++y)
+            for (int x = 0; x < side; ++x)
+                pixels[(static_cast<std::size_t>(c) * side + y) * side + x] = (x + y) / float(side) - 1.0f + 0.1f * c + offset;
+    return pixels;
+}
+
+std::vector<int> planted_tokens() {
+    SafetensorsFile planted(fixture("defects/planted_direction.safetensors"));
+    std::vector<int> tokens;
+    for (float t : planted.get("tokens").to_float()) tokens.push_back(static_cast<int>(t));
+    return tokens;
+}
 
 }  // namespace
 
@@ -125,17 +144,10 @@ TEST_CASE("defects files round-trip and bad ones are refused by name", "[defects
 }
 
 TEST_CASE("the direction rule flags the planted patches", "[defects]") {
-    SafetensorsFile planted(fixture("defects/planted_direction.safetensors"));
-    std::vector<int> tokens;
-    for (float t : planted.get("tokens").to_float()) tokens.push_back(static_cast<int>(t));
+    const std::vector<int> tokens = planted_tokens();
     const Model m = Model::load(fixture(kPlanted));
     const int side = m.config().grid * m.config().patch;
-    // A smooth image: a diagonal ramp per channel (normalized pixels in about [-1, 1]).
-    std::vector<float> pixels(3 * side * side);
-    for (int c = 0; c < 3; ++c)
-        for (int y = 0; y < side; ++y)
-            for (int x = 0; x < side; ++x)
-                pixels[(static_cast<std::size_t>(c) * side + y) * side + x] = (x + y) / float(side) - 1.0f + 0.1f * c;
+    const std::vector<float> pixels = ramp(side);
     for (const ArtifactTest test : {ArtifactTest::Direction, ArtifactTest::Both, ArtifactTest::Norm}) {
         INFO(name_of(test));
         ArtifactRule rule;
@@ -155,4 +167,34 @@ TEST_CASE("the direction rule flags the planted patches", "[defects]") {
     unready.test = ArtifactTest::Direction;
     Probe probe;
     CHECK_THROWS_AS(unready.ask(probe), UsageError);
+}
+
+TEST_CASE("the study's defect row: the planted patches lie along u", "[defects][study]") {
+    const int side = 16, patches = 16;
+    StudyImages images;
+    images.names = {"ramp0", "ramp1"};
+    images.load = [side](std::size_t i, const ResizeSpec&, const Config&) {
+        Pixels px;
+        px.width = px.height = side;
+        px.chw = ramp(side, 0.2f * static_cast<float>(i));
+        return px;
+    };
+    StudyConfig config = StudyConfig::parse(fixture(kPlanted));
+    StudyOptions o;
+    o.resize = ResizeSpec::parse("16x16");
+    o.timing_images = 0;
+    const auto study = run_study({config}, images, o);
+    const auto& row = study["configs"][0]["defects"];
+    REQUIRE(row["images"].size() == 2);
+    const double share = static_cast<double>(planted_tokens().size()) / patches;
+    for (const auto& image : row["images"]) {
+        CHECK(image["top_angle_deg"].get<double>() < 5.0);  // the highest-norm patch is a planted one, along u
+        CHECK(image["flagged_direction"].get<double>() == Approx(share));
+        CHECK(image["flagged_both"].get<double>() == Approx(share));
+    }
+    const auto& summary = study["configs"][0]["summary"];
+    CHECK(summary["defect_flagged_direction"].get<double>() == Approx(share));
+    CHECK(summary["defect_top_angle_deg"].get<double>() < 5.0);
+    CHECK(study["configs"][0]["artifact_rule"]["rule"] == "norm");
+    CHECK(study_csv(study).find("defect_top_angle_deg") != std::string::npos);
 }

@@ -1,5 +1,6 @@
 // vitreg defects MODEL -o DIR: each layer's defect direction u_i and the top singular values of
 // the linearized block product, from the weights alone (docs/design.md, "Artifact metrics").
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 
