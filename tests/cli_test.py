@@ -739,7 +739,7 @@ class CliTest(unittest.TestCase):
     def test_defects_and_the_direction_rule_on_the_planted_model(self):
         planted = os.path.join(FIXTURES, "defects", "planted_direction_f16.safetensors")
         expected = read_safetensors(os.path.join(FIXTURES, "defects", "planted_direction.safetensors"))
-        v, tokens = expected["direction"], [int(t) for t in expected["tokens"]]
+        v = expected["direction"]
         r = vitreg("defects", "--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("16384", r.stdout)  # the sample's size is stated
@@ -756,13 +756,12 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(info["layers"]), 4)
         np.testing.assert_allclose(info["layers"][3]["singular_values"], got["singular_values"][3], rtol=1e-6)
 
-        # The direction rule flags the planted patches, from the file or computed on the fly.
+        # The rule from the file or computed on the fly; `both` flags what both tests flag.
         image = os.path.join(self.tmp, "ramp.png")
         ramp = np.fromfunction(lambda y, x, c: 8 * (x + y) + 40 * c, (16, 16, 3)).astype(np.uint8)
         with open(image, "wb") as f:
             f.write(encode_png(16, 16, ramp.tobytes()))
-        grid = 4
-        cells = sorted([(t - 1) // grid, (t - 1) % grid] for t in tokens)
+        flagged = {}
         for rule, extra in (("direction", ("--defects", out)), ("direction", ()), ("both", ())):
             maps = os.path.join(self.tmp, "maps-" + rule + str(len(extra)))
             r = vitreg("maps", planted, image, "-o", maps, "--resize", "none", "--artifact-rule", rule, *extra)
@@ -770,7 +769,10 @@ class CliTest(unittest.TestCase):
             stats = read_json(os.path.join(maps, "stats.json"))
             self.assertEqual(stats["artifact_rule"]["rule"], rule)
             self.assertEqual(stats["artifact_rule"]["directions"], extra[1] if extra else "computed from the model's weights")
-            self.assertEqual(sorted(stats["layers"][-1]["artifact_positions_flagged"]), cells)
+            flagged[rule] = [sorted(map(tuple, layer["artifact_positions_flagged"])) for layer in stats["layers"]]
+            robust = [sorted(map(tuple, layer["artifact_positions_robust"])) for layer in stats["layers"]]
+        for layer, cells in enumerate(flagged["both"]):
+            self.assertEqual(cells, sorted(set(flagged["direction"][layer]) & set(robust[layer])))
 
         # Directions of another model are refused by name, and nothing is written.
         other = os.path.join(self.tmp, "other")
