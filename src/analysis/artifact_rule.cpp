@@ -78,7 +78,14 @@ nlohmann::json ArtifactRule::to_json() const {
     nlohmann::json j = {{"rule", name_of(test)}, {"mad_k", mad_k}, {"text", describe()}};
     if (uses_directions()) {
         j["directions"] = defects_file.empty() ? "computed from the model's weights" : defects_file;
-        if (defects) j["fit"] = defects->fit_description();
+        if (defects) {
+            j["fit"] = defects->fit_description();
+        } else if (defects_file.empty()) {  // not computed yet: the fit they will be computed with
+            DefectDirections planned;
+            planned.samples = fit.samples;
+            planned.seed = fit.seed;
+            j["fit"] = planned.fit_description();
+        }
     }
     return j;
 }
