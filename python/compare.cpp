@@ -21,7 +21,7 @@ py::object compare(const py::object& models, const py::object& images, const py:
     CompareOptions options;
     options.resize = take_pixel_spec(o);
     options.rules.norm_threshold = o.take<float>("norm_threshold", options.rules.norm_threshold);
-    options.rules.mad_k = o.take<float>("mad_k", options.rules.mad_k);
+    options.rules.rule = take_artifact_rule(o);
     options.threads = o.take<int>("threads", 0);
     o.finish();
     const std::vector<LabelledModel> configs = labelled_models(models);
@@ -40,13 +40,17 @@ void bind_compare(py::module_& m) {
     m.def("compare", &compare, "models"_a, "images"_a,
           R"(The statistics of `vitreg compare`: the same images through several configurations.
 
-compare(models, images, *, norm_threshold=150.0, mad_k=10.0, resize='eval', pipeline=None,
-        resample='pil', decode='exact', exif_transpose=False, threads=0)
+compare(models, images, *, norm_threshold=150.0, mad_k=10.0, artifact_rule='norm', defects=None,
+        defect_samples=16384, defect_seed=0, resize='eval', pipeline=None, resample='pil', decode='exact',
+        exif_transpose=False, threads=0)
 
 models          vitreg.Model objects, or names as the command takes them ('MODEL@softmax1@bf16', '@evict=sink', ...).
 images          files, folders or '@list.txt', or a list of them.
 norm_threshold  the absolute artifact rule: patch norm > norm_threshold.
-mad_k           the model-free rule: patch norm > median + mad_k * MAD.
+mad_k           the model-free rule: patch norm (or |cos|) > median + mad_k * MAD.
+artifact_rule   which patches are artifacts: 'norm', 'direction' (|cos| with the layer's defect
+                direction an outlier) or 'both'; defects: a file of vitreg.defects / `vitreg defects`
+                (default: computed from each model's weights with defect_samples, defect_seed).
 Returns stats.json as a dict: "rows" holds one dict per image and configuration (image-major) with
 the output layer's statistics and "per_layer"; "summary" their mean and sd over the images per
 configuration, the best marked.)");

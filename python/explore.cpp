@@ -35,13 +35,14 @@ ExplorePage explore(const py::object& models, const py::object& images, const py
     options.title = o.take<std::string>("title", options.title);
     const ResizeSpec spec = take_pixel_spec(o);
     const int threads = o.take<int>("threads", 0);
+    const ArtifactRule rule = take_artifact_rule(o);
     o.finish();
 
     // Models as vitreg.Model objects or as the command line names them ("MODEL@softmax1@bf16").
     ImageLimits limits;
     const std::vector<LabelledModel> labelled = labelled_models(models, &limits);
     std::vector<render::PageConfig> configs;
-    for (const auto& m : labelled) configs.push_back({m.label, &m.model});
+    for (const auto& m : labelled) configs.push_back({m.label, &m.model, rule.for_model(m.model)});
     const auto paths = input_list(images);
     ExplorePage page;
     py::gil_scoped_release release;
@@ -97,7 +98,7 @@ void bind_explore(py::module_& m) {
           R"(The attention explorer of `vitreg explore`: any patch, layer and head, configurations side by side.
 
 explore(models, images, *, queries='auto', rollout=True, max_page_mb=48, title='vitreg explore',
-        resize='eval', pipeline=None, resample='pil', decode='exact', exif_transpose=False, threads=0)
+        mad_k=10.0, artifact_rule='norm', defects=None, defect_samples=16384, defect_seed=0, resize='eval', pipeline=None, resample='pil', decode='exact', exif_transpose=False, threads=0)
 
 models   vitreg.Model objects, or names as the command takes them ('MODEL@softmax1@bf16', '@evict=sink', ...).
 images   files, folders or '@list.txt', or a list of them.

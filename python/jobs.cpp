@@ -121,7 +121,7 @@ py::object study(const py::object& configs, const py::object& images, const py::
     so.sizes = o.take<std::vector<int>>("sizes", {});
     const auto labels = o.take<py::object>("labels", py::none());
     if (!labels.is_none()) so.labels = path_of(labels);
-    so.rules.mad_k = o.take<float>("mad_k", so.rules.mad_k);
+    so.rules.rule = take_artifact_rule(o);
     so.rules.sink_alpha = o.take<float>("sink_alpha", so.rules.sink_alpha);
     so.timing_images = o.take<int>("timing_images", so.timing_images);
     so.threads = o.take<int>("threads", 0);
@@ -179,8 +179,8 @@ Returns a dict: inputs, ok, failed, out.)");
     m.def("study", &study, "configs"_a, "images"_a,
           R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.
 
-study(configs, images, *, resize='eval', sizes=[], labels=None, mad_k=10.0, sink_alpha=0.3,
-      timing_images=8, threads=0)
+study(configs, images, *, resize='eval', sizes=[], labels=None, mad_k=10.0, artifact_rule='norm',
+      defects=None, defect_samples=16384, defect_seed=0, sink_alpha=0.3, timing_images=8, threads=0)
 
 configs  'MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8][@evict=LIST][@ttr=K:NEURONS]', or a list.
 images   files, folders or '@list.txt' (even-numbered images calibrate, odd-numbered evaluate).

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/analysis/artifact_rule.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/model_options.hpp"
@@ -93,6 +94,18 @@ inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize 
     if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
     r.draft = decode == "draft";
     r.exif_transpose = o.take<bool>("exif_transpose", false);
+    return r;
+}
+
+// mad_k=, artifact_rule='norm'|'direction'|'both', defects=FILE (else computed from each model),
+// defect_samples=, defect_seed=: the artifact rule as the commands' options give it.
+inline ArtifactRule take_artifact_rule(Options& o) {
+    ArtifactRule r;
+    r.mad_k = o.take<float>("mad_k", r.mad_k);
+    r.test = parse_enum<ArtifactTest>(o.take<std::string>("artifact_rule", name_of(r.test)));
+    if (o.given("defects")) r.defects_file = path_of(o.take<py::object>("defects", py::none()));
+    r.fit.samples = o.take<int>("defect_samples", r.fit.samples);
+    r.fit.seed = o.take<std::uint64_t>("defect_seed", r.fit.seed);
     return r;
 }
 

@@ -440,11 +440,15 @@ class CliTest(unittest.TestCase):
         # The summary, in stats.json and on the terminal: per configuration the mean and sample sd
         # over the images of each statistic after "grid" in stats.csv, the lowest mean starred.
         columns = list(rows[0])[list(rows[0]).index("grid") + 1:]
-        self.assertEqual(len(columns), 14)
+        self.assertEqual(len(columns), 16)
         summary = stats["summary"]
         self.assertEqual(set(summary["lower_is_better"]), {
             "norm_max_over_median", "artifacts_abs", "artifact_fraction_abs", "artifacts_robust", "artifact_fraction_robust",
-            "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"})
+            "artifacts_flagged", "artifact_fraction_flagged", "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"})
+        # The default rule is the norm's: what it flags is what the robust rule counts.
+        self.assertEqual(stats["artifact_rule"]["rule"], "norm")
+        for row in rows:
+            self.assertEqual(row["artifacts_flagged"], row["artifacts_robust"])
         self.assertEqual([c["config"] for c in summary["configs"]], [row["config"] for row in rows[:3]])
         printed = dict(re.findall(r"(?m)^(\w+)((?:\s+\S+ \u00b1 \S+(?: \*)?){3})\s*$", r.stdout))
         self.assertEqual(sorted(printed), sorted(columns), r.stdout)
@@ -763,6 +767,62 @@ class CliTest(unittest.TestCase):
             self.assertNotEqual(r.returncode, 0)
             self.assertIn(message, r.stderr)
             self.assertFalse(os.path.exists(out))
+
+    def test_defects_and_the_direction_rule_on_the_planted_model(self):
+        planted = os.path.join(FIXTURES, "defects", "planted_direction_f16.safetensors")
+        expected = read_safetensors(os.path.join(FIXTURES, "defects", "planted_direction.safetensors"))
+        v = expected["direction"]
+        r = vitreg("defects", "--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("16384", r.stdout)  # the sample's size is stated
+        out = os.path.join(self.tmp, "defects")
+        r = vitreg("defects", planted, "-o", out, "--samples", "2048", "--seed", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2048-sample least-squares fit, seed 3", r.stderr)
+        got = read_safetensors(os.path.join(out, "defects.safetensors"))
+        self.assertEqual(got["directions"].shape, (4, 64))
+        for u in got["directions"]:
+            self.assertGreaterEqual(abs(float(u @ v)), 0.99)
+        info = read_json(os.path.join(out, "defects.json"))
+        self.assertEqual(info["samples"], 2048)
+        self.assertEqual(len(info["layers"]), 4)
+        np.testing.assert_allclose(info["layers"][3]["singular_values"], got["singular_values"][3], rtol=1e-6)
+
+        # The rule from the file or computed on the fly; `both` flags what both tests flag.
+        image = os.path.join(self.tmp, "ramp.png")
+        ramp = np.fromfunction(lambda y, x, c: 8 * (x + y) + 40 * c, (16, 16, 3)).astype(np.uint8)
+        with open(image, "wb") as f:
+            f.write(encode_png(16, 16, ramp.tobytes()))
+        flagged = {}
+        for rule, extra in (("direction", ("--defects", out)), ("direction", ()), ("both", ())):
+            maps = os.path.join(self.tmp, "maps-" + rule + str(len(extra)))
+            r = vitreg("maps", planted, image, "-o", maps, "--resize", "none", "--artifact-rule", rule, *extra)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            stats = read_json(os.path.join(maps, "stats.json"))
+            self.assertEqual(stats["artifact_rule"]["rule"], rule)
+            self.assertEqual(stats["artifact_rule"]["directions"], extra[1] if extra else "computed from the model's weights")
+            flagged[rule] = [sorted(map(tuple, layer["artifact_positions_flagged"])) for layer in stats["layers"]]
+            robust = [sorted(map(tuple, layer["artifact_positions_robust"])) for layer in stats["layers"]]
+        for layer, cells in enumerate(flagged["both"]):
+            self.assertEqual(cells, sorted(set(flagged["direction"][layer]) & set(robust[layer])))
+
+        # Directions of another model are refused by name, and nothing is written.
+        other = os.path.join(self.tmp, "other")
+        self.assertEqual(vitreg("defects", os.path.join(FIXTURES, "models", "dinov2_f32.safetensors"), "-o", other,
+                                "--samples", "256").returncode, 0)
+        bad = os.path.join(self.tmp, "bad")
+        r = vitreg("maps", planted, image, "-o", bad, "--resize", "none", "--artifact-rule", "direction", "--defects", other)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(other, r.stderr)
+        self.assertIn("2 layers of width 64, the model has 4", r.stderr)
+        self.assertFalse(os.path.exists(bad))
+        r = vitreg("maps", planted, image, "-o", bad, "--artifact-rule", "angle")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--artifact-rule", r.stderr)
+        r = vitreg("compare", planted, "--images", image, "-o", bad, "--artifact-rule", "direction", "--defects", image)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(image, r.stderr)
+        self.assertFalse(os.path.exists(bad))
 
 
 if __name__ == "__main__":

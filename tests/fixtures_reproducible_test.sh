@@ -11,9 +11,11 @@ trap 'rm -rf "$tmp"' EXIT
 /usr/bin/python3 "$root/tests/fixtures/make_torch_files.py" --models "$tmp/models" --out "$tmp/torch" >/dev/null
 # photos/ and webp_unit/: real files written by Debian's PIL, and what PIL and torchvision make of them.
 /usr/bin/python3 "$root/tests/fixtures/make_photo_fixtures.py" --out "$tmp/photos" >/dev/null
+# defects/: the reference's defect directions and the planted-direction model.
+/usr/bin/python3 "$root/tests/fixtures/make_defects.py" --out "$tmp/defects" >/dev/null
 mkdir -p "$tmp/webp_unit"
 /usr/bin/python3 "$root/tests/fixtures/webp_unit/make.py" "$tmp/webp_unit" >/dev/null
 # heldout/ comes from the training recipe (weights/recipe), not from this generator.
 /usr/bin/python3 "$root/tests/fixtures_match.py" "$tmp" "$root/tests/fixtures" --exclude make_fixtures.py \
-  --exclude make_torch_files.py --exclude make_dense_set.py --exclude make_photo_fixtures.py --exclude make.py --exclude __pycache__ --exclude heldout
+  --exclude make_torch_files.py --exclude make_dense_set.py --exclude make_photo_fixtures.py --exclude make_defects.py --exclude make.py --exclude __pycache__ --exclude heldout
 echo "fixtures match the reference generator"

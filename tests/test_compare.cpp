@@ -65,7 +65,7 @@ TEST_CASE("compare: outlines, rows and the summary of every image under every co
         for (std::size_t k = 0; k < 2; ++k) {
             const CompareCell& cell = r.cells[i][k];
             INFO("image " << i << ", configuration " << k);
-            CHECK(cell.outlined() == robust_outliers(cell.inspection.trace, options.rules.mad_k));
+            CHECK(cell.outlined() == robust_outliers(cell.inspection.trace, options.rules.rule.mad_k));
             CHECK(cell.row.at(0) == std::make_pair(std::string("image"), images[i]));
             CHECK(cell.row.at(1) == std::make_pair(std::string("config"), r.configs[k].label));
             CHECK(cell.stats.layers.size() == 4);
@@ -107,7 +107,7 @@ TEST_CASE("compare: outlines, rows and the summary of every image under every co
     CHECK(j["rows"][0]["per_layer"]["layers"][3]["artifact_positions_robust"] == nlohmann::json::parse("[[0,1],[2,2],[3,0]]"));
     CHECK(j["summary"]["images"] == 2);
     CHECK(j["summary"]["configs"][1]["config"] == "planted@ttr");
-    CHECK(j["mad_k"] == options.rules.mad_k);
+    CHECK(j["mad_k"] == options.rules.rule.mad_k);
     std::istringstream csv(stats_csv(r));
     std::string line;
     std::vector<std::string> lines;

@@ -115,7 +115,7 @@ TEST_CASE("the planted neuron's tokens, and only they, are the artifacts") {
     const auto c = *std::find_if(all.begin(), all.end(), [](const nlohmann::json& j) { return j["name"] == "planted"; });
     Probe p = Probe::statistics(4);
     const Traced r = run_fixture(c, &p);
-    const ImageStats s = image_stats(r.trace, 0, ArtifactRules{c["threshold"].get<float>(), 10.0f, 0.3f});
+    const ImageStats s = image_stats(r.trace, 0, ArtifactRules{c["threshold"].get<float>(), ArtifactRule{}, 0.3f});
     const std::vector<int> planted = c["artifacts"].get<std::vector<int>>();
     CHECK(s.layers[0].artifacts_abs == 0);
     // Before the neuron fires, the planted tokens already stand out a little (their position

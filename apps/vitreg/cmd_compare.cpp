@@ -44,7 +44,7 @@ cv::Mat compare_grid(const CompareResult& r, const std::vector<std::vector<cv::M
             cv::Mat norms = render::norms_tile(inputs[i][k], t.norms_of(last, 0), t, 0.0f, norm_max[k], cell.outlined());
             std::ostringstream cap;
             cap.precision(3);
-            cap << "max " << cell.stats.layers.back().norm_max << ", " << cell.stats.layers.back().artifacts_robust << " outlined";
+            cap << "max " << cell.stats.layers.back().norm_max << ", " << cell.stats.layers.back().artifacts_flagged << " outlined";
             render::caption(norms, cap.str());
             row.push_back(norms);
         }
@@ -52,8 +52,8 @@ cv::Mat compare_grid(const CompareResult& r, const std::vector<std::vector<cv::M
     }
     return render::labelled_grid(
         tiles, columns, row_labels,
-        "last layer: CLS attention (mean of heads) | output patch norms (one scale per configuration; outlined: > median + " +
-            std::to_string(static_cast<int>(r.rules.mad_k)) + "*MAD)");
+        "last layer: CLS attention (mean of heads) | output patch norms (one scale per configuration; outlined: " +
+            r.rules.rule.describe() + ")");
 }
 
 // report.html: the grid, the summary, the per-image table, per-layer plots and the histograms of
@@ -72,7 +72,7 @@ render::Report compare_report(const CompareResult& r, const cv::Mat& grid) {
             const CompareCell& cell = image[k];
             for (const auto& l : cell.stats.layers) {
                 max_norm[k].values[l.layer] += l.norm_max / images;
-                fraction[k].values[l.layer] += l.artifact_fraction_robust / images;
+                fraction[k].values[l.layer] += l.artifact_fraction_flagged / images;
             }
             const Trace& t = cell.inspection.trace;
             const auto out = render::patch_grid(t.norms_of(t.layers - 1, 0), t);
@@ -83,15 +83,17 @@ render::Report compare_report(const CompareResult& r, const cv::Mat& grid) {
     report.title = "vitreg compare: " + std::to_string(configs) + " configurations, " + std::to_string(images) + " images";
     report.summary =
         "Left of each pair: where the CLS token of the last layer looks (mean over heads). Right: the L2 norm of each "
-        "patch token at the output, outlined where it exceeds median + k*MAD of that image. High-norm outliers that "
-        "also draw attention are the artifacts registers, softmax-1 and sinks are meant to remove.";
+        "patch token at the output, outlined where the artifact rule flags it (" + r.rules.rule.describe() +
+        ", over that image's patches). High-norm outliers that also draw attention are the artifacts registers, "
+        "softmax-1 and sinks are meant to remove.";
     for (const auto& cfg : r.configs) report.summary_configs.push_back(cfg.label);
     report.summary_columns = r.summary;
     report.summary_note =
         "Mean \u00b1 sample standard deviation (n \u2212 1; 0 for one image) over the images of each statistic of the "
         "per-image table, at the last layer. Marked \u2605 (columns with \u2193): the lowest mean among the configurations "
         "of the artifact-related statistics, every one on a tie and none when all tie (norm_max_over_median, "
-        "artifacts_abs, artifact_fraction_abs, artifacts_robust, artifact_fraction_robust, max_inf_norm, kurtosis, "
+        "artifacts_abs, artifact_fraction_abs, artifacts_robust, artifact_fraction_robust, artifacts_flagged, "
+        "artifact_fraction_flagged, max_inf_norm, kurtosis, "
         "sink_rate, top_key_mass), where fewer high-norm outliers, lighter tails and less attention dumped on one key "
         "are what registers, softmax-1 and sinks aim for. norm_median, norm_max, robust_threshold, mean_abstention and "
         "cls_on_registers describe the model and are not ranked.";
@@ -104,7 +106,7 @@ render::Report compare_report(const CompareResult& r, const cv::Mat& grid) {
             report.table_rows.push_back(values);
         }
     report.plots.push_back({"max patch norm per layer (mean over images)", "L2 norm", max_norm});
-    report.plots.push_back({"artifact fraction per layer (median + k*MAD rule)", "fraction", fraction});
+    report.plots.push_back({"artifact fraction per layer (" + r.rules.rule.describe() + ")", "fraction", fraction});
     for (std::size_t k = 0; k < configs; ++k) {
         float robust = 0;
         for (const auto& image : r.cells) robust = std::max(robust, image[k].stats.layers.back().robust_threshold);
@@ -135,7 +137,8 @@ void register_compare(CLI::App& app, Command& run) {
     cmd->add_option("-o,--out", a->out, "output folder")->required();
     add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
-    cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
+    cmd->add_option("--mad-k", a->rules.rule.mad_k, "model-free rule: norm (or |cos|) > median + k*MAD")->capture_default_str();
+    add_artifact_rule_args(*cmd, a->rules.rule);
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
     cmd->callback([&run, a] {
         run = [a] {

@@ -23,6 +23,7 @@ struct ExploreArgs {
     double max_page_mb = 48;
     bool no_rollout = false;
     int threads = 0;
+    ArtifactRule rule;
 };
 
 }  // namespace
@@ -51,6 +52,8 @@ void register_explore(CLI::App& app, Command& run) {
     add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     add_input_limit_args(*cmd, a->limits);
     add_table_option(*cmd, "threads", a->threads);
+    cmd->add_option("--mad-k", a->rule.mad_k, "outlined patches: norm (or |cos|) > median + k*MAD")->capture_default_str();
+    add_artifact_rule_args(*cmd, a->rule);
     cmd->callback([&run, a] {
         run = [a] {
             render::PageOptions options;
@@ -64,7 +67,7 @@ void register_explore(CLI::App& app, Command& run) {
             std::vector<Configuration> loaded;
             for (const auto& spec : a->models) loaded.push_back(load_configuration(spec));
             std::vector<render::PageConfig> configs;
-            for (const auto& c : loaded) configs.push_back({c.label, &c.model});
+            for (const auto& c : loaded) configs.push_back({c.label, &c.model, a->rule.for_model(c.model)});
             const std::string page =
                 render::static_explore_page(configs, images, pixel_spec(a->pixels), a->limits.image, options, a->threads,
                                             [](const std::string& note) { status_out() << "vitreg: " << note << "\n"; });

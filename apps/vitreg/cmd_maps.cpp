@@ -42,13 +42,16 @@ void register_maps(CLI::App& app, Command& run) {
     cmd->add_flag("--save-attention", a->save_attention, "write attention.npy [layers, heads, 1, tokens] ([1, heads, 1, tokens] for --query probe)");
     cmd->add_flag("--save-norms", a->save_norms, "write norms.npy [layers, tokens]");
     cmd->add_option("--norm-threshold", a->rules.norm_threshold, "absolute artifact threshold on token norms")->capture_default_str();
-    cmd->add_option("--mad-k", a->rules.mad_k, "model-free rule: norm > median + k*MAD")->capture_default_str();
+    cmd->add_option("--mad-k", a->rules.rule.mad_k, "model-free rule: norm (or |cos|) > median + k*MAD")->capture_default_str();
+    add_artifact_rule_args(*cmd, a->rules.rule);
     add_table_option(*cmd, "threads", a->threads);
     add_input_limit_args(*cmd, a->limits);
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
             const Config& c = m.config();
+            ArtifactRules rules = a->rules;
+            rules.rule = a->rules.rule.for_model(m);
             const ResizeSpec resize = pixel_spec(a->pixels);
             // `probe`: the attention-pool head's query, which is no token of the sequence.
             const bool pool_query = a->query == "probe";
@@ -69,9 +72,10 @@ void register_maps(CLI::App& app, Command& run) {
             if (q > 0) probe.queries.push_back(q);
             probe.pool_attention = pool_query;
             probe.all_queries = a->rollout;
+            rules.rule.ask(probe);
             Trace t;
             m.forward(px.chw.data(), 1, px.height, px.width, probe, t, ForwardOptions{a->threads, a->limits.max_tokens});
-            const ImageStats stats = image_stats(t, 0, a->rules);
+            const ImageStats stats = image_stats(t, 0, rules);
 
             make_dirs(a->out);
             const std::string dir = a->out + "/";
@@ -81,7 +85,7 @@ void register_maps(CLI::App& app, Command& run) {
                                      (m.intervention().empty() ? "" : ", " + m.intervention().to_string());
             render::write_png(dir + "attention.png", pool_query ? render::pool_attention_grid(image, t, each_head, fusion, what)
                                                                 : render::attention_grid(image, t, layers, q, each_head, fusion, what));
-            render::write_png(dir + "norms.png", render::norms_grid(image, t, layers, stats, "patch norms"));
+            render::write_png(dir + "norms.png", render::norms_grid(image, t, layers, stats, "patch norms, outlined: " + rules.rule.describe()));
             const auto& out_layer = stats.layers.back();
             render::write_png(dir + "histogram.png",
                               render::histogram(render::patch_grid(t.norms_of(c.depth - 1, 0), t), 40,
@@ -97,7 +101,7 @@ void register_maps(CLI::App& app, Command& run) {
                 render::caption(tile, "rollout of " + query.to_string() + ", " + to_string(fusion) + " of heads");
                 render::write_png(dir + "rollout.png", tile);
             }
-            nlohmann::json j = stats_json(stats, a->rules, t);
+            nlohmann::json j = stats_json(stats, rules, t);
             j["image"] = a->image;
             j["model"] = m.path();
             j["attention"] = to_string(c.attention);

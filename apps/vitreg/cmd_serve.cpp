@@ -89,7 +89,7 @@ void register_serve(CLI::App& app, Command& run) {
             std::vector<Configuration> loaded;
             for (const auto& spec : a->models) loaded.push_back(load_configuration(spec));
             std::vector<render::PageConfig> configs;
-            for (const auto& c : loaded) configs.push_back({c.label, &c.model});
+            for (const auto& c : loaded) configs.push_back({c.label, &c.model, ArtifactRule{}});
             ServerOptions o = a->server;
             o.resize = pixel_spec(a->pixels);
             o.limits = a->limits.image;

@@ -76,7 +76,8 @@ void register_study(CLI::App& app, Command& run) {
     add_pixel_args(*cmd, a->pixels, "the main size: eval | none | WxH | short:N | long:N");
     cmd->add_option("--sizes", a->sizes, "square sides for mass against the number of keys, e.g. 112,224,448");
     cmd->add_option("--labels", a->labels, "JSON from image file name to label, to score the checkpoint's own head");
-    cmd->add_option("--mad-k", a->options.rules.mad_k, "artifact tokens: norm > median + k*MAD")->capture_default_str();
+    cmd->add_option("--mad-k", a->options.rules.rule.mad_k, "artifact tokens: norm (or |cos|) > median + k*MAD")->capture_default_str();
+    add_artifact_rule_args(*cmd, a->options.rules.rule);
     cmd->add_option("--sink-alpha", a->options.rules.sink_alpha, "a head dumps when a key receives mean attention above this")
         ->capture_default_str();
     cmd->add_option("--timing-images", a->options.timing_images, "images timed for ms/image (0: not timed)")

@@ -61,6 +61,26 @@ CalibrationRun start_calibration(const CalibrationArgs& a) {
     return r;
 }
 
+void add_defect_fit_args(CLI::App& cmd, DefectOptions& fit, const std::string& prefix) {
+    cmd.add_option("--" + prefix + "samples", fit.samples,
+                   "rows of the seeded Gaussian sample x ~ N(0, I) the MLP's least-squares linearization is fitted on")
+        ->check(CLI::Range(1, 1 << 24))
+        ->capture_default_str();
+    cmd.add_option("--" + prefix + "seed", fit.seed, "seed of that sample (SplitMix64, Box-Muller)")->capture_default_str();
+}
+
+void add_artifact_rule_args(CLI::App& cmd, ArtifactRule& rule) {
+    cmd.add_option_function<std::string>(
+           "--artifact-rule", [&rule](const std::string& name) { rule.test = parse_enum<ArtifactTest>(name); },
+           "which patches are artifacts (outlined, counted): norm (norm an outlier among the image's patches), "
+           "direction (|cos| with the layer's defect direction an outlier), both")
+        ->check(CLI::IsMember(enum_names<ArtifactTest>()))
+        ->default_str(name_of(rule.test));
+    cmd.add_option("--defects", rule.defects_file,
+                   "defect directions written by vitreg defects (default: computed from each model's weights)");
+    add_defect_fit_args(cmd, rule.fit, "defect-");
+}
+
 void add_batch_args(CLI::App& cmd, BatchArgs& a) {
     add_model_args(cmd, a.model);
     cmd.add_option("INPUT", a.inputs, "image files, folders (recursive, sorted) or @list.txt")->required();

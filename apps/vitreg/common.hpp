@@ -10,6 +10,7 @@
 
 #include "../pixel_args.hpp"
 #include "vitreg/batch_job.hpp"
+#include "vitreg/analysis/artifact_rule.hpp"
 #include "vitreg/analysis/calibrate.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/labelled_model.hpp"
@@ -79,6 +80,13 @@ struct CalibrationRun {
 };
 CalibrationRun start_calibration(const CalibrationArgs& args);
 
+// The artifact rule of the commands that outline or count artifacts (compare, explore, maps,
+// study): --artifact-rule norm|direction|both, --defects FILE (else the directions are computed
+// from each model's weights), --defect-samples and --defect-seed for that computation.
+void add_artifact_rule_args(CLI::App& cmd, ArtifactRule& rule);
+// The defect directions' fit: --samples and --seed as `vitreg defects` states them.
+void add_defect_fit_args(CLI::App& cmd, DefectOptions& fit, const std::string& prefix);
+
 // What the batch jobs (extract, dense) take: MODEL INPUT... -o OUT, how to read and run the
 // inputs, and how the job is made durable (--chunk, --resume, --overwrite) and split (--shard).
 struct BatchArgs {
@@ -140,6 +148,7 @@ void register_calibrate(CLI::App& app, Command& run);
 void register_calibrate_sink(CLI::App& app, Command& run);
 void register_find_register_neurons(CLI::App& app, Command& run);
 void register_study(CLI::App& app, Command& run);
+void register_defects(CLI::App& app, Command& run);
 void register_convert(CLI::App& app, Command& run);
 void register_explore(CLI::App& app, Command& run);
 void register_serve(CLI::App& app, Command& run);

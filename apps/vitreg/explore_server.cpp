@@ -134,7 +134,7 @@ std::shared_ptr<ExploreServer::LiveImage> ExploreServer::compute(const std::stri
                                                      options_.resize, cfg, options_.limits)
                                        : load_pixels(path, options_.resize, cfg, options_.limits);
         c.model->check_tokens(px.height, px.width, options_.max_tokens, name);
-        image->views.push_back(std::make_unique<render::Exploration>(*c.model, c.label, px, options_.threads, options_.max_tokens));
+        image->views.push_back(std::make_unique<render::Exploration>(*c.model, c.label, px, options_.threads, options_.max_tokens, c.rule));
         views.push_back(image->views.back().get());
         const Trace& t = views.back()->trace();
         image->bytes += (t.qkv.size() + static_cast<std::size_t>(t.layers) * t.tokens * t.tokens) * sizeof(float);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     vitreg::cli::register_calibrate_sink(app, run);
     vitreg::cli::register_find_register_neurons(app, run);
     vitreg::cli::register_study(app, run);
+    vitreg::cli::register_defects(app, run);
     vitreg::cli::register_convert(app, run);
     vitreg::cli::register_explore(app, run);
     vitreg::cli::register_serve(app, run);

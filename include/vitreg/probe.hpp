@@ -41,6 +41,9 @@ struct Probe {
     std::vector<int> qkv_layers;        // the q | k | v projections of these layers (any query's row can then be recomputed)
     bool linear_inputs = false;         // the input of every linear, as it enters the GEMM (int8 calibration)
     bool pool_attention = false;        // an attention-pool head's probe query: its rows over every final-normed token (SigLIP's MAP)
+    // One unit direction per layer [depth, dim] (a layer's defect direction): every token's |cos|
+    // with its layer's direction after every block (the artifact rule's direction test).
+    std::vector<float> directions;
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
@@ -69,6 +72,7 @@ struct Trace {
     std::vector<float> qkv;         // [qkv_layers, batch, tokens, 3 * dim]
     std::vector<std::uint8_t> evicted;  // [layers, batch, heads, tokens] keys an eviction removed (kept with q/k, so rows can be recomputed)
     std::vector<float> pool_attention;  // [batch, heads, tokens] the attention-pool head's probe rows (Probe::pool_attention)
+    std::vector<float> direction_cos;   // [layers, batch, tokens]  |cos(x, u_l)| with Probe::directions' row l
     std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
     std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
 
@@ -77,6 +81,7 @@ struct Trace {
     int patch_count() const { return grid_h * grid_w; }
     const float* norms_of(int layer, int b) const { return norms.data() + at(layer, b) * tokens; }
     const float* max_abs_of(int layer, int b) const { return max_abs.data() + at(layer, b) * tokens; }
+    const float* direction_cos_of(int layer, int b) const { return direction_cos.data() + at(layer, b) * tokens; }
     // Row of query slot q (an index into `queries`) in attention layer slot l, head h.
     const float* attention_row(int l, int b, int h, int q) const {
         return attention.data() + ((at(l, b) * heads + h) * queries.size() + q) * tokens;

@@ -42,6 +42,8 @@ StatsRow stats_row(const std::string& image, const LabelledModel& cfg, const Ins
         {"artifact_fraction_abs", f(o.artifact_fraction_abs)},
         {"artifacts_robust", std::to_string(o.artifacts_robust)},
         {"artifact_fraction_robust", f(o.artifact_fraction_robust)},
+        {"artifacts_flagged", std::to_string(o.artifacts_flagged)},
+        {"artifact_fraction_flagged", f(o.artifact_fraction_flagged)},
         {"max_inf_norm", f(o.max_inf_norm)},
         {"kurtosis", f(o.kurtosis)},
         {"sink_rate", f(s.sink_rate(last))},
@@ -56,7 +58,7 @@ StatsRow stats_row(const std::string& image, const LabelledModel& cfg, const Ins
 // cls_on_registers) describe the model and are not ranked.
 bool lower_is_better(const std::string& column) {
     static const char* const kLower[] = {"norm_max_over_median", "artifacts_abs", "artifact_fraction_abs", "artifacts_robust",
-                                         "artifact_fraction_robust", "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"};
+                                         "artifact_fraction_robust", "artifacts_flagged", "artifact_fraction_flagged", "max_inf_norm", "kurtosis", "sink_rate", "top_key_mass"};
     return std::find(std::begin(kLower), std::end(kLower), column) != std::end(kLower);
 }
 
@@ -110,12 +112,20 @@ CompareResult compare(const std::vector<LabelledModel>& configs, const std::vect
     if (images.empty()) throw UsageError("no images given");
     CompareResult r{configs, images, options.rules, {}, {}};
     r.cells.resize(images.size());
+    // Each configuration's rule holds its own model's defect directions.
+    std::vector<ArtifactRules> rules(configs.size(), options.rules);
+    std::vector<Probe> probes;
+    for (std::size_t k = 0; k < configs.size(); ++k) {
+        rules[k].rule = options.rules.rule.for_model(configs[k].model);
+        probes.push_back(Probe::statistics(configs[k].model.config().depth));
+        rules[k].rule.ask(probes.back());
+    }
     for (std::size_t i = 0; i < images.size(); ++i)
-        for (const auto& cfg : configs) {
+        for (std::size_t k = 0; k < configs.size(); ++k) {
+            const auto& cfg = configs[k];
             CompareCell cell;
-            cell.inspection =
-                inspect(cfg.model, images[i], options.resize, Probe::statistics(cfg.model.config().depth), options.threads);
-            cell.stats = image_stats(cell.inspection.trace, 0, options.rules);
+            cell.inspection = inspect(cfg.model, images[i], options.resize, probes[k], options.threads);
+            cell.stats = image_stats(cell.inspection.trace, 0, rules[k]);
             cell.row = stats_row(images[i], cfg, cell.inspection, cell.stats);
             r.cells[i].push_back(std::move(cell));
         }
@@ -149,7 +159,8 @@ nlohmann::json to_json(const CompareResult& r) {
         summary["configs"].push_back({{"config", r.configs[k].label}, {"columns", columns}, {"best", best}});
     }
     return {{"norm_threshold", r.rules.norm_threshold},
-            {"mad_k", r.rules.mad_k},
+            {"mad_k", r.rules.rule.mad_k},
+            {"artifact_rule", r.rules.rule.to_json()},
             {"sink_alpha", r.rules.sink_alpha},
             {"layer", "all summary fields describe the last layer (the output)"},
             {"summary", summary},

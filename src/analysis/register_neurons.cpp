@@ -25,7 +25,7 @@ bool RegisterNeuronFinder::observe(const Trace& t, int b) {
     if (t.norms.empty() || static_cast<int>(t.mlp_layers.size()) != layers_ || t.mlp_hidden != hidden_)
         throw Error("register neurons: the trace lacks norms or some layer's MLP activations");
     ArtifactRules rules;
-    rules.mad_k = mad_k_;
+    rules.rule.mad_k = mad_k_;
     const auto outliers = layer_stats(t, b, t.layers - 1, rules).artifact_tokens_robust;
     if (outliers.empty()) return false;
     for (std::size_t slot = 0; slot < t.mlp_layers.size(); ++slot) {

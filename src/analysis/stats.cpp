@@ -25,7 +25,7 @@ LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& ru
     s.cls_norm = t.class_token ? norms[0] : 0.0f;
     for (int r = 0; r < t.registers; ++r)
         s.register_norm_mean += norms[t.register_offset() + r] / static_cast<float>(t.registers);
-    s.robust_threshold = spread.threshold(rules.mad_k);
+    s.robust_threshold = spread.threshold(rules.rule.mad_k);
     for (int i = 0; i < np; ++i) {
         if (patch[i] > rules.norm_threshold) s.artifact_tokens_abs.push_back(p0 + i);
         if (patch[i] > s.robust_threshold) s.artifact_tokens_robust.push_back(p0 + i);
@@ -34,6 +34,9 @@ LayerStats layer_stats(const Trace& t, int b, int layer, const ArtifactRules& ru
     s.artifacts_robust = static_cast<int>(s.artifact_tokens_robust.size());
     s.artifact_fraction_abs = static_cast<float>(s.artifacts_abs) / np;
     s.artifact_fraction_robust = static_cast<float>(s.artifacts_robust) / np;
+    s.artifact_tokens_flagged = rules.rule.test == ArtifactTest::Norm ? s.artifact_tokens_robust : rules.rule.flag(t, b, layer);
+    s.artifacts_flagged = static_cast<int>(s.artifact_tokens_flagged.size());
+    s.artifact_fraction_flagged = static_cast<float>(s.artifacts_flagged) / np;
     return s;
 }
 

@@ -126,6 +126,8 @@ public:
                 const std::map<std::string, json>* labels, const std::function<void(const std::string&)>& log)
         : cfg_(cfg), images_(images), o_(o), tmp_(tmp), labels_(labels), log_(log), model_(cfg.load()),
           c_(model_.config()) {
+        rules_ = o.rules;
+        rules_.rule = o.rules.rule.with_directions(model_);
         // CLIP's `head` (timm) is its projection, not a classifier.
         if (c_.family != Family::Clip) head_ = ClassifierHead::read(Checkpoint(cfg.path, cfg.overrides).file(), c_.dim);
         const std::size_t n = images.names.size();
@@ -134,6 +136,7 @@ public:
 
     json run() {
         json out = {{"name", cfg_.name},
+                    {"artifact_rule", rules_.rule.to_json()},
                     {"model", model_.path()},
                     {"attention", to_string(c_.attention)},
                     {"trained_attention", to_string(c_.trained_attention)},
@@ -202,6 +205,36 @@ private:
         return it->second;
     }
 
+    // One image's defect row at the output layer: the angle between its highest-norm patch and the
+    // layer's defect direction u (as lines: acos |cos|, degrees), and the share of its patches
+    // each artifact rule flags. Needs norms and direction cosines.
+    json defect_row(const Trace& t) const {
+        const int last = t.layers - 1, p0 = t.patch_offset(), np = t.patch_count();
+        const float* norms = t.norms_of(last, 0);
+        const int top = static_cast<int>(std::max_element(norms + p0, norms + p0 + np) - norms);
+        const double cosine = std::min(1.0, static_cast<double>(t.direction_cos_of(last, 0)[top]));
+        json row = {{"top_token", top}, {"top_angle_deg", std::acos(cosine) * 180.0 / M_PI}};
+        ArtifactRule rule = rules_.rule;
+        for (const auto test : {ArtifactTest::Norm, ArtifactTest::Direction, ArtifactTest::Both}) {
+            rule.test = test;
+            row["flagged_" + name_of(test)] = static_cast<double>(rule.flag(t, 0, last).size()) / np;
+        }
+        return row;
+    }
+    json defect_summary(const json& images) const {
+        json out = {{"layer", c_.depth - 1},
+                    {"directions", rules_.rule.defects_file.empty() ? "computed from the model's weights" : rules_.rule.defects_file},
+                    {"fit", rules_.rule.defects->fit_description()},
+                    {"singular_value", rules_.rule.defects->singular_value(c_.depth - 1, 0)},
+                    {"images", images}};
+        for (const char* k : {"top_angle_deg", "flagged_norm", "flagged_direction", "flagged_both"}) {
+            double sum = 0;
+            for (const auto& row : images) sum += row[k].get<double>();
+            out[std::string("mean_") + k] = sum / static_cast<double>(images.size());
+        }
+        return out;
+    }
+
     // The model's own statistics on every image at the main size (definitions 1, 2 and 4).
     void main_pass(json& out) {
         const int L = c_.depth, H = c_.heads;
@@ -218,13 +251,16 @@ private:
         best_abstention_ = -1;
         Probe probe;
         probe.norms = probe.key_mass = probe.abstention = true;
+        probe.directions = rules_.rule.defects->directions;
         for (int l = 0; l < L; ++l) probe.block_layers.push_back(l);
+        json defects = json::array();
         for (std::size_t i = 0; i < n; ++i) {
             const Pixels px = pixels(i, o_.resize);
             Trace t;
             features_.push_back(forward(model_, px, &probe, &t));
             if (i == 0) size_ = {px.height, px.width}, tokens_ = t.tokens;
-            const auto artifacts = layer_stats(t, 0, L - 1, o_.rules).artifact_tokens_robust;
+            const auto artifacts = layer_stats(t, 0, L - 1, rules_).artifact_tokens_flagged;
+            defects.push_back(defect_row(t));
             const int N = t.tokens;
             for (int l = 0; l < L; ++l) {
                 for (int h = 0; h < H; ++h) {
@@ -298,6 +334,7 @@ private:
                                {"kurtosis", kurtosis[l] / n}});
         }
         out["size"] = {size_[0], size_[1]};
+        out["defects"] = defect_summary(defects);
         out["tokens"] = tokens_;
         out["heads"] = heads;
         out["weights_sum"] = sums;
@@ -464,12 +501,13 @@ private:
         probe.attention_layers = {layer};
         probe.queries = {query};
         probe.norms = true;  // artifact tokens, for the keys' kinds
+        probe.directions = rules_.rule.defects->directions;
         probe.abstention = true;
         const Pixels px = pixels(image, o_.resize);
         Trace t, ts;
         forward(model_, px, &probe, &t);
         forward(variant(AttentionKind::Softmax, cfg_.precision), px, &probe, &ts);
-        const auto artifacts = layer_stats(t, 0, c_.depth - 1, o_.rules).artifact_tokens_robust;
+        const auto artifacts = layer_stats(t, 0, c_.depth - 1, rules_).artifact_tokens_flagged;
         const float* row = t.attention_row(0, 0, head, 0);
         const float* soft = ts.attention_row(0, 0, head, 0);
         std::vector<int> order(t.tokens);
@@ -545,6 +583,8 @@ private:
         out["massive_top"] = s["massive"][worst]["top"][0][0];
         out["massive_kind"] = s["massive"][worst]["top_kind"];
         out["kurtosis_max"] = kurt;
+        for (const char* k : {"top_angle_deg", "flagged_norm", "flagged_direction", "flagged_both"})
+            out[std::string("defect_") + k] = s["defects"][std::string("mean_") + k];
         const auto pick = [](const json& j, std::initializer_list<const char*> path) -> json {
             const json* at = &j;
             for (const char* k : path) {
@@ -601,6 +641,7 @@ private:
     double best_abstention_ = -1;
     std::array<int, 4> best_{0, 0, 0, 0};  // image, layer, head, query
     int best_kind_ = 0;
+    ArtifactRules rules_;  // the options' rules, with this model's defect directions
 };
 
 }  // namespace
@@ -613,6 +654,7 @@ const std::vector<std::string>& study_summary_columns() {
         "weights_sum_mean", "weights_sum_min", "weights_sum_max",
         "parameters_added", "ms_per_image",
         "massive_ratio", "massive_layer", "massive_top", "massive_kind", "kurtosis_max",
+        "defect_top_angle_deg", "defect_flagged_norm", "defect_flagged_direction", "defect_flagged_both",
         "int8_per_token_cls_cosine", "int8_per_token_patch_cosine", "int8_per_tensor_cls_cosine",
         "int8_per_tensor_patch_cosine", "fp32_accuracy", "int8_per_token_accuracy", "int8_per_tensor_accuracy",
         "evict_sink_cls_cosine", "evict_sink_patch_cosine", "evict_artifacts_cls_cosine", "evict_artifacts_patch_cosine",
@@ -669,7 +711,10 @@ json run_study(const std::vector<StudyConfig>& configs, const StudyImages& image
                 {"images", images.names},
                 {"resize", o.resize.to_string()},
                 {"sizes", o.sizes},
-                {"rules", {{"mad_k", o.rules.mad_k}, {"sink_alpha", o.rules.sink_alpha}, {"abstain", o.abstain}}}};
+                {"rules", {{"mad_k", o.rules.rule.mad_k},
+                           {"artifact_rule", name_of(o.rules.rule.test)},
+                           {"sink_alpha", o.rules.sink_alpha},
+                           {"abstain", o.abstain}}}};
     json cal = json::array(), eval = json::array();
     for (std::size_t i = 0; i < images.names.size(); ++i) (images.names.size() > 1 && i % 2 == 0 ? cal : eval).push_back(i);
     out["calibration_images"] = cal;

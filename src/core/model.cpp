@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -333,6 +334,12 @@ std::vector<int> prepare_trace(const Probe& probe, const Config& c, int register
         t.max_abs.resize(c.depth * per_layer);
         t.kurtosis.resize(static_cast<std::size_t>(c.depth) * batch);
     }
+    if (!probe.directions.empty()) {
+        if (probe.directions.size() != static_cast<std::size_t>(c.depth) * c.dim)
+            throw UsageError("probe: " + std::to_string(probe.directions.size()) + " direction values for a model of " +
+                             std::to_string(c.depth) + " layers of width " + std::to_string(c.dim) + " (expected one direction per layer)");
+        t.direction_cos.resize(c.depth * per_layer);
+    }
     check_layers(probe.attention_layers, c.depth, "attention");
     check_layers(probe.mlp_layers, c.depth, "MLP");
     check_layers(probe.block_layers, c.depth, "block");
@@ -398,6 +405,20 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, Trace&
             const double m2 = s[1] / n - mean * mean;
             const double m4 = s[3] / n - 4 * mean * s[2] / n + 6 * mean * mean * s[1] / n - 3 * mean * mean * mean * mean;
             t.kurtosis[static_cast<std::size_t>(layer) * t.batch + b] = m2 > 0 ? static_cast<float>(m4 / (m2 * m2)) : 0.0f;
+        }
+    }
+    if (!probe.directions.empty()) {
+        const float* u = probe.directions.data() + static_cast<std::size_t>(layer) * dim;
+        double uu = 0;
+        for (int k = 0; k < dim; ++k) uu += static_cast<double>(u[k]) * u[k];
+        for (int r = 0; r < rows; ++r) {
+            const float* xr = x + static_cast<std::size_t>(r) * dim;
+            double xu = 0, xx = 0;
+            for (int k = 0; k < dim; ++k) {
+                xu += static_cast<double>(xr[k]) * u[k];
+                xx += static_cast<double>(xr[k]) * xr[k];
+            }
+            t.direction_cos[at + r] = xx > 0 && uu > 0 ? static_cast<float>(std::fabs(xu) / std::sqrt(xx * uu)) : 0.0f;
         }
     }
     // A layer may be asked for twice (e.g. "-1,-1"); every slot gets its copy.

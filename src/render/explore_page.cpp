@@ -166,7 +166,7 @@ json config_entry(const Exploration& e, const std::vector<int>* queries, bool ro
     const int L = t.layers, H = t.heads, N = t.tokens;
     json outlines = json::array(), thresholds = json::array();
     for (const auto& layer : e.stats().layers) {
-        outlines.push_back(layer.artifact_tokens_robust);
+        outlines.push_back(layer.artifact_tokens_flagged);
         thresholds.push_back(layer.robust_threshold);
     }
     json entry = {{"label", e.label()},
@@ -185,6 +185,7 @@ json config_entry(const Exploration& e, const std::vector<int>* queries, bool ro
                   {"key_mass", q8(t.key_mass, {L, H, N})},
                   {"abstention", q8(t.abstention, {L, H, N})},
                   {"outlines", outlines},
+                  {"artifact_rule", e.artifact_rule().to_json()},
                   {"robust_threshold", thresholds},
                   {"queries", queries ? *queries : std::vector<int>{}},
                   {"rows", nullptr},
@@ -247,7 +248,7 @@ std::string static_explore_page(const std::vector<PageConfig>& configs, const st
         for (const auto& c : configs) {
             const Pixels px = load_pixels(images[i], spec, c.model->config(), limits);
             c.model->check_tokens(px.height, px.width, options.max_tokens, images[i]);
-            views[i].push_back(std::make_unique<Exploration>(*c.model, c.label, px, threads, options.max_tokens));
+            views[i].push_back(std::make_unique<Exploration>(*c.model, c.label, px, threads, options.max_tokens, c.rule));
         }
     const auto bytes_at = [&](int stride) {
         std::size_t total = 0;

@@ -59,13 +59,17 @@ std::string to_string(ViewMode m) {
     return "?";
 }
 
-Exploration::Exploration(const Model& model, std::string label, const Pixels& pixels, int threads, std::int64_t max_tokens)
-    : model_(&model), label_(std::move(label)) {
+Exploration::Exploration(const Model& model, std::string label, const Pixels& pixels, int threads, std::int64_t max_tokens,
+                         const ArtifactRule& rule)
+    : model_(&model), label_(std::move(label)), rule_(rule) {
     const int depth = model.config().depth;
     Probe p = Probe::statistics(depth);
     p.qkv_layers = resolve_layers("all", depth);
+    rule.ask(p);
     model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, p, trace_, ForwardOptions{threads, max_tokens});
-    stats_ = image_stats(trace_, 0);
+    ArtifactRules rules;
+    rules.rule = rule;
+    stats_ = image_stats(trace_, 0, rules);
     input_ = input_image(pixels, model.config().mean, model.config().std);
     image_ = fit(input_, kMainSide);
 }
@@ -155,9 +159,9 @@ cv::Mat render_view(const Exploration& e, const ViewState& s) {
         case ViewMode::Norms: {
             float vmax = 0;
             for (const auto& l : e.stats().layers) vmax = std::max(vmax, l.norm_max);
-            main = norms_tile(img, t.norms_of(s.layer, 0), t, 0.0f, vmax, e.stats().layers[s.layer].artifact_tokens_robust);
+            main = norms_tile(img, t.norms_of(s.layer, 0), t, 0.0f, vmax, e.stats().layers[s.layer].artifact_tokens_flagged);
             for (int l = 0; l < t.layers; ++l) {
-                panel.push_back(norms_tile(fit(img, kTileSide), t.norms_of(l, 0), t, 0.0f, vmax, e.stats().layers[l].artifact_tokens_robust));
+                panel.push_back(norms_tile(fit(img, kTileSide), t.norms_of(l, 0), t, 0.0f, vmax, e.stats().layers[l].artifact_tokens_flagged));
                 captions.push_back("layer " + std::to_string(l) + (l == s.layer ? " *" : ""));
             }
             break;

@@ -104,7 +104,7 @@ cv::Mat norms_grid(const cv::Mat& image, const Trace& t, const std::vector<int>&
     std::vector<std::vector<cv::Mat>> tiles;
     for (std::size_t i = 0; i < layers.size(); ++i) {
         const auto& ls = stats.layers[layers[i]];
-        cv::Mat tile = norms_tile(image, t.norms_of(layers[i], 0), t, 0.0f, vmax, ls.artifact_tokens_robust);
+        cv::Mat tile = norms_tile(image, t.norms_of(layers[i], 0), t, 0.0f, vmax, ls.artifact_tokens_flagged);
         caption(tile, "layer " + std::to_string(layers[i]) + fmt("  max %.1f", ls.norm_max));
         if (i % kPerRow == 0) tiles.emplace_back();
         tiles.back().push_back(tile);

@@ -19,7 +19,7 @@
 namespace vitreg {
 
 // What `vitreg compare` takes besides the models and images: --resize and the pixel pipeline,
-// --norm-threshold and --mad-k, --threads.
+// --norm-threshold, --mad-k and the artifact rule (--artifact-rule, --defects), --threads.
 struct CompareOptions {
     ResizeSpec resize;
     ArtifactRules rules;
@@ -34,8 +34,8 @@ struct CompareCell {
     Inspection inspection;  // its pixels and trace (Probe::statistics): what the pictures show
     ImageStats stats;       // every layer and head: stats.json's "per_layer"
     StatsRow row;           // the output layer's statistics: a row of stats.csv
-    // The artifact outlines: the output layer's patches over median + mad_k·MAD (token indices, CLS = 0).
-    const std::vector<int>& outlined() const { return stats.layers.back().artifact_tokens_robust; }
+    // The artifact outlines: the output layer's patches the artifact rule flags (token indices, CLS = 0).
+    const std::vector<int>& outlined() const { return stats.layers.back().artifact_tokens_flagged; }
 };
 
 struct CompareResult {

@@ -3,13 +3,14 @@
 // in stats.json / stats.csv.
 #include <vector>
 
+#include "vitreg/analysis/artifact_rule.hpp"
 #include "vitreg/probe.hpp"
 
 namespace vitreg {
 
 struct ArtifactRules {
     float norm_threshold = 150.0f;  // absolute rule: DINOv2-L's artifacts exceed 150
-    float mad_k = 10.0f;            // model-free rule: norm > median + k·MAD (MAD unscaled); ~150 for DINOv2-L
+    ArtifactRule rule;              // which patches are artifacts (outlined, counted); its k is the robust norm rule's too
     float sink_alpha = 0.3f;        // a head sinks when some key receives mean attention α > this
 };
 
@@ -26,7 +27,9 @@ struct LayerStats {
     float robust_threshold = 0;    // median + k·MAD
     int artifacts_robust = 0;
     float artifact_fraction_robust = 0;
-    std::vector<int> artifact_tokens_abs, artifact_tokens_robust;  // token indices (CLS = 0)
+    int artifacts_flagged = 0;     // patches the artifact rule flags (ArtifactRules::rule; norm: = artifacts_robust)
+    float artifact_fraction_flagged = 0;
+    std::vector<int> artifact_tokens_abs, artifact_tokens_robust, artifact_tokens_flagged;  // token indices (CLS = 0)
 };
 
 // One head of one layer.
@@ -49,8 +52,9 @@ struct ImageStats {
     float top_key_mass(int layer) const;
 };
 
-// One layer of image b (needs a trace with norms); the robust rule's tokens are what
-// `--evict artifacts` and the register-neuron search take as the outliers.
+// One layer of image b (needs a trace with norms, and the direction cosines where the rule tests
+// directions: ArtifactRule::ask); the robust rule's tokens are what `--evict artifacts` and the
+// register-neuron search take as the outliers.
 LayerStats layer_stats(const Trace& trace, int b, int layer, const ArtifactRules& rules = {});
 
 // Needs a trace with norms; head statistics need key_mass, abstention and the CLS rows of

@@ -50,6 +50,7 @@ struct PageOptions {
 struct PageConfig {
     std::string label;
     const Model* model = nullptr;
+    ArtifactRule rule;  // which patches are outlined, ready for `model` (ArtifactRule::for_model)
 };
 
 // What the page's attention rows of `queries` queries and their rollout cost, before compression.

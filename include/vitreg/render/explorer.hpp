@@ -32,13 +32,15 @@ struct ViewState {
 // One configuration's look at one image.
 class Exploration {
 public:
+    // `rule`: which patches are outlined (ready for `model`: ArtifactRule::for_model).
     Exploration(const Model& model, std::string label, const Pixels& pixels, int threads = 0,
-                std::int64_t max_tokens = kDefaultMaxTokens);
+                std::int64_t max_tokens = kDefaultMaxTokens, const ArtifactRule& rule = {});
 
     const std::string& label() const { return label_; }
     const Model& model() const { return *model_; }
     const Trace& trace() const { return trace_; }
     const ImageStats& stats() const { return stats_; }
+    const ArtifactRule& artifact_rule() const { return rule_; }
     const cv::Mat& image() const { return image_; }  // the model input, BGR, scaled for display
     const cv::Mat& input() const { return input_; }  // the model input, BGR, as the model saw it
     // Attention of `query` in `layer`, all heads; computed from q/k on first use, then cached
@@ -57,6 +59,7 @@ private:
     std::string label_;
     Trace trace_;
     ImageStats stats_;
+    ArtifactRule rule_;
     cv::Mat image_, input_;
     mutable std::map<std::pair<int, int>, QueryAttention> rows_;
     mutable std::size_t row_bytes_ = 0;

@@ -362,6 +362,8 @@
   }
 
   // ---- page skeleton -----------------------------------------------------------------------------------
+  // The artifact rule the outlines follow, as the data states it (every configuration shares it).
+  const RULE_TEXT = data.images?.[0]?.configs?.[0]?.artifact_rule?.text || 'norm > median + k\u00b7MAD';
   const toggle = (id, key, text, hint) => el('label', { class: 'toggle', title: hint },
     el('input', { type: 'checkbox', id, onchange: (e) => { S[key] = e.target.checked; say(''); } }), text);
   const ui = {
@@ -381,7 +383,7 @@
     el('label', {}, 'layer ', ui.layer, ui.layerOut),
     el('label', {}, 'head ', ui.head),
     toggle('toggle-norms', 'norms', 'norms', 'show token norms instead of attention (n)'),
-    toggle('toggle-outlines', 'outlines', 'outlines', "outline the layer's high-norm artifact patches (o)"),
+    toggle('toggle-outlines', 'outlines', 'outlines', `outline the layer's artifact patches: ${RULE_TEXT} (o)`),
     toggle('toggle-rollout', 'rollout', 'rollout', 'show attention rollout over all layers (r)'),
     toggle('toggle-regs', 'regs', "registers' share", 'show CLS, registers and the null slot (g)'),
     el('button', { type: 'button', class: 'help-button', title: 'keyboard (?)', onclick: () => { ui.help.hidden = !ui.help.hidden; } }, '?'));

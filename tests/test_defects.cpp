@@ -1,0 +1,227 @@
+// Defect directions (vitreg defects) against the PyTorch reference (tests/reference/
+// defects_reference.py, fixtures from tests/fixtures/make_defects.py), the planted-direction
+// model, and the artifact rule's direction test on that model's planted patches.
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "test_support.hpp"
+#include "vitreg/analysis/artifact_rule.hpp"
+#include "vitreg/analysis/defects.hpp"
+#include "vitreg/analysis/stats.hpp"
+#include "vitreg/analysis/study.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/error.hpp"
+
+using namespace vitreg;
+using vitreg::test::fixture;
+
+namespace {
+
+double abs_cosine(const float* a, const float* b, int n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; ++i) {
+        ab += static_cast<double>(a[i]) * b[i];
+        aa += static_cast<double>(a[i]) * a[i];
+        bb += static_cast<double>(b[i]) * b[i];
+    }
+    return std::fabs(ab) / std::sqrt(aa * bb);
+}
+
+struct Expected {
+    std::vector<float> directions, singular_values;
+    int layers = 0, dim = 0, top = 0;
+    DefectOptions options;
+};
+
+Expected expected(const std::string& name) {
+    SafetensorsFile f(fixture("defects/" + name + ".defects.safetensors"));
+    Expected e;
+    e.directions = f.get("directions").to_float();
+    e.singular_values = f.get("singular_values").to_float();
+    e.layers = static_cast<int>(f.get("directions").shape[0]);
+    e.dim = static_cast<int>(f.get("directions").shape[1]);
+    e.top = static_cast<int>(f.get("singular_values").shape[1]);
+    e.options.samples = std::stoi(f.metadata().at("samples"));
+    e.options.seed = std::stoull(f.metadata().at("seed"));
+    e.options.top = e.top;
+    return e;
+}
+
+const std::string kPlanted = "defects/planted_direction_f16.safetensors";
+
+// A smooth side×side image: a diagonal ramp per channel (normalized pixels in about [-1, 1]),
+// shifted by `offset`.
+std::vector<float> ramp(int side, float offset = 0.0f) {
+    std::vector<float> pixels(3 * side * side);
+    for (int c = 0; c < 3; ++c)
+        for (int y = 0; y < side; ++y)
+            for (int x = 0; x < side; ++x)
+                pixels[(static_cast<std::size_t>(c) * side + y) * side + x] = (x + y) / float(side) - 1.0f + 0.1f * c + offset;
+    return pixels;
+}
+
+
+}  // namespace
+
+TEST_CASE("defect directions match the PyTorch reference for every MLP kind", "[defects]") {
+    const std::vector<std::pair<std::string, std::string>> models = {
+        {"dinov2_f32", "models/dinov2_f32.safetensors"},
+        {"open_clip_quickgelu", "models/open_clip_quickgelu"},
+        {"hf_siglip", "models/hf_siglip"},
+        {"dinov2_swiglu_f32", "models/dinov2_swiglu_f32.safetensors"},
+        {"planted", kPlanted}};
+    std::vector<MlpKind> kinds;
+    for (const auto& [name, path] : models) {
+        INFO(name);
+        const Expected e = expected(name);
+        const Checkpoint ck(fixture(path));
+        kinds.push_back(ck.config().mlp);
+        const DefectDirections d = defect_directions(ck, e.options);
+        REQUIRE(d.layers == e.layers);
+        REQUIRE(d.dim == e.dim);
+        REQUIRE(d.top == e.top);
+        for (int l = 0; l < d.layers; ++l) {
+            INFO("layer " << l);
+            CHECK(abs_cosine(d.direction(l), e.directions.data() + static_cast<std::size_t>(l) * e.dim, e.dim) >= 0.9999);
+            for (int k = 0; k < d.top; ++k) {
+                const float want = e.singular_values[static_cast<std::size_t>(l) * e.top + k];
+                CHECK(std::fabs(d.singular_value(l, k) - want) <= 1e-4 * want);
+            }
+        }
+    }
+    // The fixtures cover every activation the forward knows.
+    for (MlpKind kind : {MlpKind::Gelu, MlpKind::QuickGelu, MlpKind::GeluTanh, MlpKind::SwiGlu})
+        CHECK(std::find(kinds.begin(), kinds.end(), kind) != kinds.end());
+}
+
+TEST_CASE("the planted direction is what vitreg defects finds", "[defects]") {
+    SafetensorsFile planted(fixture("defects/planted_direction.safetensors"));
+    const std::vector<float> v = planted.get("direction").to_float();
+    const DefectDirections d = defect_directions(Checkpoint(fixture(kPlanted)));  // the default sample
+    for (int l = 0; l < d.layers; ++l) {
+        INFO("layer " << l);
+        CHECK(abs_cosine(d.direction(l), v.data(), d.dim) >= 0.99);
+        // One large singular value: the planted one stands far above the next.
+        CHECK(d.singular_value(l, 0) > 10 * d.singular_value(l, 1));
+    }
+    // Another seed moves the fit, not the direction.
+    DefectOptions other;
+    other.seed = 12345;
+    other.samples = 2048;
+    const DefectDirections e = defect_directions(Checkpoint(fixture(kPlanted)), other);
+    CHECK(abs_cosine(e.direction(d.layers - 1), d.direction(d.layers - 1), d.dim) >= 0.999);
+    CHECK(e.fit_description() == "2048-sample least-squares fit, seed 12345");
+}
+
+TEST_CASE("defects files round-trip and bad ones are refused by name", "[defects]") {
+    vitreg::test::TempDir tmp;
+    DefectOptions small;
+    small.samples = 512;
+    const DefectDirections d = defect_directions(Checkpoint(fixture("models/dinov2_f32.safetensors")), small);
+    write_defects(d, tmp / "out");
+    const DefectDirections back = read_defects(tmp / "out");
+    CHECK(back.layers == d.layers);
+    CHECK(back.dim == d.dim);
+    CHECK(back.samples == 512);
+    CHECK(back.directions == d.directions);
+    CHECK(back.singular_values == d.singular_values);
+    CHECK(vitreg::test::read_bytes(tmp / "out/defects.json").find("\"fit\"") != std::string::npos);
+    CHECK_THROWS_WITH(read_defects(fixture("models/dinov2_f32.safetensors")),
+                      Catch::Contains("not a defects file") && Catch::Contains("directions"));
+    CHECK_THROWS_WITH(check_defects_fit(d, d.layers + 1, d.dim, "x.safetensors"),
+                      Catch::Contains("x.safetensors") && Catch::Contains("layers"));
+    small.samples = 0;
+    CHECK_THROWS_AS(defect_directions(Checkpoint(fixture("models/dinov2_f32.safetensors")), small), UsageError);
+}
+
+TEST_CASE("the forward records each token's |cos| with its layer's direction", "[defects]") {
+    const Model m = Model::load(fixture("models/dinov2_f32.safetensors"));
+    DefectOptions small;
+    small.samples = 1024;
+    ArtifactRule rule;
+    rule.test = ArtifactTest::Both;
+    rule.fit = small;
+    rule = rule.for_model(m);
+    Probe probe;
+    rule.ask(probe);
+    for (int l = 0; l < m.config().depth; ++l) probe.block_layers.push_back(l);
+    const int side = m.config().grid * m.config().patch;
+    const std::vector<float> pixels = ramp(side);
+    Trace t;
+    m.forward(pixels.data(), 1, side, side, probe, t);
+    REQUIRE(t.direction_cos.size() == static_cast<std::size_t>(t.layers) * t.tokens);
+    for (int l = 0; l < t.layers; ++l)
+        for (int k = 0; k < t.tokens; ++k) {
+            const float* x = t.block_of(l, 0) + static_cast<std::size_t>(k) * t.dim;
+            CHECK(t.direction_cos_of(l, 0)[k] == Approx(abs_cosine(x, rule.defects->direction(l), t.dim)).margin(1e-6));
+        }
+    Probe wrong;
+    wrong.directions.assign(7, 1.0f);
+    CHECK_THROWS_AS(m.forward(pixels.data(), 1, side, side, wrong, t), UsageError);
+}
+
+TEST_CASE("the artifact rule's three tests on a trace with known values", "[defects]") {
+    // 16 patches (CLS first): patches 3 and 9 have outlying norms, patches 9 and 12 outlying |cos|.
+    Trace t;
+    t.batch = 1;
+    t.layers = 1;
+    t.tokens = 17;
+    t.grid_h = t.grid_w = 4;
+    t.norms.assign(17, 10.0f);
+    t.direction_cos.assign(17, 0.1f);
+    for (int k = 1; k < 17; ++k) {
+        t.norms[k] += 0.1f * (k % 3);
+        t.direction_cos[k] += 0.01f * (k % 4);
+    }
+    t.norms[1 + 3] = t.norms[1 + 9] = 60.0f;
+    t.direction_cos[1 + 9] = t.direction_cos[1 + 12] = 0.95f;
+    ArtifactRule rule;
+    CHECK(rule.flag(t, 0, 0) == std::vector<int>{4, 10});
+    rule.test = ArtifactTest::Direction;
+    CHECK(rule.flag(t, 0, 0) == std::vector<int>{10, 13});
+    rule.test = ArtifactTest::Both;
+    CHECK(rule.flag(t, 0, 0) == std::vector<int>{10});
+    CHECK(rule.describe() == "norm > median + 10\u00b7MAD and |cos(x, u_i)| > median + 10\u00b7MAD");
+    t.direction_cos.clear();
+    CHECK_THROWS_AS(rule.flag(t, 0, 0), UsageError);
+    ArtifactRule unready;
+    unready.test = ArtifactTest::Direction;
+    Probe probe;
+    CHECK_THROWS_AS(unready.ask(probe), UsageError);
+}
+
+TEST_CASE("the study's defect row: the planted patches lie along u", "[defects][study]") {
+    const int side = 16, patches = 16;
+    StudyImages images;
+    images.names = {"ramp0", "ramp1"};
+    images.load = [side](std::size_t i, const ResizeSpec&, const Config&) {
+        Pixels px;
+        px.width = px.height = side;
+        px.chw = ramp(side, 0.2f * static_cast<float>(i));
+        return px;
+    };
+    StudyConfig config = StudyConfig::parse(fixture(kPlanted));
+    StudyOptions o;
+    o.resize = ResizeSpec::parse("16x16");
+    o.timing_images = 0;
+    const auto study = run_study({config}, images, o);
+    const auto& row = study["configs"][0]["defects"];
+    REQUIRE(row["images"].size() == 2);
+    for (const auto& image : row["images"]) {
+        // The highest-norm patch lies along u (this model amplifies v in every token).
+        CHECK(image["top_angle_deg"].get<double>() < 10.0);
+        for (const char* k : {"flagged_norm", "flagged_direction", "flagged_both"}) {
+            CHECK(image[k].get<double>() >= 0.0);
+            CHECK(image[k].get<double>() <= 1.0);
+            CHECK(std::fmod(image[k].get<double>() * patches, 1.0) == Approx(0.0).margin(1e-9));
+        }
+        CHECK(image["flagged_both"].get<double>() <= image["flagged_direction"].get<double>());
+    }
+    const auto& summary = study["configs"][0]["summary"];
+    CHECK(summary["defect_top_angle_deg"].get<double>() < 10.0);
+    CHECK(study["configs"][0]["artifact_rule"]["rule"] == "norm");
+    CHECK(study_csv(study).find("defect_top_angle_deg") != std::string::npos);
+}
