@@ -272,7 +272,8 @@ double Model::flops_per_image(int height, int width) const {
     const double N = c.prefix_tokens() + registers() + patches;
     const double mlp = c.mlp == MlpKind::SwiGlu ? 2 * N * D * 2 * H + 2 * N * H * D : 2 * N * D * H * 2;
     const double block = 2 * N * D * 3 * D + 2 * 2 * N * N * D + 2 * N * D * D + mlp;
-    return 2 * patches * 3 * p * p * D + c.depth * block;
+    // A denoise runs its K forwards for every image.
+    return intervention_.forwards_per_image() * (2 * patches * 3 * p * p * D + c.depth * block);
 }
 
 std::int64_t Model::tokens(int height, int width) const {
