@@ -773,7 +773,7 @@ class CliTest(unittest.TestCase):
         out = os.path.join(self.tmp, "extract")
         r = vitreg("extract", planted + "@denoise=shift:4:median", images, "-o", out, *small)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(read_json(os.path.join(out, "run.json"))["intervention"], "repair=denoise=shift:4:median")
+        self.assertEqual(read_json(os.path.join(out, "run.json"))["intervention"], "repair=denoise=shift:4:median shifts=0:0,1:1,-1:-1,1:-1")
 
         # Bad repairs: a message naming the suffix and the fault, nothing written.
         missing = os.path.join(self.tmp, "missing.safetensors")

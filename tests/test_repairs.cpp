@@ -221,6 +221,8 @@ TEST_CASE("repair suffixes parse in the order written, print back, and refuse wh
     CHECK(spec.to_string() == text);
     CHECK(spec.intervention->forwards_per_image() == 5);
     CHECK(denoise_shifts(5) == std::vector<std::array<int, 2>>{{0, 0}, {1, 1}, {-1, -1}, {1, -1}, {-1, 1}});
+    CHECK(spec.intervention->to_string() == "repair=debias=" + dir / "b.safetensors" +
+                                                "@inpaint=artifacts:1,-1@denoise=shift:5:median shifts=0:0,1:1,-1:-1,1:-1,-1:1");
     // Written order matters: debias then inpaint is not inpaint then debias.
     const auto px = grey_images(1, 5);
     const Features a = planted("@debias=" + dir / "b.safetensors" + "@inpaint=artifacts").forward(px.data(), 1, kSide, kSide);

@@ -49,7 +49,7 @@ struct Intervention {
 
     bool empty() const { return !evict.any() && test_time_registers == 0 && repairs.empty(); }
     // One line, for run.json, job identity and reports: "evict=sink ttr=1 neurons=1:21
-    // repair=inpaint=artifacts@denoise=shift:4" ("none").
+    // repair=inpaint=artifacts@denoise=shift:4 shifts=0:0,1:1,-1:-1,1:-1" ("none").
     std::string to_string() const;
     // Forwards of one image: a denoise's K, else 1 (a per-image eviction's first forward aside).
     int forwards_per_image() const;

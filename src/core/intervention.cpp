@@ -52,6 +52,13 @@ std::string Intervention::to_string() const {
              " neurons=" + vitreg::to_string(register_neurons);
     for (std::size_t i = 0; i < repairs.size(); ++i)
         s += (i ? "@" : s.empty() ? "repair=" : " repair=") + repairs[i].to_string();
+    // A denoise's shifts, stated where its outputs are recorded (rows:columns, in patches).
+    for (const Repair& r : repairs)
+        if (r.kind == RepairKind::Denoise) {
+            s += " shifts=";
+            for (const auto& shift : denoise_shifts(r.shifts))
+                s += (s.back() == '=' ? "" : ",") + std::to_string(shift[0]) + ":" + std::to_string(shift[1]);
+        }
     return s.empty() ? "none" : s;
 }
 
