@@ -242,6 +242,8 @@ TEST_CASE("repair suffixes parse in the order written, print back, and refuse wh
     refused("@debias=", "@debias=: names no file");
     refused("@debias=" + dir / "none.safetensors", "not a repair calibration");
     refused("@registers=mean:" + dir / "b.safetensors", "no register tokens");
+    refused("@registers=zero:abc", "'abc' is not a layer list");
+    refused("@registers=half", "expected @registers=mean:FILE[:LAYERS] or @registers=zero[:LAYERS]");
     // A calibration of another model (one with registers) is refused by name.
     CHECK_THROWS_WITH(open_model(ModelRequest::from_spec(ModelSpec::parse(fixture("models/sink_reg2_f32.safetensors") + "@debias=" +
                                                                           dir / "b.safetensors"))),

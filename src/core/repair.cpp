@@ -60,24 +60,24 @@ Repair Repair::parse(const std::string& word) {
     } else if (starts_with(word, "registers=")) {
         r.kind = RepairKind::Registers;
         r.layers = "all";
-        std::string rest;
+        std::string layers;  // after the last ':' of "zero:LAYERS" or "mean:FILE:LAYERS"
         if (value == "zero" || starts_with(value, "zero:")) {
             r.zero = true;
-            rest = value.size() > 4 ? value.substr(5) : "";
+            if (value != "zero") layers = value.substr(5);
+            if (value != "zero" && !looks_like_layers(layers))
+                throw UsageError("@" + word + ": '" + layers + "' is not a layer list (last, all or i,j,...)");
         } else if (starts_with(value, "mean:")) {
             r.file = value.substr(5);
             const auto colon = r.file.rfind(':');
             if (colon != std::string::npos && looks_like_layers(r.file.substr(colon + 1))) {
-                rest = r.file.substr(colon + 1);
+                layers = r.file.substr(colon + 1);
                 r.file.resize(colon);
             }
             r.calibration = read_calibration(word, r.file);
         } else {
             throw UsageError("@" + word + ": expected @registers=mean:FILE[:LAYERS] or @registers=zero[:LAYERS]");
         }
-        if (value.size() > 4 && r.zero && !looks_like_layers(rest))
-            throw UsageError("@" + word + ": '" + rest + "' is not a layer list (last, all or i,j,...)");
-        if (!rest.empty()) r.layers = rest;
+        if (!layers.empty()) r.layers = layers;
     } else {
         throw UsageError("@" + word + ": not a repair (inpaint=, denoise=, debias=, registers=)");
     }
