@@ -75,6 +75,18 @@ def read_safetensors(path):
     return out
 
 
+def write_grey_images(folder, seed, count=3):
+    """`count` near-uniform grey 16x16 PNGs (128 plus noise of std 5) in a new `folder`: on the
+    planted model, the planted patches are their only outliers."""
+    rng = np.random.default_rng(seed)
+    os.makedirs(folder)
+    for i in range(count):
+        pixels = np.clip(128 + rng.normal(0, 5, (16, 16, 3)), 0, 255).astype(np.uint8)
+        with open(os.path.join(folder, f"grey{i}.png"), "wb") as f:
+            f.write(encode_png(16, 16, pixels.tobytes()))
+    return folder
+
+
 class CliTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vitreg-cli-")
@@ -688,13 +700,7 @@ class CliTest(unittest.TestCase):
     def test_interventions_evict_calibrate_and_test_time_registers(self):
         planted = os.path.join(FIXTURES, "models", "planted_f32.safetensors")
         plain = os.path.join(FIXTURES, "models", "dinov2_f32.safetensors")
-        rng = np.random.default_rng(0)
-        images = os.path.join(self.tmp, "grey")
-        os.makedirs(images)
-        for i in range(3):  # near-uniform grey: the planted patches are the only outliers
-            pixels = np.clip(128 + rng.normal(0, 5, (16, 16, 3)), 0, 255).astype(np.uint8)
-            with open(os.path.join(images, f"grey{i}.png"), "wb") as f:
-                f.write(encode_png(16, 16, pixels.tobytes()))
+        images = write_grey_images(os.path.join(self.tmp, "grey"), seed=0)
         small = ("--resize", "16x16")
 
         # find-register-neurons finds the planted neuron; --ttr moves the outliers off the patches.
@@ -824,6 +830,60 @@ class CliTest(unittest.TestCase):
         self.assertIn(image, r.stderr)
         self.assertFalse(os.path.exists(bad))
 
+    def test_repairs_calibrate_bias_and_suffixes(self):
+        planted = os.path.join(FIXTURES, "models", "planted_f32.safetensors")
+        images = write_grey_images(os.path.join(self.tmp, "grey"), seed=1)
+        small = ("--resize", "16x16")
+
+        # calibrate-bias: the per-position mean after the last block, over the folder or blank images.
+        bias = os.path.join(self.tmp, "bias.safetensors")
+        r = vitreg("calibrate-bias", planted, "--images", images, "-o", bias, *small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        meta = read_safetensors_header(bias)["__metadata__"]
+        self.assertEqual((meta["format"], meta["layer"], meta["registers"]), ("vitreg-repair-calibration", "3", "0"))
+        self.assertEqual(len(json.loads(meta["images"])), 3)
+        self.assertEqual(read_safetensors(bias)["bias"].shape, (16, 64))
+        blank = os.path.join(self.tmp, "blank.safetensors")
+        r = vitreg("calibrate-bias", planted, "--blank", "2", "-o", blank, "--layer", "-2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        meta = read_safetensors_header(blank)["__metadata__"]
+        self.assertEqual((meta["layer"], json.loads(meta["images"])), ("2", ["blank:0.000000", "blank:1.000000"]))
+
+        # compare: the repairs beside the plain model; the rule no longer flags the planted patches.
+        cmp_out = os.path.join(self.tmp, "cmp")
+        configs = [planted, planted + "@debias=" + bias, planted + "@inpaint=artifacts",
+                   planted + "@debias=" + bias + "@inpaint=artifacts"]
+        r = vitreg("compare", *configs, "--images", os.path.join(images, "grey0.png"), "-o", cmp_out, *small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = list(csv.DictReader(open(os.path.join(cmp_out, "stats.csv"))))
+        self.assertEqual([row["intervention"] for row in rows],
+                         ["none", "repair=debias=" + bias, "repair=inpaint=artifacts",
+                          "repair=debias=" + bias + "@inpaint=artifacts"])
+        self.assertEqual([row["artifacts_abs"] for row in rows], ["3", "0", "0", "0"])
+
+        # extract takes the suffixes on its MODEL and records them.
+        out = os.path.join(self.tmp, "extract")
+        r = vitreg("extract", planted + "@denoise=shift:4:median", images, "-o", out, *small)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(read_json(os.path.join(out, "run.json"))["intervention"], "repair=denoise=shift:4:median shifts=0:0,1:1,-1:-1,1:-1")
+
+        # Bad repairs: a message naming the suffix and the fault, nothing written.
+        missing = os.path.join(self.tmp, "missing.safetensors")
+        for suffix, message in (("@registers=zero", "@registers=zero: the model has no register tokens"),
+                                ("@denoise=shift:1", "expected @denoise=shift:K"),
+                                ("@inpaint=all", "expected @inpaint=artifacts[:LAYERS]"),
+                                ("@inpaint=artifacts:9", "layer '9'"),
+                                ("@debias=" + missing, missing + ": not a repair calibration"),
+                                ("@debias=" + planted, "no 'format' in its metadata")):
+            bad = os.path.join(self.tmp, "bad")
+            r = vitreg("extract", planted + suffix, images, "-o", bad, *small)
+            self.assertNotEqual(r.returncode, 0, suffix)
+            self.assertIn(message, r.stderr)
+            self.assertFalse(os.path.exists(bad))
+        r = vitreg("calibrate-bias", planted, "-o", os.path.join(self.tmp, "none.safetensors"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("give either --images or --blank N", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "none.safetensors")))
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

@@ -146,6 +146,7 @@ void register_merge(CLI::App& app, Command& run);
 void register_compare(CLI::App& app, Command& run);
 void register_calibrate(CLI::App& app, Command& run);
 void register_calibrate_sink(CLI::App& app, Command& run);
+void register_calibrate_bias(CLI::App& app, Command& run);
 void register_find_register_neurons(CLI::App& app, Command& run);
 void register_study(CLI::App& app, Command& run);
 void register_defects(CLI::App& app, Command& run);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     vitreg::cli::register_merge(app, run);
     vitreg::cli::register_calibrate(app, run);
     vitreg::cli::register_calibrate_sink(app, run);
+    vitreg::cli::register_calibrate_bias(app, run);
     vitreg::cli::register_find_register_neurons(app, run);
     vitreg::cli::register_study(app, run);
     vitreg::cli::register_defects(app, run);

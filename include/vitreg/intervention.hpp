@@ -10,12 +10,14 @@
 //   and without position embedding. In each layer holding a chosen MLP neuron n, right after the
 //   activation, n's value on the test-time registers becomes its maximum over the image's
 //   tokens, and on the patches 0.
+// - Repairs (vitreg/repair.hpp): edits of the residual stream after chosen blocks, in order.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "vitreg/config.hpp"
 #include "vitreg/probe.hpp"
+#include "vitreg/repair.hpp"
 
 namespace vitreg {
 
@@ -43,12 +45,16 @@ struct Intervention {
     Eviction evict;
     int test_time_registers = 0;
     std::vector<RegisterNeuron> register_neurons;
+    std::vector<Repair> repairs;  // applied in this order
 
-    bool empty() const { return !evict.any() && test_time_registers == 0; }
-    // One line, for run.json, job identity and reports: "evict=sink ttr=1 neurons=1:21" ("none").
+    bool empty() const { return !evict.any() && test_time_registers == 0 && repairs.empty(); }
+    // One line, for run.json, job identity and reports: "evict=sink ttr=1 neurons=1:21
+    // repair=inpaint=artifacts@denoise=shift:4 shifts=0:0,1:1,-1:-1,1:-1" ("none").
     std::string to_string() const;
-    // Throws UsageError for test-time registers without neurons (or the reverse) and for
-    // neurons outside the model.
+    // Forwards of one image: a denoise's K, else 1 (a per-image eviction's first forward aside).
+    int forwards_per_image() const;
+    // Throws UsageError for test-time registers without neurons (or the reverse), for
+    // neurons outside the model and for a repair that cannot apply to it (Repair::validate).
     void validate(const Config& config) const;
 };
 

@@ -29,7 +29,8 @@ struct ModelRequest {
     std::int64_t max_tokens = kDefaultMaxTokens;
     ImageLimits image_limits;
 
-    // `model` with the settings `values` name; an empty text leaves its option as it is.
+    // `model` (which may carry ModelSpec suffixes) with the settings `values` name; an empty text
+    // leaves its option as it is.
     // Throws UsageError for a name that is not an option, a number out of the option's range,
     // or a value the option does not take.
     static ModelRequest from_options(const std::string& model, const OptionValues& values);

@@ -28,6 +28,7 @@
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"
 #include "vitreg/register_neuron_file.hpp"
+#include "vitreg/repair.hpp"
 #include "vitreg/resize_filter.hpp"
 #include "vitreg/tensor_file.hpp"
 #include "vitreg/version.hpp"

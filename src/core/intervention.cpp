@@ -50,7 +50,22 @@ std::string Intervention::to_string() const {
     if (test_time_registers)
         s += (s.empty() ? "" : " ") + std::string("ttr=") + std::to_string(test_time_registers) +
              " neurons=" + vitreg::to_string(register_neurons);
+    for (std::size_t i = 0; i < repairs.size(); ++i)
+        s += (i ? "@" : s.empty() ? "repair=" : " repair=") + repairs[i].to_string();
+    // A denoise's shifts, stated where its outputs are recorded (rows:columns, in patches).
+    for (const Repair& r : repairs)
+        if (r.kind == RepairKind::Denoise) {
+            s += " shifts=";
+            for (const auto& shift : denoise_shifts(r.shifts))
+                s += (s.back() == '=' ? "" : ",") + std::to_string(shift[0]) + ":" + std::to_string(shift[1]);
+        }
     return s.empty() ? "none" : s;
+}
+
+int Intervention::forwards_per_image() const {
+    int n = 1;
+    for (const Repair& r : repairs) n = std::max(n, r.forwards_per_image());
+    return n;
 }
 
 void Intervention::validate(const Config& c) const {
@@ -64,6 +79,11 @@ void Intervention::validate(const Config& c) const {
             throw UsageError("register neuron " + std::to_string(n.layer) + ":" + std::to_string(n.neuron) +
                              " is outside the model (" + std::to_string(c.depth) + " layers of " +
                              std::to_string(c.mlp_hidden) + " MLP neurons)");
+    int denoises = 0;
+    for (const Repair& r : repairs) {
+        r.validate(c);
+        if (r.kind == RepairKind::Denoise && ++denoises > 1) throw UsageError("@" + r.to_string() + ": a second @denoise");
+    }
 }
 
 std::vector<std::uint8_t> eviction_mask(const Eviction& e, const Trace& t, AttentionKind kind, float mad_k) {

@@ -16,6 +16,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/forward_memory.hpp"
 #include "core/pos_embed.hpp"
+#include "core/repair_edits.hpp"
 
 namespace vitreg {
 
@@ -168,11 +169,13 @@ struct Model::Impl {
         pool.push_back(std::move(ws));
     }
 
-    // `evicted`: [layers, batch, heads, tokens] keys to evict, or null.
+    // `evicted`: [layers, batch, heads, tokens] keys to evict, or null. `shifted`: a denoise's
+    // other forwards (null without one).
     Features run(const float* pixels, int batch, int height, int width, const Intervention& edit,
-                 const std::uint8_t* evicted, const Probe* probe, Trace* trace) const;
+                 const std::uint8_t* evicted, const Probe* probe, Trace* trace,
+                 const ShiftedStreams* shifted = nullptr) const;
     Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
-                 const std::uint8_t* evicted, const Probe* probe, Trace* trace) const;
+                 const std::uint8_t* evicted, const Probe* probe, Trace* trace, const ShiftedStreams* shifted) const;
 };
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
@@ -271,7 +274,8 @@ double Model::flops_per_image(int height, int width) const {
     const double N = c.prefix_tokens() + registers() + patches;
     const double mlp = c.mlp == MlpKind::SwiGlu ? 2 * N * D * 2 * H + 2 * N * H * D : 2 * N * D * H * 2;
     const double block = 2 * N * D * 3 * D + 2 * 2 * N * N * D + 2 * N * D * D + mlp;
-    return 2 * patches * 3 * p * p * D + c.depth * block;
+    // A denoise runs its K forwards for every image.
+    return intervention_.forwards_per_image() * (2 * patches * 3 * p * p * D + c.depth * block);
 }
 
 std::int64_t Model::tokens(int height, int width) const {
@@ -459,11 +463,30 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
     check_tokens(height, width, options.max_tokens, "forward");
     Features f;
     const auto run = [&] {
+        // A denoise's shifted forwards first: the repairs written before it apply to them too.
+        ShiftedStreams shifted;
+        const auto denoise = std::find_if(intervention_.repairs.begin(), intervention_.repairs.end(),
+                                          [](const Repair& r) { return r.kind == RepairKind::Denoise; });
+        if (denoise != intervention_.repairs.end()) {
+            shifted.shifts = denoise_shifts(denoise->shifts);
+            const auto others = shifted_pixels(pixels, batch, height, width, c.patch, shifted.shifts);
+            Model before = *this;
+            before.intervention_.repairs.assign(intervention_.repairs.begin(), denoise);
+            Probe last;
+            last.block_layers = {c.depth - 1};
+            Trace streams;
+            ForwardOptions inner = options;
+            inner.in_current_arena = true;
+            before.forward(others.data(), batch * (denoise->shifts - 1), height, width, last, streams, inner);
+            shifted.rows = std::move(streams.blocks);
+        }
         std::vector<std::uint8_t> evicted;
         if (intervention_.evict.any()) {
-            // The keys to evict come from a first forward without the eviction (DESIGN §9).
+            // The keys to evict come from a first forward without the eviction (DESIGN §9), and
+            // without the repairs (they edit the stream, not which keys are there).
             Intervention first_edit = intervention_;
             first_edit.evict = {};
+            first_edit.repairs.clear();
             Probe first_probe;
             first_probe.key_mass = intervention_.evict.sink;
             first_probe.norms = intervention_.evict.artifacts;
@@ -476,7 +499,7 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
             evicted = eviction_mask(intervention_.evict, first, c.attention);
         }
         f = impl_->run(pixels, batch, height, width, intervention_, evicted.empty() ? nullptr : evicted.data(), &probe,
-                       &trace);
+                       &trace, shifted.shifts.empty() ? nullptr : &shifted);
         if (!trace.qkv_layers.empty()) trace.evicted = std::move(evicted);
     };
     if (options.in_current_arena) run();
@@ -485,15 +508,17 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
 }
 
 Features Model::Impl::run(const float* pixels, int batch, int height, int width, const Intervention& edit,
-                          const std::uint8_t* evicted, const Probe* probe, Trace* trace) const {
+                          const std::uint8_t* evicted, const Probe* probe, Trace* trace,
+                          const ShiftedStreams* shifted) const {
     auto ws = borrow();
-    Features f = run(*ws, pixels, batch, height, width, edit, evicted, probe, trace);
+    Features f = run(*ws, pixels, batch, height, width, edit, evicted, probe, trace, shifted);
     give_back(std::move(ws));  // a forward that threw drops its workspace instead
     return f;
 }
 
 Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
-                          const std::uint8_t* evicted, const Probe* probe, Trace* trace) const {
+                          const std::uint8_t* evicted, const Probe* probe, Trace* trace,
+                          const ShiftedStreams* shifted) const {
     const Config& c = config;
     const int D = c.dim, p = c.patch, K = edit.test_time_registers, R = c.registers + K;  // R: all registers
     const int gh = height / p, gw = width / p, np = gh * gw;
@@ -637,6 +662,8 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
             }
             linear(fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
         }
+        if (!edit.repairs.empty())
+            apply_repairs(edit.repairs, layer, x, StreamShape{batch, N, D, P, c.registers, P + R, gh, gw}, c, shifted);
         record_layer(*probe, layer, x, D, *trace);
     }
     // The final norm over every token (identity for timm's avg pool with fc_norm).

@@ -96,7 +96,10 @@ const std::string& model_name_help() {
     static const std::string help =
         "a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or pytorch_model.bin "
         "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]) or a torch "
-        "hub name (dinov2_vits14_reg4)";
+        "hub name (dinov2_vits14_reg4); suffixes add repairs, applied in the order written: @inpaint=artifacts[:LAYERS] "
+        "(flagged patches -> mean of unflagged neighbours; 1 forward per image), @denoise=shift:K[:median] (K shifted "
+        "forwards averaged; K forwards), @debias=FILE (minus the per-position mean map of vitreg calibrate-bias; 1 "
+        "forward), @registers=mean:FILE[:LAYERS] or @registers=zero[:LAYERS] (1 forward)";
     return help;
 }
 

@@ -1,5 +1,7 @@
 #include "vitreg/model_request.hpp"
 
+#include <filesystem>
+
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model_options.hpp"
@@ -8,8 +10,11 @@
 namespace vitreg {
 
 ModelRequest ModelRequest::from_options(const std::string& model, const OptionValues& values) {
+    // The model's name may carry a configuration's suffixes ("m.safetensors@inpaint=artifacts");
+    // a name that is a file as written keeps its '@'.
     ModelRequest r;
     r.model = model;
+    if (model.find('@') != std::string::npos && !std::filesystem::exists(model)) r = from_spec(ModelSpec::parse(model));
     for (const auto& named : values) model_option(named.first);  // refuses a name that is not an option
     for (const ModelOption& option : model_options()) {
         const auto given = values.find(option.name);

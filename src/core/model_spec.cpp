@@ -48,12 +48,17 @@ ModelSpec ModelSpec::parse(const std::string& text) {
             if (!k) throw UsageError(text + ": expected @ttr=K:NEURONS (K in 1..64, NEURONS a neurons.json[:TOP] or L:N,...)");
             edit.test_time_registers = static_cast<int>(*k);
             edit.register_neurons = parse_register_neurons(s.substr(colon + 1));
+        } else if (Repair::names_repair(s)) {
+            // Peeled from the right: each goes in front, so they stay in the order written.
+            Intervention& edit = m.intervention ? *m.intervention : m.intervention.emplace();
+            edit.repairs.insert(edit.repairs.begin(), Repair::parse(s));
         } else if (looks_like_hub_id(m.model.substr(0, at))) {
             break;  // ORG/NAME@REVISION
         } else {
             throw UsageError(text + ": unknown suffix '@" + s +
                              "' (expected an attention kind: softmax, softmax1, sink; a precision: fp32, bf16, "
-                             "int8, int8=SCALES.json; or an intervention: evict=LIST, ttr=K:NEURONS)");
+                             "int8, int8=SCALES.json; an intervention: evict=LIST, ttr=K:NEURONS; or a repair: inpaint=artifacts, "
+                             "denoise=shift:K, debias=FILE, registers=mean:FILE|zero)");
         }
         m.suffix = "@" + s + m.suffix;
         m.model.resize(at);
@@ -73,6 +78,8 @@ std::string ModelSpec::to_string() const {
     if (intervention && intervention->test_time_registers)
         s += "@ttr=" + std::to_string(intervention->test_time_registers) + ":" +
              vitreg::to_string(intervention->register_neurons);
+    if (intervention)
+        for (const Repair& r : intervention->repairs) s += "@" + r.to_string();
     return s;
 }
 

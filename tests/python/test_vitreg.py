@@ -93,6 +93,25 @@ def test_interventions_run_from_python_as_from_cpp(case):
     assert m.config["intervention"] != "none"
 
 
+def test_repairs_as_model_suffixes():
+    """The repair suffixes in Model(...): @inpaint=artifacts equals the reference's neighbour mean
+    on the planted model; an impossible repair is refused naming it."""
+    case = next(c for c in json.load(open(os.path.join(FIXTURES, "interventions.json")))
+                if c["name"] == "inpaint_planted")
+    want = {k: v.numpy() for k, v in ref.read_safetensors(os.path.join(FIXTURES, case["file"]))[0].items()}
+    path = os.path.join(FIXTURES, case["model"])
+    m = vitreg.Model(path + "@inpaint=artifacts")
+    assert m.config["intervention"] == "repair=inpaint=artifacts"
+    out = m.forward(want["input"].astype(np.float32))
+    assert relative_error(out["patch"].reshape(want["patches"].shape), want["patches"]) < TOLERANCE
+    plain = vitreg.Model(path).forward(want["input"].astype(np.float32))
+    assert relative_error(plain["patch"].reshape(want["patches"].shape), want["patches"]) > 1e-2
+    with pytest.raises(vitreg.UsageError, match="@registers=zero: the model has no register tokens"):
+        vitreg.Model(path + "@registers=zero")
+    with pytest.raises(vitreg.UsageError, match="expected @denoise=shift:K"):
+        vitreg.Model(path + "@denoise=shift:1")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
 def test_features_match_the_reference_fixtures(case):
     m = vitreg.Model(os.path.join(FIXTURES, case["model"]), attention=case["attention_override"] or None,

@@ -1746,10 +1746,37 @@ class Intervention:
              activation (after GELU; SwiGLU: silu(x1) * x2), per image: m = max over all N
              tokens of hidden[:, n] (signed, before editing), hidden[test-time rows, n] = m,
              hidden[patch rows, n] = 0; CLS and trained registers unchanged (so with K = 0
-             the patches are still zeroed)."""
+             the patches are still zeroed).
+    inpaint  (layer, ...): after each listed block, every image's patch tokens go through
+             `inpaint_artifacts` (the repair @inpaint=artifacts)."""
     evict: torch.Tensor = None
     ttr: int = 0
     neurons: tuple = ()
+    inpaint: tuple = ()
+
+
+def inpaint_artifacts(patches, grid_h, grid_w, mad_k=10.0):
+    """The repair @inpaint=artifacts on one image's patch tokens [grid_h*grid_w, D] (row-major
+    grid): the tokens the robust rule flags (L2 norm > median + mad_k * MAD over these tokens, as
+    `artifact_tokens`) become the mean of the unflagged tokens within Chebyshev distance r of
+    them, r = 1 (the 3x3 neighbours), widened by one while there are none. The means are of the
+    tokens before any replacement. Returns a new tensor."""
+    patches = torch.as_tensor(patches, dtype=torch.float64)
+    flagged = set(artifact_tokens(patches[None], 0, mad_k, 0)[0])
+    if len(flagged) == patches.shape[0]:
+        return patches.clone()
+    out = patches.clone()
+    for cell in flagged:
+        row, col = divmod(cell, grid_w)
+        r, chosen = 0, []
+        while not chosen:
+            r += 1
+            chosen = [y * grid_w + x
+                      for y in range(max(0, row - r), min(grid_h, row + r + 1))
+                      for x in range(max(0, col - r), min(grid_w, col + r + 1))
+                      if y * grid_w + x not in flagged]
+        out[cell] = patches[chosen].mean(dim=0)
+    return out
 
 
 def register_neuron_edit(neurons, ttr_begin, ttr):
@@ -1840,6 +1867,10 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
         edit = register_neuron_edit(neurons.get(i, ()), P + R, K)
         m, hidden = mlp(layer_norm(x, w, b + ".norm2", cfg.eps), w, b + ".mlp", cfg, edit)
         x = x + ls2 * m
+        if i in iv.inpaint:
+            gh, gw = images.shape[-2] // cfg.patch, images.shape[-1] // cfg.patch
+            repaired = torch.stack([inpaint_artifacts(image, gh, gw) for image in x[:, P + R + K:]])
+            x = torch.cat([x[:, :P + R + K], repaired], dim=1)
         if trace:
             layers.append({"attn": p, "logits": logits, "abstention": abstention,
                            "mlp_hidden": hidden, "blocks": x,

@@ -1,0 +1,75 @@
+#pragma once
+// Repairs of artifact tokens without retraining (docs/design.md, "Repairs and dense evaluation"):
+// edits of the residual stream that a Model's Intervention applies after chosen blocks, so every
+// front end takes them as ModelSpec suffixes. Several apply in the order written.
+//
+// - inpaint=artifacts[:LAYERS]: after each chosen block, the patch tokens the artifact rule flags
+//   are replaced by the mean of their unflagged neighbours (3x3, widened while none is).
+//   1 forward per image.
+// - denoise=shift:K[:median]: K forwards of the image shifted by whole patches (reflection
+//   padding), their last-block patch grids realigned on the unshifted grid and averaged (or
+//   their median taken). K forwards per image.
+// - debias=FILE: the last calibrated block's per-position mean map (vitreg calibrate-bias)
+//   minus its per-channel median over positions is subtracted from the patch tokens after that
+//   block; the map is resampled to the input's grid as the position embedding is. 1 forward.
+// - registers=mean:FILE[:LAYERS] | registers=zero[:LAYERS]: after each chosen block (default:
+//   all) the register tokens become their mean over the calibration images (FILE from vitreg
+//   calibrate-bias) or zero, the control. 1 forward.
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vitreg/config.hpp"
+
+namespace vitreg {
+
+// What `vitreg calibrate-bias` writes: per-position means of the residual stream after one
+// block, and every block's mean register tokens, over a folder of images (or blank ones).
+struct RepairCalibration {
+    int layer = 0;           // the block whose output `bias` averages
+    int depth = 0, registers = 0, dim = 0;
+    int grid = 0;            // `bias` is grid x grid (a square input)
+    std::vector<float> bias;             // [grid*grid, dim]
+    std::vector<float> register_means;   // [depth, registers, dim]
+    std::vector<std::string> images;     // what was averaged ("blank:N" for --blank)
+    std::string source;                  // the model's path
+
+    // Throws UsageError naming the file when it does not hold one (or is not vitreg's).
+    static RepairCalibration read(const std::string& path);
+    // Atomic (temporary name, then rename); safetensors with the fields above as metadata.
+    void write(const std::string& path) const;
+};
+
+enum class RepairKind { Inpaint, Denoise, Debias, Registers };
+
+struct Repair {
+    RepairKind kind = RepairKind::Inpaint;
+    std::string layers;  // inpaint (default "last") and registers (default "all"): resolve_layers
+    int shifts = 0;      // denoise: K
+    bool median = false; // denoise: the median of the K grids instead of their mean
+    bool zero = false;   // registers=zero
+    std::string file;    // debias, registers=mean
+    std::shared_ptr<const RepairCalibration> calibration;  // read from `file`
+
+    // One suffix's text after '@' ("inpaint=artifacts:-1", "denoise=shift:4:median", ...); reads
+    // the calibration file. Throws UsageError naming the suffix and the fault.
+    static Repair parse(const std::string& word);
+    // Whether `word` is a repair's suffix ("inpaint=", "denoise=", "debias=", "registers=").
+    static bool names_repair(const std::string& word);
+    std::string to_string() const;  // parses back
+    int forwards_per_image() const { return kind == RepairKind::Denoise ? shifts : 1; }
+    // Throws UsageError naming the repair when it cannot apply to this model (registers on a
+    // model without them, a calibration of another model, layers out of range).
+    void validate(const Config& config) const;
+    // The blocks after which it edits the stream, for a model of `depth` blocks.
+    std::vector<int> layers_of(int depth) const;
+};
+
+// denoise=shift:K's shifts in patches (rows, columns): (0,0) first, then rings of growing
+// radius, diagonals before axes: (1,1), (-1,-1), (1,-1), (-1,1), (0,1), (1,0), (0,-1), (-1,0),
+// (2,2), ... Stated here so runs record exactly what was averaged.
+std::vector<std::array<int, 2>> denoise_shifts(int count);
+constexpr int kMaxDenoiseShifts = 25;  // rings up to radius 3
+
+}  // namespace vitreg
