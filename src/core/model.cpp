@@ -423,7 +423,8 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
     const auto run = [&] {
         std::vector<std::uint8_t> evicted;
         if (intervention_.evict.any()) {
-            // The keys to evict come from a first forward without the eviction (DESIGN §9).
+            // The keys to evict come from a first forward without the eviction (docs/design.md,
+            // "Interventions and the study").
             Intervention first_edit = intervention_;
             first_edit.evict = {};
             Probe first_probe;
