@@ -1,6 +1,6 @@
 #pragma once
 // How image files become pixels, the same options in vitreg and vitreg-viewer: --resize, and the
-// pipeline choices of DESIGN.md §11.
+// pipeline choices of docs/design.md, "Pixel pipelines".
 #include <CLI/CLI.hpp>
 #include <string>
 

@@ -1,6 +1,6 @@
 // How long an explorer page takes to open in Debian's Chromium (navigation to the first view
 // drawn: window.vitregExplorer.ready), over several fresh loads; optionally a screenshot of it.
-// The README's figure and load times come from here.
+// The explorer's figure and load times in docs/guide.md come from here.
 //
 //   node bench/explore_page.mjs URL [--runs 5] [--shot OUT.png] [--viewport 1480x1000]
 //   (playwright-core from tests/browser: scripts/setup.sh --tests installs it)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How far each intervention moves a trained softmax checkpoint (the seed's retrofit and
-eviction claims, DESIGN.md §9), on the trained family's held-out images.
+eviction claims, docs/design.md, "Interventions and the study"), on the trained family's held-out images.
 
 Sink logits are calibrated (`vitreg calibrate-sink`) on the even-numbered held-out images and
 every configuration is measured on the odd-numbered ones, so calibration and evaluation never

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`vitreg serve` under a bounded loopback load: what the README and the closing notes quote.
+"""`vitreg serve` under a bounded loopback load: what docs/guide.md and the closing notes quote.
 
   /usr/bin/python3 bench/serve_load.py VITREG MODEL [IMAGES_DIR] [--clients 4] [--seconds 20] [--cache-mb 1024]
 

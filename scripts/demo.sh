@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh vitreg vitreg_python  # the command, and `import vitreg` (build/python) for the README's Python section
+scripts/build.sh vitreg vitreg_python  # the command, and `import vitreg` (build/python) for the README's Python quick start
 vitreg=build/apps/vitreg
 family=(softmax softmax-reg4 softmax1 softmax1-reg4 sink)
 models=()

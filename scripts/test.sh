@@ -3,7 +3,7 @@
 #   1. builds (Release) and runs every test;
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests of
 #      vitreg's own code there (any report fails the run);
-#   3. builds the libFuzzer targets and runs each briefly (scripts/fuzz.sh; longer runs: README).
+#   3. builds the libFuzzer targets and runs each briefly (scripts/fuzz.sh; longer runs: docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --tests

@@ -186,7 +186,7 @@ class CliTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "evil.safetensors")))
 
     def test_other_families_through_info_extract_maps_compare_and_dense(self):
-        """DESIGN.md §7: a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool
+        """docs/design.md, "Families": a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool
         without a class token) through info, extract --project, maps, compare and dense."""
         clip = os.path.join(FIXTURES, "models", "open_clip_quickgelu")
         deit = os.path.join(FIXTURES, "models", "timm_deit3")

@@ -1,5 +1,5 @@
-// The normalizers against DESIGN.md §3's exact values, and their invariants; attention over key
-// blocks against whole rows.
+// The normalizers against the exact values of docs/design.md, "Attention normalizers", and their
+// invariants; attention over key blocks against whole rows.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 
 using namespace vitreg;
 
-TEST_CASE("softmax-1 of [2, 5, 3] matches DESIGN.md §3") {
+TEST_CASE("softmax-1 of [2, 5, 3] matches the documented values") {
     std::vector<float> z{2, 5, 3};
     const float null_mass = normalize_attention(z.data(), z.size(), AttentionKind::Softmax1);
     CHECK(z[0] == Approx(0.041773).margin(1e-6));
@@ -23,7 +23,7 @@ TEST_CASE("softmax-1 of [2, 5, 3] matches DESIGN.md §3") {
     CHECK(null_mass == Approx(1.0 - 0.994347).margin(1e-6));
 }
 
-TEST_CASE("sink logit 1.5 matches DESIGN.md §3 and abstention is 1 - sum p") {
+TEST_CASE("sink logit 1.5 matches the documented values and abstention is 1 - sum p") {
     std::vector<float> z{2, 5, 3};
     const float null_mass = normalize_attention(z.data(), z.size(), AttentionKind::Sink, 1.5f);
     CHECK(z[0] == Approx(0.040966).margin(1e-6));

@@ -49,7 +49,7 @@ const char* kDino = "models/dinov2_f32.safetensors";
 
 }  // namespace
 
-TEST_CASE("layouts and defaults resolve as DESIGN.md says") {
+TEST_CASE("layouts and defaults resolve as docs/design.md says") {
     CHECK(Checkpoint(fixture("models/dinov2_f32.safetensors")).config().pos_interp == PosInterp::Offset);
     CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().pos_interp == PosInterp::Antialias);
     CHECK(Checkpoint(fixture("models/dinov2_reg2_f16.safetensors")).config().dtype == DType::F16);

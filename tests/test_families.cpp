@@ -1,7 +1,7 @@
-// The other families (DESIGN.md §7): timm ViTs and CLIP vision towers in their three layouts.
-// Parity with the reference is in test_parity.cpp (the fixtures are cases there); here: how each
-// layout is recognized and resolved, what extract writes, preprocessing from the configs beside
-// the weights, and that interventions and retrofits run on them as on DINOv2.
+// The other families (docs/design.md, "Families"): timm ViTs and CLIP vision towers in their three
+// layouts. Parity with the reference is in test_parity.cpp (the fixtures are cases there); here:
+// how each layout is recognized and resolved, what extract writes, preprocessing from the configs
+// beside the weights, and that interventions and retrofits run on them as on DINOv2.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -64,7 +64,8 @@ TEST_CASE("each layout is recognized and resolves its family's facts") {
         if (n.rfind("vision_model.", 0) == 0 || n == "visual_projection.weight") vision += hf_file.get(n).numel();
     CHECK(hf.parameters == vision);
 
-    // SigLIP (DESIGN.md §10): CLIP's names without a class token, tanh GELU, the MAP head, a squash.
+    // SigLIP (docs/design.md, "Families"): CLIP's names without a class token, tanh GELU, the MAP
+    // head, a squash.
     for (const char* folder : {"models/hf_siglip", "models/hf_siglip_full"}) {
         INFO(folder);
         const Config sg = Checkpoint(fixture(folder)).config();

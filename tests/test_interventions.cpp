@@ -1,6 +1,6 @@
-// Interventions (DESIGN.md §9) against the PyTorch reference extended with each of them
-// (tests/reference/vit_reference.py, Intervention; fixtures in interventions.json): key eviction,
-// sink calibration and test-time registers.
+// Interventions (docs/design.md, "Interventions and the study") against the PyTorch reference
+// extended with each of them (tests/reference/vit_reference.py, Intervention; fixtures in
+// interventions.json): key eviction, sink calibration and test-time registers.
 #include <catch2/catch.hpp>
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // The forward against the independent PyTorch reference (tests/reference/vit_reference.py):
 // every layout, dtype, attention kind and position-interpolation mode, native and non-native
-// grids, and the other families (timm ViTs, CLIP in three layouts: DESIGN.md §7). Fixtures
-// come from tests/fixtures/make_fixtures.py.
+// grids, and the other families (timm ViTs, CLIP in three layouts: docs/design.md, "Families").
+// Fixtures come from tests/fixtures/make_fixtures.py.
 #include <catch2/catch.hpp>
 #include <tbb/task_arena.h>
 #include <nlohmann/json.hpp>

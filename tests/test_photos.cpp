@@ -1,6 +1,6 @@
 // The same pixels as the users' PyTorch pipelines, 0 levels apart: real files of every format
 // written by Debian's PIL, and what PIL and torchvision make of them
-// (tests/fixtures/make_photo_fixtures.py, DESIGN.md §11).
+// (tests/fixtures/make_photo_fixtures.py, docs/design.md, "Pixel pipelines").
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <fstream>

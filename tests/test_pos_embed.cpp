@@ -1,5 +1,5 @@
 // Position-embedding resampling against PyTorch's interpolate for each origin's mode, and the
-// rotary tables of DINOv3 against their definition (DESIGN.md §10) worked by hand.
+// rotary tables of DINOv3 against their definition (docs/design.md, "Families") worked by hand.
 #include <catch2/catch.hpp>
 
 #include <cmath>

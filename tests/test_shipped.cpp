@@ -66,7 +66,7 @@ TEST_CASE("every shipped checkpoint loads and says whether it was trained") {
     }
 }
 
-TEST_CASE("trained checkpoints score on the held-out set what the README says") {
+TEST_CASE("trained checkpoints score on the held-out set what weights/README.md says") {
     std::ifstream ein(fixture("heldout/expected.json")), lin(fixture("heldout/labels.json"));
     const bool have_heldout = ein.good() && lin.good();
     int trained = 0;

@@ -7,7 +7,7 @@
 The file is a placeholder so that vitreg's README commands run before trained
 checkpoints exist. Its features are meaningless.
 
-Architecture (DINOv2 layout, see shared DESIGN.md section 2):
+Architecture (DINOv2 layout, see docs/design.md, "Reference semantics"):
   D=192, depth 6, 3 heads (head dim 64), patch 14, 4 register tokens,
   MLP fc1 -> exact GELU -> fc2 with hidden 768, LayerScale, final LayerNorm,
   pos_embed for a native 16x16 grid (224 px) plus CLS: [1, 257, 192].

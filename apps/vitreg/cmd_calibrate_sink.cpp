@@ -1,5 +1,6 @@
 // vitreg calibrate-sink MODEL --images IMAGE... -o OUT.safetensors [--evict-sink]: retrofit a
-// per-head sink logit fitted to the mass each head puts on its sink key (DESIGN.md §9).
+// per-head sink logit fitted to the mass each head puts on its sink key (docs/design.md,
+// "Interventions and the study").
 #include <iomanip>
 #include <iostream>
 

@@ -1,5 +1,6 @@
 // vitreg find-register-neurons MODEL --images IMAGE... -o neurons.json: the MLP neurons that
-// write the model's high-norm outliers (DESIGN.md §9), for --ttr K --register-neurons.
+// write the model's high-norm outliers (docs/design.md, "Interventions and the study"), for --ttr K
+// --register-neurons.
 #include <iostream>
 
 #include "common.hpp"

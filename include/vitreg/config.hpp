@@ -22,7 +22,8 @@ enum class AttentionKind {
     Sink,      // e^z / (e^s + Σ e^z), s a learned logit per head
 };
 
-// How the stored position-embedding grid is resampled to another grid (DESIGN.md §2).
+// How the stored position-embedding grid is resampled to another grid (docs/design.md,
+// "Reference semantics").
 enum class PosInterp {
     Offset,     // dinov2 without registers: scale factor (h0+0.1)/M, bicubic A=-0.75
     Antialias,  // dinov2 registers / timm: size, antialiased bicubic A=-0.5
@@ -38,7 +39,7 @@ enum class MlpKind {
 };
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
-// never branches on it; it reads the flags below (DESIGN.md §7).
+// never branches on it; it reads the flags below (docs/design.md, "Families").
 enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva };
 
 // What the model's own head reads (timm's global_pool).
@@ -48,8 +49,9 @@ enum class Pool {
     Map,    // an attention-pool head: a learned probe attends over the final-normed tokens (SigLIP)
 };
 
-// Whose eval transform prepares the pixels (DESIGN.md §11): all resize with PIL, they differ in
-// where the numbers come from, how the center crop rounds, and when the image becomes RGB.
+// Whose eval transform prepares the pixels (docs/design.md, "Pixel pipelines"): all resize with
+// PIL, they differ in where the numbers come from, how the center crop rounds, and when the image
+// becomes RGB.
 enum class PixelPipeline {
     Torchvision,  // Resize(short) + CenterCrop, offsets rounded half to even (DINOv2's hub transform)
     Timm,         // torchvision's, with the short side floor(input_size / crop_pct)
@@ -146,8 +148,8 @@ struct Config {
     float rope_theta = 100.0f;  // RoPE: the frequencies' base θ (inv_freq = θ^(−4j/head_dim)); EVA's temperature 1e4
     std::array<int, 2> rope_ref_grid{0, 0};  // RopeEva: timm's ref_feat_shape (h, w), the grid the angles span
     float eps = 1e-6f;
-    // The family-neutral facts of DESIGN.md §7 (timm's VisionTransformer flags). The defaults are
-    // DINOv2's, so a dinov2 checkpoint sets none of them.
+    // The family-neutral facts of docs/design.md, "Families" (timm's VisionTransformer flags). The
+    // defaults are DINOv2's, so a dinov2 checkpoint sets none of them.
     Family family = Family::Dinov2;
     bool class_token = true;      // token 0 is a learned class token (false: [registers, patches])
     bool pos_embed_class = true;  // pos_embed has a row for the class token (false: timm no_embed_class,

@@ -1,8 +1,8 @@
 #pragma once
-// Decoding image files to 8-bit RGB as PIL's `Image.open(f).convert("RGB")` does (DESIGN.md §11):
-// JPEG through libjpeg-turbo with PIL's settings, WebP through libwebp, PNG, BMP, PNM, TGA and
-// GIF's first frame through stb_image with PIL's conversions. Pixel count is checked before any
-// pixel is allocated.
+// Decoding image files to 8-bit RGB as PIL's `Image.open(f).convert("RGB")` does (docs/design.md,
+// "Pixel pipelines"): JPEG through libjpeg-turbo with PIL's settings, WebP through libwebp, PNG,
+// BMP, PNM, TGA and GIF's first frame through stb_image with PIL's conversions. Pixel count is
+// checked before any pixel is allocated.
 #include <cstdint>
 #include <functional>
 #include <string>

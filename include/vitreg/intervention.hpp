@@ -1,6 +1,7 @@
 #pragma once
-// Changing what a forward computes (DESIGN.md §9): the one door for edits, as the Probe is the
-// one door for looking. A Model carries one (Model::with) and every forward of it applies it.
+// Changing what a forward computes (docs/design.md, "Interventions and the study"): the one door
+// for edits, as the Probe is the one door for looking. A Model carries one (Model::with) and every
+// forward of it applies it.
 //
 // - Eviction: chosen keys get logit −∞ for every query, head and layer. Softmax renormalizes
 //   over the other keys; softmax-1 and sink keep their null term. Evicted tokens still compute
@@ -28,7 +29,8 @@ struct RegisterNeuron {
 
 struct Eviction {
     bool sink = false;       // each layer's and head's key with the largest mean received attention α
-    bool artifacts = false;  // the patches the robust rule flags at the output (DESIGN.md §4)
+    // the patches the robust rule flags at the output (docs/design.md, "Artifact metrics")
+    bool artifacts = false;
     bool registers = false;  // every register: trained and test-time
     std::vector<TokenRef> tokens;
 

@@ -1,8 +1,8 @@
 #pragma once
-// How the forward computes (DESIGN §8): fp32; bf16 GEMMs (fp32 accumulation, LayerNorm,
-// normalizers, GELU and the residual stream in fp32); or int8 W8A8 linears (weights symmetric
-// per output channel, activations uint8 per token or per tensor) with bf16 attention matmuls.
-// Chosen when a model is loaded: weights are packed once, for one precision.
+// How the forward computes (docs/design.md, "Reduced precision"): fp32; bf16 GEMMs (fp32
+// accumulation, LayerNorm, normalizers, GELU and the residual stream in fp32); or int8 W8A8 linears
+// (weights symmetric per output channel, activations uint8 per token or per tensor) with bf16
+// attention matmuls. Chosen when a model is loaded: weights are packed once, for one precision.
 #include <map>
 #include <string>
 #include <vector>

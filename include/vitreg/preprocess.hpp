@@ -1,7 +1,8 @@
 #pragma once
 // From an image file to the model's input tensor, as the user's PyTorch pipeline makes it
-// (DESIGN.md §11): decode as PIL does, resize and crop with PIL's Image.resize by the rules of
-// the checkpoint's own pipeline (or a named one), then ToTensor and Normalize in float32.
+// (docs/design.md, "Pixel pipelines"): decode as PIL does, resize and crop with PIL's Image.resize
+// by the rules of the checkpoint's own pipeline (or a named one), then ToTensor and Normalize in
+// float32.
 #include <array>
 #include <optional>
 #include <string>

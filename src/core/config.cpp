@@ -210,8 +210,8 @@ std::map<std::string, std::string> config_metadata(const nlohmann::json& config)
         {"eval_squash", config.at("eval_squash").get<bool>() ? "1" : "0"},
     };
     if (text("evict") == "sink") meta["evict"] = "sink";
-    // What the canonical names do not say about the other families (DESIGN.md §7); SwiGLU's
-    // tensors say so themselves.
+    // What the canonical names do not say about the other families (docs/design.md, "Families");
+    // SwiGLU's tensors say so themselves.
     if (text("family") != to_string(defaults.family)) meta["family"] = text("family");
     if (text("act") == to_string(MlpKind::QuickGelu) || text("act") == to_string(MlpKind::GeluTanh)) meta["act"] = text("act");
     if (text("positions") != to_string(Positions::Learned)) {

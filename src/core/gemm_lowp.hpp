@@ -1,6 +1,6 @@
 #pragma once
-// Reduced-precision GEMMs over weights packed once (DESIGN §8), the bf16 and int8 siblings of
-// gemm.hpp's SGEMM, with the same fused epilogue.
+// Reduced-precision GEMMs over weights packed once (docs/design.md, "Reduced precision"), the bf16
+// and int8 siblings of gemm.hpp's SGEMM, with the same fused epilogue.
 //
 // bf16: A and B rounded to bf16 (nearest even), products accumulated in fp32 two k at a time,
 // odd k first, exactly as AVX512-BF16's vdpbf16ps does; the portable kernel replays that order

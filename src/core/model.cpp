@@ -482,8 +482,9 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
         }
         std::vector<std::uint8_t> evicted;
         if (intervention_.evict.any()) {
-            // The keys to evict come from a first forward without the eviction (DESIGN §9), and
-            // without the repairs (they edit the stream, not which keys are there).
+            // The keys to evict come from a first forward without the eviction (docs/design.md,
+            // "Interventions and the study"), and without the repairs (they edit the stream, not which keys
+            // are there).
             Intervention first_edit = intervention_;
             first_edit.evict = {};
             first_edit.repairs.clear();

@@ -1,6 +1,6 @@
 #pragma once
 // Position-embedding resampling from the stored M×M grid to an h×w grid, matching each
-// checkpoint origin's PyTorch call exactly (DESIGN.md §2).
+// checkpoint origin's PyTorch call exactly (docs/design.md, "Reference semantics").
 #include <vector>
 
 #include "vitreg/config.hpp"

@@ -1,6 +1,6 @@
 #pragma once
-// The reduced-precision number formats of the forward (DESIGN §8), written once: the GEMM
-// packers, the activation quantizer and the tests all round through these.
+// The reduced-precision number formats of the forward (docs/design.md, "Reduced precision"),
+// written once: the GEMM packers, the activation quantizer and the tests all round through these.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

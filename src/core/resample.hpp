@@ -1,7 +1,7 @@
 #pragma once
 // Separable bicubic resampling of channels-last grids ([H, W, C] float32), with the exact
 // index and weight rules of PyTorch's interpolate, so that position embeddings and images
-// resample the way the reference does (DESIGN.md §2).
+// resample the way the reference does (docs/design.md, "Reference semantics").
 #include <vector>
 
 namespace vitreg {

@@ -1,7 +1,8 @@
 #pragma once
-// The model-free outlier rule (DESIGN.md §4): a value is an outlier when it exceeds
-// median + k·MAD, MAD the unscaled median absolute deviation. `--evict artifacts` (core) and the
-// artifact statistics (analysis) both apply it, so they agree on which tokens are artifacts.
+// The model-free outlier rule (docs/design.md, "Artifact metrics"): a value is an outlier when it
+// exceeds median + k·MAD, MAD the unscaled median absolute deviation. `--evict artifacts` (core)
+// and the artifact statistics (analysis) both apply it, so they agree on which tokens are
+// artifacts.
 #include <vector>
 
 namespace vitreg {

@@ -1,5 +1,5 @@
 #pragma once
-// Rotary position embeddings (DESIGN.md §10): q and k of each patch token
+// Rotary position embeddings (docs/design.md, "Families"): q and k of each patch token
 // rotated pairwise by angles that depend on the patch's place in the grid; the
 // prefix tokens (CLS, registers, test-time registers) are left as they are, so
 // they carry no position.

@@ -1,8 +1,8 @@
 #pragma once
 // The per-format decoders behind decode_image (image.cpp picks one by the file's signature).
-// Each gives what PIL's `Image.open(f).convert("RGB")` gives for the same bytes (DESIGN.md §11),
-// checks the pixel count against the limits before it allocates any pixel, bounds its memory,
-// and throws ImageError("<name>: <fault>") for anything it cannot decode whole.
+// Each gives what PIL's `Image.open(f).convert("RGB")` gives for the same bytes (docs/design.md,
+// "Pixel pipelines"), checks the pixel count against the limits before it allocates any pixel,
+// bounds its memory, and throws ImageError("<name>: <fault>") for anything it cannot decode whole.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -1,6 +1,7 @@
 // The EXIF Orientation tag, found where PIL 9.4 finds it, read as PIL's TIFF reader reads it,
-// and applied as ImageOps.exif_transpose applies it (DESIGN.md §11). Runs on hostile bytes:
-// every read is checked against the block it is in; every loop is bounded by the data.
+// and applied as ImageOps.exif_transpose applies it (docs/design.md, "Pixel pipelines"). Runs on
+// hostile bytes: every read is checked against the block it is in; every loop is bounded by the
+// data.
 //
 // Where PIL looks (the block it hands to Image.Exif.load):
 //  - JPEG: the first APP1 segment whose payload starts "Exif\0" (JpegImagePlugin), among the

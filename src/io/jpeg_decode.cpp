@@ -1,6 +1,7 @@
-// JPEG through libjpeg-turbo, as PIL 9.4 runs it (DESIGN.md §11): the library's defaults (ISLOW
-// IDCT, fancy upsampling, block smoothing, its colour-space guess), the output colour space set
-// from the component count, and PIL's own CMYK -> RGB. PIL's `draft` only adds scale_denom.
+// JPEG through libjpeg-turbo, as PIL 9.4 runs it (docs/design.md, "Pixel pipelines"): the library's
+// defaults (ISLOW IDCT, fancy upsampling, block smoothing, its colour-space guess), the output
+// colour space set from the component count, and PIL's own CMYK -> RGB. PIL's `draft` only adds
+// scale_denom.
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>  // jpeglib.h needs FILE

@@ -1,9 +1,9 @@
 #pragma once
-// PIL's Image.resize on 8-bit images, bit for bit (Pillow 9.4, src/libImaging/Resample.c; DESIGN.md
-// §11): per-output-index filter weights with the antialias widening, 22-bit fixed point, the
-// horizontal pass first into an 8-bit intermediate, a pass skipped when its axis keeps its size;
-// NEAREST as PIL's affine scaling. What torchvision, timm, HF's slow processors and open_clip run
-// on PIL images.
+// PIL's Image.resize on 8-bit images, bit for bit (Pillow 9.4, src/libImaging/Resample.c;
+// docs/design.md, "Pixel pipelines"): per-output-index filter weights with the antialias widening,
+// 22-bit fixed point, the horizontal pass first into an 8-bit intermediate, a pass skipped when its
+// axis keeps its size; NEAREST as PIL's affine scaling. What torchvision, timm, HF's slow
+// processors and open_clip run on PIL images.
 #include <cstdint>
 #include <vector>
 

@@ -1,7 +1,7 @@
-// WebP through libwebp, as PIL 9.4 reads it (DESIGN.md §11). PIL's plugin opens every WebP file,
-// still or animated, with libwebp's WebPAnimDecoder (RGBA, not premultiplied; its default
-// options) and takes the first frame; convert("RGB") then drops alpha. Its mode as opened is
-// "RGBA" when WebPGetFeatures says the file has alpha (for an animation, the VP8X flag), else
+// WebP through libwebp, as PIL 9.4 reads it (docs/design.md, "Pixel pipelines"). PIL's plugin opens
+// every WebP file, still or animated, with libwebp's WebPAnimDecoder (RGBA, not premultiplied; its
+// default options) and takes the first frame; convert("RGB") then drops alpha. Its mode as opened
+// is "RGBA" when WebPGetFeatures says the file has alpha (for an animation, the VP8X flag), else
 // "RGB".
 //
 // The first frame of WebPAnimDecoder is the frame's bitstream decoded by WebPDecode (with the

@@ -1,4 +1,4 @@
-"""The README's notebook example runs as written: examples/notebooks/explore.ipynb executed by
+"""The notebook example (docs/guide.md) runs as written: examples/notebooks/explore.ipynb executed by
 Jupyter's own client (nbclient, Debian's python3 kernel), and its last cell shows the explorer
 inline: a sandboxed iframe holding the page."""
 import os

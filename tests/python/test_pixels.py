@@ -1,4 +1,4 @@
-"""The same pixels as the user's PyTorch pipeline (issue #28, DESIGN.md §11), checked against
+"""The same pixels as the user's PyTorch pipeline (issue #28, docs/design.md, "Pixel pipelines"), checked against
 Debian's PIL and torchvision running live on real files: vitreg.read_image against
 Image.open(f).convert("RGB"), and Model.preprocess against each pipeline's eval transform, float32
 for float32.

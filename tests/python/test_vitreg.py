@@ -460,8 +460,8 @@ def test_the_readme_example_scores_what_vitreg_linprobe_scores():
     assert miou == pytest.approx(json.loads(r.stdout)["miou"], abs=1e-4)
 
 
-def test_the_readme_python_section_runs_as_written(tmp_path):
-    with open(os.path.join(ROOT, "README.md")) as f:
+def test_the_python_guide_example_runs_as_written(tmp_path):
+    with open(os.path.join(ROOT, "docs", "python.md")) as f:
         readme = f.read()
     start = readme.index("```python\n# PYTHONPATH=build/python python3\n") + len("```python\n")
     code = readme[start:readme.index("```", start)].replace('"out/', f'"{tmp_path}/')

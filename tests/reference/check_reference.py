@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Self-check of the PyTorch reference (a few seconds):
 
-  a. the attention normalizers reproduce DESIGN.md §3's numbers;
+  a. the attention normalizers reproduce the numbers of docs/design.md, "Attention normalizers";
   b. the reference forward equals a second, separately written forward (unfold patch embed,
      explicit LayerNorm, per-head einsum loop, normalizer as a softmax over [z, s] with the
-     sink column dropped, and position embeddings resampled from DESIGN.md §2's formulas in
+     sink column dropped, and position embeddings resampled from the formulas of docs/design.md, "Reference semantics" in
      numpy float64) for every attention kind, MLP kind and position-interpolation mode, trace
      included (abstention = the sink column's probability, statistics in numpy);
-  c. DESIGN.md §2's resampling formulas, and the bilinear formula of the dense-feature
+  c. the resampling formulas of docs/design.md, "Reference semantics", and the bilinear formula of the dense-feature
      upsampling, equal torch.nn.functional.interpolate;
   d. the same weights written as dinov2, timm_reg and hf load to the same config and outputs;
   e. trace invariants (row sums, abstention, key mass, the last block output is the prenorm
@@ -15,17 +15,17 @@
   f. the fixtures on disk (when present) are what the reference computes now, the planted
      model's artifacts are the tokens its metadata names, upsample.safetensors holds what the
      bilinear formula gives, and the dense set's masks label exactly its objects' pixels;
-  g. interventions (DESIGN §9): sink keys and the robust artifact rule by hand; an empty
+  g. interventions (docs/design.md, "Interventions and the study"): sink keys and the robust artifact rule by hand; an empty
      eviction mask and K = 0 are the plain forward exactly; evicted attention against the
      formula written out (columns 0, softmax rows sum to 1, softmax-1 / sink rows to
      1 - abstention, abstention rises); test-time registers' token layout and the
      register-neuron edit recomputed layer by layer; sink calibration's mass function is
      increasing and its bisection brackets the target; the intervention fixtures on disk are
      what the reference computes now;
-  i. the other families (DESIGN §7): QuickGELU by hand, the second forward on every family
+  i. the other families (docs/design.md, "Families"): QuickGELU by hand, the second forward on every family
      fixture spec, one CLIP tower in the open_clip, hf_clip and timm layouts (configs and text
      towers included) loading to the same facts and outputs, no_embed_class as a zero class row;
-     SigLIP (DESIGN §10): tanh GELU by its formula, the hf_siglip layout's names both ways, the
+     SigLIP (docs/design.md, "Families"): tanh GELU by its formula, the hf_siglip layout's names both ways, the
      HF SigLIP tower rebuilt from torch.nn modules (Conv2d, LayerNorm, Linear, an explicit
      softmax attention, MultiheadAttention for the MAP head) from the fixtures' HF tensors against the
      reference, SiglipVisionModel and SiglipModel folders loading to one config and the same
@@ -34,7 +34,7 @@
      HF's in_proj split at D), the config its folder gives, the reference against timm's
      VisionTransformer rebuilt from torch.nn modules, hf_siglip's outputs at the native grid
      (not at 3x5: antialias vs size), the timm config rules (act_layer, crop_mode) and refusals;
-     DINOv3 (DESIGN §10): the hf_dinov3 layout's names both ways (no k bias), the config its
+     DINOv3 (docs/design.md, "Families"): the hf_dinov3 layout's names both ways (no k bias), the config its
      files give, (a) with every rotation angle 0 the forward is the DINOv2 forward of the same
      weights, (b) the attention against HF's formulation (nn.Linear, explicit cos / sin,
      rotate_half, F.softmax) and the tower against a torch.nn rebuild (folders, fixture cases,
@@ -42,7 +42,7 @@
      test-time registers unrotated, detection, defaults and refusals; the torch-hub layout
      (dinov3_hub) both ways (the k bias masked, w12 = [w1; w2], the periods by hand) and its two
      .pth fixtures: what make_torch_files writes now, exactly the HF folders' weights;
-     EVA-02 (DESIGN §10; timm Eva): the interleaved rotation against complex numbers, the tables
+     EVA-02 (docs/design.md, "Families"; timm Eva): the interleaved rotation against complex numbers, the tables
      by hand and against timm's float32 construction, with every angle 0 the plain attention,
      the timm_eva layout both ways on the three fixtures (timm's names exactly), the config the
      folders give, the tower against timm's Eva rebuilt from torch.nn modules (folders at four
@@ -92,7 +92,8 @@ def max_diff(a, b):
     return d.abs().max().item() if d.numel() else 0.0
 
 
-# --- a. DESIGN §3 -----------------------------------------------------------------------------
+# --- a. docs/design.md, "Attention normalizers"
+# -----------------------------------------------------------------------------
 
 def check_design_attention_values():
     z = torch.tensor([2.0, 5.0, 3.0], dtype=torch.float64)
@@ -107,7 +108,8 @@ def check_design_attention_values():
     check("softmax sums to 1", abs(ref.normalized_attention(z, "softmax").sum().item() - 1), 1e-15)
 
 
-# --- c. DESIGN §2 resampling formulas, in numpy float64 -----------------------------------------
+# --- c. docs/design.md, "Reference semantics" resampling formulas, in numpy float64
+# -----------------------------------------
 
 def cubic(t, a):
     """Keys' cubic convolution kernel."""
@@ -120,7 +122,7 @@ def cubic(t, a):
 
 
 def design_axis_weights(m, out, mode):
-    """[out, m] matrix of one axis' resampling weights, as DESIGN.md §2 words them."""
+    """[out, m] matrix of one axis' resampling weights, as docs/design.md, "Reference semantics" words them."""
     weights = np.zeros((out, m))
     if mode in ("offset", "size"):
         scale = m / (out + 0.1) if mode == "offset" else m / out
@@ -175,7 +177,7 @@ def check_design_resampling():
     for mode in ref.POS_INTERP_MODES:
         for h, w in ((3, 5), (10, 4), (14, 14), (5, 9), (2, 13), (37, 2)):
             # torch in float64 here, so that only a wrong formula can exceed the tolerance
-            check(f"DESIGN formula == torch interpolate: {mode} 7x7->{h}x{w}",
+            check(f"documented formula == torch interpolate: {mode} 7x7->{h}x{w}",
                   max_diff(design_resample(src, 7, h, w, mode),
                            ref.resample_pos_embed(src, 7, h, w, mode, torch.float64)), 1e-12)
     grid = torch.randn(3, 5, 4, generator=torch.Generator().manual_seed(4)).double()
@@ -445,7 +447,8 @@ def check_layouts():
                       max(max_diff(out[k], base[k]) for k in base), 1e-6)
 
 
-# --- i. the other families (DESIGN §7) ---------------------------------------------------------
+# --- i. the other families (docs/design.md, "Families")
+# ---------------------------------------------------------
 
 def check_families():
     """QuickGELU's numbers; the reference against the second forward for every family fixture
@@ -629,7 +632,7 @@ def relative_difference(a, b):
 
 
 def check_siglip():
-    """SigLIP (DESIGN §10): tanh GELU by its formula; the hf_siglip layout's names (exactly
+    """SigLIP (docs/design.md, "Families"): tanh GELU by its formula; the hf_siglip layout's names (exactly
     HF's) and back; the reference against the torch.nn rebuild on both fixture folders at the
     native and a resampled grid, and on the case inputs on disk; the two folders load to one
     config with the same weights; the MAP softmax is not degenerate; layout detection by probe
@@ -823,7 +826,7 @@ def block_count_of(stored):
 
 
 def check_timm_siglip():
-    """timm's SigLIP tower (DESIGN §10; vit_*_siglip_*, layout timm, family siglip): the timm
+    """timm's SigLIP tower (docs/design.md, "Families"; vit_*_siglip_*, layout timm, family siglip): the timm
     layout's names (exactly timm's state dict: no cls_token, no fc_norm, no head,
     AttentionPoolLatent's q [D,D] and kv [2D,D]) both ways and [q; kv] = HF's in_proj of the
     same weights; the config its folder gives; the reference against timm's VisionTransformer
@@ -1063,7 +1066,7 @@ def dinov3_by_modules(folder, images):
 
 
 def check_dinov3():
-    """DINOv3 (DESIGN §10): the hf_dinov3 layout's names (exactly HF's, no k bias) and back; the
+    """DINOv3 (docs/design.md, "Families"): the hf_dinov3 layout's names (exactly HF's, no k bias) and back; the
     config its files give; (a) with every angle 0 a DINOv3 block is the DINOv2 block of the same
     weights; (b) the reference's attention against HF's formulation rebuilt from nn.Linear and
     explicit cos / sin / rotate_half, and the whole tower against a torch.nn rebuild (both
@@ -1347,7 +1350,8 @@ def check_dinov3_hub():
         check(f"torch/{name} is what make_torch_files writes now (every tensor bit for bit)", 0 if same else 1, 0)
 
 
-# --- EVA-02 (DESIGN §10; timm Eva) --------------------------------------------------------------
+# --- EVA-02 (docs/design.md, "Families"; timm Eva)
+# --------------------------------------------------------------
 
 EVA = {spec.name: spec for spec in fx.FAMILY_MODELS if spec.layout == "timm_eva"}
 EVA_EPS = 1e-6  # timm.layers.LayerNorm's default, which Eva's norm_layer is
@@ -1479,7 +1483,7 @@ def eva_by_modules(folder, images):
 
 
 def check_eva():
-    """EVA-02 (DESIGN §10; timm Eva, layout timm_eva, family eva): (a) the interleaved rotation is
+    """EVA-02 (docs/design.md, "Families"; timm Eva, layout timm_eva, family eva): (a) the interleaved rotation is
     the complex product of the pairs (2i, 2i+1) with e^(i angle), the tables equal timm's
     float32 construction and the angles by hand (float64); (b) with every angle 0 the EVA
     attention is the plain attention of the same canonical weights (and the whole forward the
@@ -1859,7 +1863,8 @@ def check_planted(entry, stored, metadata):
           0 if sorted(1 + r * fx.GRID + c for r, c in grid) == artifacts else 1, 0)
 
 
-# --- g. interventions (DESIGN §9) ---------------------------------------------------------------
+# --- g. interventions (docs/design.md, "Interventions and the study")
+# ---------------------------------------------------------------
 
 def check_intervention_helpers_by_hand():
     mass = torch.tensor([[[[0.2, 0.4, 0.4, 0.0], [0.5, 0.1, 0.2, 0.2]]]], dtype=torch.float64)
@@ -1893,7 +1898,7 @@ def check_intervention_helpers_by_hand():
 
 
 def check_interventions():
-    """Eviction and test-time registers against the plain forward and DESIGN §9's rules."""
+    """Eviction and test-time registers against the plain forward and the rules of docs/design.md, "Interventions and the study"."""
     spec = fx.ModelSpec("check_trace", "dinov2", registers=2, sinks=True)
     w = fx.random_weights(spec)
     x = torch.randn(2, 3, 12, 28, generator=torch.Generator().manual_seed(13))
@@ -1916,7 +1921,8 @@ def check_interventions():
         check(f"{kind} evicting: evicted columns are exactly 0", attn[columns].abs().max().item(), 0)
         check(f"{kind} evicting: layer 0 logits are the plain forward's (recorded before the mask)",
               max_diff(logits[:, 0], plain["trace"]["logits"][:, 0]), 0)
-        # DESIGN §9 written out: p = e^z [k kept] / (null + sum_kept e^z), null e^s (softmax: 0)
+        # docs/design.md, "Interventions and the study" written out: p = e^z [k kept] / (null +
+        # sum_kept e^z), null e^s (softmax: 0)
         null = torch.zeros(B, cfg.depth, cfg.heads, 1, 1, dtype=torch.float64)
         if kind != "softmax":
             sinks = torch.stack([w[f"blocks.{i}.attn.sinks"] for i in range(cfg.depth)])

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 reference of `vitreg study` (docs/study.md, DESIGN.md §4 and §9).
+"""Independent float64 reference of `vitreg study` (docs/study.md, docs/design.md, "Artifact metrics" and "Interventions and the study").
 
 `study(configs, inputs, main_size, sizes, ...)` returns the `study.json` dict of docs/study.md
 for every key except the timing (`cost.ms_per_image`, `summary.ms_per_image`: null) and the
@@ -175,7 +175,7 @@ def note_artifacts(margins, prenorm, registers, mad_k, where):
 def run(setup, x, evict=(), numerics=None, trace=False, mad_k=10.0, margins=None, where=""):
     """The forward of `setup` on images x [B,3,H,W] with its intervention plus the evictions
     `evict`. Evicted keys come from a first forward of the same configuration (same precision,
-    test-time registers included) without any eviction (DESIGN §9)."""
+    test-time registers included) without any eviction (docs/design.md, "Interventions and the study")."""
     base = ref.Intervention(ttr=setup.ttr, neurons=setup.neurons)
     what = [e for e in EVICTIONS if e in setup.evict or e in evict]
     if not what:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Independent PyTorch reference of the DINOv2-style ViT forward that vitreg implements.
 
-Semantics: shared/DESIGN.md sections 2 (forward, position-embedding resampling, checkpoint
-layouts) and 3 (attention normalizers). Everything is computed in float64 except the
+Semantics: docs/design.md, "Reference semantics" (forward, position-embedding resampling, checkpoint
+layouts) and "Attention normalizers". Everything is computed in float64 except the
 position-embedding resampling, which DINOv2 / timm / HF do in float32 and so do we.
 
 The module has seven parts, top to bottom:
@@ -11,21 +11,21 @@ The module has seven parts, top to bottom:
      hf_siglip / hf_dinov3 / dinov3_hub tensor names, one adapter each,
   3. config resolution (metadata, config.json, open_clip_config.json, preprocessor_config.json,
      shapes, defaults, overrides) and `load_model`,
-  4. the forward pass, optionally with a trace (DESIGN §4's per-layer quantities and every
+  4. the forward pass, optionally with a trace (the per-layer quantities of docs/design.md, "Artifact metrics", and every
      block's output, plain and final-normed, as dinov2's get_intermediate_layers gives them)
-     and with inference-time interventions (DESIGN §9: key eviction, test-time registers),
+     and with inference-time interventions (docs/design.md, "Interventions and the study": key eviction, test-time registers),
   5. attention rollout,
   6. dense features: bilinear upsampling of a channels-last feature grid,
-  7. interventions (DESIGN §9): sink keys, the robust artifact rule, eviction masks, sink
+  7. interventions (docs/design.md, "Interventions and the study"): sink keys, the robust artifact rule, eviction masks, sink
      calibration, register-neuron scores.
 
-Canonical weights are a dict of float64 tensors with the dinov2 names (see DESIGN §2):
+Canonical weights are a dict of float64 tensors with the dinov2 names (see docs/design.md, "Reference semantics"):
   cls_token [1,1,D], register_tokens [1,R,D] (R > 0 only), pos_embed [1,1+M*M,D],
   mask_token [1,D] (unused by the forward), patch_embed.proj.{weight [D,3,p,p], bias [D]},
   blocks.i.{norm1,norm2,attn.qkv,attn.proj}.{weight,bias}, blocks.i.ls{1,2}.gamma [D] (optional:
   absent means 1), blocks.i.mlp.{fc1,fc2}.* or blocks.i.mlp.{w12,w3}.* (SwiGLU),
   blocks.i.attn.sinks [heads] (optional), norm.{weight,bias}.
-Other families (DESIGN §7; timm's VisionTransformer flags, OpenCLIP's and HF's CLIP vision
+Other families (docs/design.md, "Families"; timm's VisionTransformer flags, OpenCLIP's and HF's CLIP vision
 towers) use the same names, some optional, plus a few more:
   cls_token absent (timm class_token=False), pos_embed [1,M*M,D] (timm no_embed_class: the class
   token and registers get no position), patch_embed.proj.bias / blocks.i.attn.qkv.bias absent
@@ -33,7 +33,7 @@ towers) use the same names, some optional, plus a few more:
   after the positions, before the blocks), norm.* absent with fc_norm.{weight,bias} present (timm
   global_pool='avg': pooled = fc_norm(mean of the patch tokens)), proj [D,E] (CLIP: embedding =
   final-normed CLS @ proj). The MLP activation is cfg.mlp: gelu | quick_gelu | swiglu | gelu_tanh.
-SigLIP's vision tower (DESIGN §10; HF SiglipVisionModel) adds timm's AttentionPoolLatent names
+SigLIP's vision tower (docs/design.md, "Families"; HF SiglipVisionModel) adds timm's AttentionPoolLatent names
 for its attention-pool (MAP) head: attn_pool.latent [1,1,D] (HF head.probe), attn_pool.q.{weight
 [D,D], bias} and attn_pool.kv.{weight [2D,D], bias} (HF head.attention.in_proj_* rows [0:D] and
 [D:3D], k then v), attn_pool.proj.* (out_proj), attn_pool.norm.* (head.layernorm),
@@ -41,13 +41,13 @@ attn_pool.mlp.{fc1,fc2}.*; then cfg.pool == "map" and pooled = the head's output
 SigLIP towers (vit_*_siglip_*: VisionTransformer with class_token=False, global_pool='map') store
 exactly these names (TimmLayout): pos_embed [1,M*M,D], no fc_norm, no head; family siglip from the
 hub config.json's architecture, the activation from model_args.act_layer (nn.GELU when absent).
-DINOv3 (DESIGN §10; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed at all
+DINOv3 (docs/design.md, "Families"; HF DINOv3ViTModel) uses the dinov2 names with no pos_embed at all
 (cfg.positions == "rope_dinov3": 2D axial RoPE on the patch tokens' q and k, see
 `rope_dinov3_tables`); a checkpoint without a k bias gets zero k rows in blocks.i.attn.qkv.bias;
 the gated MLP is blocks.i.mlp.w12 = [gate; up] and w3 = down (cfg.mlp "swiglu"). Its torch-hub
 .pth state dicts (`Dinov3HubLayout`) keep these names but for storage_tokens and mlp.w1 / w2, and
 hold qkv.bias_mask and rope_embed.periods buffers.
-EVA-02 (DESIGN §10; timm `Eva`, `TimmEvaLayout`, family "eva") uses the dinov2 names with a learned
+EVA-02 (docs/design.md, "Families"; timm `Eva`, `TimmEvaLayout`, family "eva") uses the dinov2 names with a learned
 pos_embed (class row included) AND, with cfg.positions == "rope_eva", timm's RotaryEmbeddingCat on
 the patch tokens' q and k (`rope_eva_tables`: interleaved pairs, positions arange(n)/n *
 cfg.rope_ref_grid per axis); its SwiGLU MLP is blocks.i.mlp.w12 = [gate; value] and w3, with the
@@ -312,7 +312,7 @@ class _RenamedBlocks:
 
 
 class OpenClipLayout(_RenamedBlocks):
-    """OpenAI / OpenCLIP `visual.*` (DESIGN §7): class_embedding [D], positional_embedding
+    """OpenAI / OpenCLIP `visual.*` (docs/design.md, "Families"): class_embedding [D], positional_embedding
     [1+M*M,D], conv1 (no bias), ln_pre, transformer.resblocks.i.{ln_1, attn.in_proj_*,
     attn.out_proj, ln_2, mlp.c_fc, mlp.c_proj, ls_1.gamma, ls_2.gamma}, ln_post, proj [D,E].
     Everything outside `visual.` (the text tower) is ignored."""
@@ -416,7 +416,7 @@ def _merge_qkv(canonical):
 
 
 class HFSiglipLayout(_RenamedBlocks):
-    """HF transformers SiglipVisionModel, or the vision tower of a SiglipModel (DESIGN §10):
+    """HF transformers SiglipVisionModel, or the vision tower of a SiglipModel (docs/design.md, "Families"):
     HF CLIP's names without class_embedding and pre_layrnorm; the conv patch embedding has a
     bias; position_embedding.weight [M*M, D] has no class row; post_layernorm normalizes every
     token; the attention-pool head vision_model.head.* becomes timm's AttentionPoolLatent names:
@@ -477,7 +477,7 @@ class HFSiglipLayout(_RenamedBlocks):
 
 
 class HFDinov3Layout(_RenamedBlocks):
-    """HF transformers DINOv3ViTModel (DESIGN §10): embeddings.{cls_token [1,1,D],
+    """HF transformers DINOv3ViTModel (docs/design.md, "Families"): embeddings.{cls_token [1,1,D],
     mask_token [1,1,D] (canonical [1,D]), register_tokens [1,R,D], patch_embeddings.{weight,bias}}
     (the conv itself: no `.projection`), no position embedding; per block layer.i.{norm1,
     attention.{q,k,v,o}_proj, layer_scale1.lambda1, norm2, mlp.*, layer_scale2.lambda1}; the final
@@ -640,7 +640,7 @@ class Dinov3HubLayout:
 
 
 class TimmEvaLayout(_RenamedBlocks):
-    """timm `Eva` state dicts (EVA-01, EVA-02, the EVA-CLIP image towers; DESIGN §10): the
+    """timm `Eva` state dicts (EVA-01, EVA-02, the EVA-CLIP image towers; docs/design.md, "Families"): the
     canonical top-level names (cls_token, pos_embed [1,1+M*M,D] with the class row,
     patch_embed.proj.*, norm.* (global_pool 'token') or fc_norm.* (global_pool 'avg')), and per
     block norm1, norm2, attn.proj, attn.norm (scale_attn_inner), mlp.norm (scale_mlp),
@@ -821,7 +821,7 @@ POS_INTERP_MODES = ("offset", "antialias", "size")
 
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (DESIGN §7)
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)  # OpenAI's (docs/design.md, "Families")
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 SIGLIP_MEAN = SIGLIP_STD = (0.5, 0.5, 0.5)  # SiglipImageProcessor's defaults
 FAMILIES = ("dinov2", "timm", "clip", "siglip", "dinov3", "eva")
@@ -845,7 +845,8 @@ class Config:
     eps: float = 1e-6
     mlp: str = "gelu"           # the activation: gelu | quick_gelu (x * sigmoid(1.702 x)) | swiglu
                                 # | gelu_tanh (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))
-    # DESIGN §7's family-neutral facts (timm VisionTransformer's flags); defaults: DINOv2's.
+    # The family-neutral facts of docs/design.md, "Families" (timm VisionTransformer's flags);
+    # defaults: DINOv2's.
     family: str = "dinov2"      # dinov2 | timm | clip | siglip: where the architecture comes from
     class_token: bool = True    # tokens start with a class token
     pos_embed_class: bool = True  # pos_embed has the class token's row (False: no_embed_class)
@@ -866,7 +867,8 @@ class Config:
                                 # (pos_interp then unused; `rope_dinov3_tables`)
     rope_theta: float = 0.0     # rope_dinov3's base θ (HF rope_theta, 100); rope_eva's temperature
                                 # (10000); 0 with learned positions
-    # Appended for EVA-02 (DESIGN §10); the defaults leave every earlier model as it was.
+    # Appended for EVA-02 (docs/design.md, "Families"); the defaults leave every earlier model as it
+    # was.
     rope_ref_grid: tuple = (0, 0)  # rope_eva: timm's ref_feat_shape (Rh, Rw): positions
                                 # arange(n) / n * R per axis; (0, 0) otherwise
     mlp_norm: bool = False      # a LayerNorm mlp.norm [H] on the MLP's hidden activation before
@@ -912,7 +914,7 @@ def config_record(cfg):
 
 
 def default_pos_interp(layout, registers, hf_model_type=None, family="dinov2", timm_hub=False):
-    """DESIGN §2 / §7: dinov2 without registers -> offset; dinov2 register models and timm ->
+    """docs/design.md, "Reference semantics" and "Families": dinov2 without registers -> offset; dinov2 register models and timm ->
     antialias; HF Dinov2Model -> size; HF Dinov2WithRegistersModel -> antialias; CLIP: OpenCLIP's
     resize_pos_embed antialiases (antialias), HF CLIP's interpolate_pos_encoding does not (size),
     timm's CLIP towers are timm (antialias); HF SigLIP's interpolate_pos_encoding does not
@@ -1223,9 +1225,9 @@ def hints_from_timm_config(cfg):
     where given; pretrained_cfg mean, std, crop_pct, input_size [3, H, W] (H used) and crop_mode
     (timm's eval transform center-crops unless it is "squash": eval_squash, stated whenever
     there is a pretrained_cfg, so a SigLIP tower's family default does not apply).
-    timm's SigLIP towers (vit_*_siglip_*, DESIGN §10): family siglip; they have no class token
+    timm's SigLIP towers (vit_*_siglip_*, docs/design.md, "Families"): family siglip; they have no class token
     (a class token beside one is refused in `config_from_weights`).
-    timm Eva (DESIGN §10): an `architecture` starting eva02_ (EVA-02, the EVA-02-CLIP towers too)
+    timm Eva (docs/design.md, "Families"): an `architecture` starting eva02_ (EVA-02, the EVA-02-CLIP towers too)
     is family eva with positions rope_eva, temperature 10000 and the reference grid
     model_args.ref_feat_shape ([h, w] or one int) or 16 x 16 (every eva02_* model's, whatever
     its native grid); eva_ (EVA-01) is family eva with learned positions only. A model_args
@@ -1350,7 +1352,7 @@ def load_model(path, attention_override="", pos_interp_override=""):
 # ---------------------------------------------------------------------------------------------
 
 def resample_pos_embed(patch_pos, grid, h0, w0, mode, compute_dtype=torch.float32):
-    """Position embeddings of the patches, [M*M, D] -> [h0*w0, D] (DESIGN §2), computed in
+    """Position embeddings of the patches, [M*M, D] -> [h0*w0, D] (docs/design.md, "Reference semantics"), computed in
     float32 like the original code; skipped only when (h0, w0) == (M, M)."""
     if (h0, w0) == (grid, grid):
         return patch_pos
@@ -1370,7 +1372,7 @@ def resample_pos_embed(patch_pos, grid, h0, w0, mode, compute_dtype=torch.float3
 
 
 def attention_with_abstention(logits, kind, sinks=None):
-    """(probabilities over the last axis, abstention mass 1 - sum p per row) (DESIGN §3).
+    """(probabilities over the last axis, abstention mass 1 - sum p per row) (docs/design.md, "Attention normalizers").
 
     softmax:  p = e^z / sum e^z                  abstention 0
     softmax1: p = e^z / (1 + sum e^z)            (a sink logit s = 0)
@@ -1400,8 +1402,9 @@ def normalized_attention(logits, kind, sinks=None):
     return attention_with_abstention(logits, kind, sinks)[0]
 
 
-# ---- Reduced precision (DESIGN §8), simulated exactly: the same roundings on the same fp32
-# values vitreg rounds; the products and sums in float64 (vitreg sums in fp32).
+# ---- Reduced precision (docs/design.md, "Reduced precision"), simulated exactly: the same
+# roundings on the same fp32 values vitreg rounds; the products and sums in float64 (vitreg sums in
+# fp32).
 
 @dataclass
 class Numerics:
@@ -1478,7 +1481,7 @@ def layer_norm(x, w, name, eps):
 
 def rope_dinov3_tables(gh, gw, head_dim, theta):
     """DINOv3's 2D axial RoPE for a gh x gw patch grid -> (cos, sin), float64 [gh*gw, head_dim],
-    rows the patches in row-major order (DESIGN §10; HF DINOv3ViTRopePositionEmbedding at
+    rows the patches in row-major order (docs/design.md, "Families"; HF DINOv3ViTRopePositionEmbedding at
     inference, computed in float64 where HF uses float32). Patch (r, c) has its centre at
     y = ((r + 0.5) / gh) * 2 - 1, x = ((c + 0.5) / gw) * 2 - 1 (each axis by its own count);
     inv_freq_j = 1 / theta^(4j / head_dim), j = 0 .. head_dim/4 - 1 (HF's
@@ -1496,7 +1499,7 @@ def rope_dinov3_tables(gh, gw, head_dim, theta):
 
 def rope_eva_tables(gh, gw, head_dim, theta, ref_grid):
     """EVA-02's 2D RoPE for a gh x gw patch grid -> (cos, sin), float64 [gh*gw, head_dim], rows
-    the patches in row-major order (DESIGN §10; timm RotaryEmbeddingCat(head_dim,
+    the patches in row-major order (docs/design.md, "Families"; timm RotaryEmbeddingCat(head_dim,
     in_pixels=False, ref_feat_shape=ref_grid), temperature theta). As timm computes them, in
     float32: bands_j = 1 / theta^(j / (head_dim/4)), j = 0 .. head_dim/4 - 1; per axis
     t = arange(n) / n * R (y: n = gh, R = ref_grid[0]; x: n = gw, R = ref_grid[1]; so t spans
@@ -1579,7 +1582,7 @@ def rope_for(cfg, gh, gw):
 def attention(x, w, prefix, cfg, evict=None, rope=None):
     """Multi-head self-attention on x [B,N,D]; fused qkv rows [0:D] q, [D:2D] k, [2D:3D] v.
     `evict` (bool [B,h,N] or None): keys whose logits become -inf for every query before the
-    normalizer (DESIGN §9): softmax renormalizes over the remaining keys, softmax-1 / sink keep
+    normalizer (docs/design.md, "Interventions and the study"): softmax renormalizes over the remaining keys, softmax-1 / sink keep
     their null term. `rope` ((cos, sin[, kind]) [P,hd] or None): DINOv3's / EVA-02's rotation of
     the last P tokens' q and k in every head, after the projections (and their bias), before q.k
     (`apply_rope`). With cfg.attn_norm the merged heads' output goes through the LayerNorm
@@ -1669,7 +1672,7 @@ def embed(images, w, cfg, ttr=0):
     rope_dinov3 positions nothing is added: the rotation sits in the attention; rope_eva adds
     the learned table, resampled as timm's, and rotates too); then
     norm_pre (cfg.pre_norm) over every token; the K = `ttr` test-time registers are zero vectors
-    as the blocks receive them (DESIGN §9: after norm_pre)."""
+    as the blocks receive them (docs/design.md, "Interventions and the study": after norm_pre)."""
     B, _, H, W = images.shape
     p = cfg.patch
     assert H % p == 0 and W % p == 0, f"image {H}x{W} is not a multiple of patch {p}"
@@ -1723,7 +1726,7 @@ TRACE_KEYS = ("attn", "abstention", "norms", "inf_norm", "kurtosis", "mlp_hidden
 
 
 def block_output_statistics(x):
-    """DESIGN §4's statistics of one block's output x [B,N,D] (the residual stream, before the
+    """The statistics of docs/design.md, "Artifact metrics" of one block's output x [B,N,D] (the residual stream, before the
     final norm), per image: L2 token norms over channels [B,N], max |x| over all tokens and
     channels [B], Pearson kurtosis mu4 / sigma^4 (NOT excess: a Gaussian gives 3) over all N*D
     values with population moments [B]."""
@@ -1735,7 +1738,7 @@ def block_output_statistics(x):
 
 @dataclass
 class Intervention:
-    """Inference-time interventions of one forward (DESIGN §9); the default changes nothing.
+    """Inference-time interventions of one forward (docs/design.md, "Interventions and the study"); the default changes nothing.
 
     evict    bool [B, L, h, N] or None: key k is evicted for every query of image b, layer l,
              head h (its logit is -inf before the normalizer); N counts tokens in the edited
@@ -1798,7 +1801,7 @@ def register_neuron_edit(neurons, ttr_begin, ttr):
 
 def forward(cfg, w, images, trace=False, numerics=None, intervention=None):
     """See `forward_fp`; `numerics` (a Numerics) sets the precision of this forward,
-    `intervention` (an Intervention) its DESIGN §9 edits (None: the plain forward)."""
+    `intervention` (an Intervention) its docs/design.md, "Interventions and the study" edits (None: the plain forward)."""
     global _numerics
     saved = _numerics
     _numerics = numerics or Numerics()
@@ -1909,7 +1912,7 @@ def fuse_heads(layer_attn, fuse):
 
 
 def rollout(attn, fuse="mean", discard=0.0):
-    """Attention rollout of one image's attn [L,h,N,N] (DESIGN §4) -> [N,N]:
+    """Attention rollout of one image's attn [L,h,N,N] (docs/design.md, "Artifact metrics") -> [N,N]:
     per layer fuse the heads elementwise (mean | max | min) -> F [N,N]; if discard > 0 zero the
     floor(discard*N*N) smallest entries of F (row-major flat indices, stable sort by value), except
     the entry [0,0], which is never zeroed (so one fewer may be zeroed); A^ = F + I; divide each row
@@ -1948,7 +1951,8 @@ def upsample_bilinear(features, height, width, compute_dtype=torch.float32):
 
 
 # ---------------------------------------------------------------------------------------------
-# 7. Interventions (DESIGN §9): which keys to evict, sink calibration, register neurons
+# 7. Interventions (docs/design.md, "Interventions and the study"): which keys to evict, sink
+# calibration, register neurons
 # ---------------------------------------------------------------------------------------------
 
 def image_list(images):
@@ -1980,7 +1984,7 @@ def median(values):
 
 
 def artifact_tokens(prenorm, registers, mad_k=10.0, prefix=1):
-    """The robust (model-free) artifact rule of DESIGN §4 on the final block's output before
+    """The robust (model-free) artifact rule of docs/design.md, "Artifact metrics" on the final block's output before
     the final norm, prenorm [B,N,D] -> per image the list of flagged token indices (prenorm's:
     CLS = 0 when there is one).
     `registers` counts every register token (trained + test-time) and `prefix` the tokens
@@ -2018,7 +2022,7 @@ def eviction_mask(B, L, h, N, tokens=(), per_image=None, per_head=None):
 
 
 def sink_calibration_mass(logits, keys, sinks):
-    """The mass function of sink calibration (DESIGN §9): for every layer l and head h, the
+    """The mass function of sink calibration (docs/design.md, "Interventions and the study"): for every layer l and head h, the
     mean over images i and their queries q of e^s / (e^s + sum_{j != k_i} e^{z_qj}) =
     sigmoid(s - logsumexp_{j != k_i} z_qj), with k_i = keys[i, l, h] and s = sinks [L,h].
     `logits`: a list (one per image) of the unmodified model's logits [L,h,N,N] (the trace's,
@@ -2042,7 +2046,7 @@ def _rest_logsumexp(logits, keys):
 
 
 def calibrate_sink(cfg, w, images, lo=-30.0, hi=30.0, width=1e-6):
-    """Sink calibration (DESIGN §9): retrofit each softmax head into a sink head.
+    """Sink calibration (docs/design.md, "Interventions and the study"): retrofit each softmax head into a sink head.
     images: see `image_list` (each image runs alone, so nothing depends on batching).
     Runs the unmodified model with trace; for layer l and head h, k_i = the sink key of image i
     (`sink_keys`), a = mean over images of (mean over that image's queries of A[q, k_i]) (its
@@ -2064,7 +2068,7 @@ def calibrate_sink(cfg, w, images, lo=-30.0, hi=30.0, width=1e-6):
 
 
 def register_neuron_scores(cfg, w, images, mad_k=10.0):
-    """Register-neuron scores (DESIGN §9, Jiang et al. 2025) -> [L, H].
+    """Register-neuron scores (docs/design.md, "Interventions and the study", Jiang et al. 2025) -> [L, H].
     images: see `image_list`. Each image runs unmodified; its outlier positions are
     `artifact_tokens` of its prenorm (final block, before the final norm, robust rule, `mad_k`).
     score(l, n) = mean over the images with at least one outlier of (mean |mlp_hidden[l, pos, n]|

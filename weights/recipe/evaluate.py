@@ -8,7 +8,7 @@ For every weights/vitreg-fmnist-<config>.safetensors that exists:
   * held-out accuracy on tests/fixtures/heldout/*.png, preprocessed the vitreg way
     (decode RGB uint8, /255, normalize with the checkpoint's image_mean/std, no resize),
     weights as stored (F16 -> float32);
-  * the artifact statistics (DESIGN.md section 4), measured on the same 100 images:
+  * the artifact statistics (docs/design.md, "Artifact metrics"), measured on the same 100 images:
       - output patch norm max/median: L2 norm of each patch token of the last block's
         output (pre-norm residual stream, x_prenorm), max / median per image, mean over images;
         also the share of patches above median + 5 MAD (per image)
@@ -245,7 +245,7 @@ def readme_section(results, parity, wdir):
                  f"{fmt(s['cls_on_registers_last'])} | {s['output_kurtosis']:.1f} | "
                  f"{s['output_max_abs']:.1f} |")
     L += ["",
-          "Definitions (DESIGN.md §4): *output* = the last block's output before the final "
+          "Definitions (docs/design.md, \"Artifact metrics\"): *output* = the last block's output before the final "
           "LayerNorm (the pre-norm residual stream), patch tokens only for the norms; "
           "max/median is per image, averaged over the images; *top key's mean received "
           "attention* = max over keys and heads of α_k = mean over all queries of A[q,k], "

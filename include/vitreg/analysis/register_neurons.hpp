@@ -1,8 +1,9 @@
 #pragma once
-// Register neurons (Jiang et al. 2025, DESIGN.md §9): the MLP neurons that write a trained
-// model's high-norm outliers. Outlier positions are the patches the robust rule flags in the
-// last block's output (before the final norm); score(l, n) = mean, over the images that have
-// outliers, of the mean |activation| of layer l's neuron n (after GELU) at those positions.
+// Register neurons (Jiang et al. 2025, docs/design.md, "Interventions and the study"): the MLP
+// neurons that write a trained model's high-norm outliers. Outlier positions are the patches the
+// robust rule flags in the last block's output (before the final norm); score(l, n) = mean, over
+// the images that have outliers, of the mean |activation| of layer l's neuron n (after GELU) at
+// those positions.
 #include <cstddef>
 #include <functional>
 #include <string>

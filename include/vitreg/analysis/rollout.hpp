@@ -1,5 +1,5 @@
 #pragma once
-// Fusing heads and attention rollout (Abnar & Zuidema, DESIGN.md §4).
+// Fusing heads and attention rollout (Abnar & Zuidema, docs/design.md, "Artifact metrics").
 #include <string>
 #include <vector>
 

@@ -1,8 +1,8 @@
 #pragma once
-// Retrofitting a sink logit into a trained model (DESIGN.md §9): per layer and head, the logit s
-// whose null mass e^s / (e^s + Σ_{j≠k} e^z) matches, on calibration images, the mass the head
-// puts on its sink key k (the key with the largest mean received attention in each image).
-// Bisection on [−30, 30] to 1e-6; s is monotone in that mass.
+// Retrofitting a sink logit into a trained model (docs/design.md, "Interventions and the study"):
+// per layer and head, the logit s whose null mass e^s / (e^s + Σ_{j≠k} e^z) matches, on calibration
+// images, the mass the head puts on its sink key k (the key with the largest mean received
+// attention in each image). Bisection on [−30, 30] to 1e-6; s is monotone in that mass.
 #include <cstddef>
 #include <functional>
 #include <string>

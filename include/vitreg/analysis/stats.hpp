@@ -1,6 +1,6 @@
 #pragma once
-// Artifact and outlier statistics of one image's Trace (DESIGN.md §4), named as they appear
-// in stats.json / stats.csv.
+// Artifact and outlier statistics of one image's Trace (docs/design.md, "Artifact metrics"), named
+// as they appear in stats.json / stats.csv.
 #include <vector>
 
 #include "vitreg/analysis/artifact_rule.hpp"

@@ -1,8 +1,8 @@
-// CLIP vision towers (DESIGN.md §7): OpenAI's and OpenCLIP's `visual.*` (+ open_clip_config.json),
-// HF transformers' CLIPModel / CLIPVisionModel(WithProjection) `vision_model.*`, and HF's SigLIP
-// tower, which has CLIP's names but no class token and an attention-pool (MAP) head. Canonical
-// names on the left; `proj` is [D, E] as OpenCLIP stores it (HF's visual_projection.weight is its
-// transpose).
+// CLIP vision towers (docs/design.md, "Families"): OpenAI's and OpenCLIP's `visual.*` (+
+// open_clip_config.json), HF transformers' CLIPModel / CLIPVisionModel(WithProjection)
+// `vision_model.*`, and HF's SigLIP tower, which has CLIP's names but no class token and an
+// attention-pool (MAP) head. Canonical names on the left; `proj` is [D, E] as OpenCLIP stores it
+// (HF's visual_projection.weight is its transpose).
 #include "core/checkpoint/source.hpp"
 #include "vitreg/error.hpp"
 

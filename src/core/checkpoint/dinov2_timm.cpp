@@ -1,6 +1,7 @@
 // timm's VisionTransformer names, which DINOv2's hub files share: `blocks.i.attn.qkv`, `pos_embed`,
-// `cls_token`, ... (DESIGN.md §2, §7). Two sources, one naming: timm's converted register models
-// differ only in `reg_token` and a pos_embed without the class token's row (no_embed_class).
+// `cls_token`, ... (docs/design.md, "Reference semantics" and "Families"). Two sources, one naming:
+// timm's converted register models differ only in `reg_token` and a pos_embed without the class
+// token's row (no_embed_class).
 #include "core/affix.hpp"
 #include "core/checkpoint/timm_rules.hpp"
 
@@ -12,7 +13,7 @@ const char* const kMarker = "patch_embed.proj.weight";
 
 bool vision_transformer(const std::string& architecture) { return !starts_with(architecture, "eva"); }
 
-// Stated by a timm hub config, or told by the tensors (DESIGN.md §7).
+// Stated by a timm hub config, or told by the tensors (docs/design.md, "Families").
 Family timm_family(const Config& c, const SideFiles& side, bool flags_tell_timm) {
     const std::string& a = side.architecture;
     if (!a.empty())

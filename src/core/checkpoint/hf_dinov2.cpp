@@ -39,7 +39,8 @@ Source hf_dinov2_source() {
     s.hf_architectures = {"Dinov2Model", "Dinov2WithRegistersModel", "Dinov2ForImageClassification",
                           "Dinov2WithRegistersForImageClassification"};
     s.family = [](const Config&, const SideFiles&) { return Family::Dinov2; };
-    // Dinov2Model interpolates by size; Dinov2WithRegistersModel antialiases (DESIGN.md §2).
+    // Dinov2Model interpolates by size; Dinov2WithRegistersModel antialiases (docs/design.md,
+    // "Reference semantics").
     s.pos_interp = [](const Config& c, const SideFiles&) { return c.registers > 0 ? PosInterp::Antialias : PosInterp::Size; };
     s.pipeline = PixelPipeline::HF;
     return s;

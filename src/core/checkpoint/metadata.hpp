@@ -1,6 +1,7 @@
 #pragma once
 // The safetensors `__metadata__` strings of a checkpoint: vitreg's own files (vitreg convert, the
-// shipped weights) state there everything a loader would otherwise infer (DESIGN.md §2).
+// shipped weights) state there everything a loader would otherwise infer (docs/design.md,
+// "Reference semantics").
 #include <map>
 #include <optional>
 #include <string>

@@ -1,5 +1,5 @@
-// What the configs beside the weights may name (DESIGN.md §7, §10): anything else is refused by
-// its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
+// What the configs beside the weights may name (docs/design.md, "Families"): anything else is
+// refused by its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
 #include <algorithm>
 
 #include "core/affix.hpp"

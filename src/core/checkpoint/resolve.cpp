@@ -22,7 +22,7 @@ using source::Source;
 
 namespace {
 
-// OpenAI's CLIP normalization (DESIGN.md §7).
+// OpenAI's CLIP normalization (docs/design.md, "Families").
 constexpr std::array<float, 3> kClipMean{0.48145466f, 0.4578275f, 0.40821073f};
 constexpr std::array<float, 3> kClipStd{0.26862954f, 0.26130258f, 0.27577711f};
 

@@ -1,7 +1,7 @@
-// timm's Eva (EVA-02, EVA-CLIP towers; DESIGN.md §10): timm's names, but `gamma_1/2` for LayerScale,
-// the attention fused (qkv with q_bias and v_bias; the k bias a zero buffer it does not save) or as
-// q/k/v projections (k without bias), and the MLP plain, SwiGLU packed in fc1 (the gate first,
-// timm's GluMlp) or SwiGLU as fc1_g and fc1_x (then mlp.norm before fc2).
+// timm's Eva (EVA-02, EVA-CLIP towers; docs/design.md, "Families"): timm's names, but `gamma_1/2`
+// for LayerScale, the attention fused (qkv with q_bias and v_bias; the k bias a zero buffer it does
+// not save) or as q/k/v projections (k without bias), and the MLP plain, SwiGLU packed in fc1 (the
+// gate first, timm's GluMlp) or SwiGLU as fc1_g and fc1_x (then mlp.norm before fc2).
 #include "core/affix.hpp"
 #include "core/checkpoint/timm_rules.hpp"
 
