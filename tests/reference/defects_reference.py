@@ -1,5 +1,5 @@
 """Defect directions from the weights (SINDER, Wang et al. 2024), in float64 PyTorch, written from
-the definitions (shared/DESIGN.md §14) and sharing no code with vitreg's C++:
+the definitions (docs/design.md, "Repairs and dense evaluation") and sharing no code with vitreg's C++:
 
   LayerNorm  -> diag(w) C, C = I - (1/D) 1 1^T (the 1/sigma scale dropped)
   attention  -> A = I + diag(g1) W_o [diag(w_a) C] W_v diag(w1) C   (value path; [..]: EVA-CLIP's
