@@ -19,8 +19,8 @@ out=$("$tmp/build/norm_map_of" "$tmp/prefix/share/vitreg/weights/vitreg-untraine
 echo "$out"
 [[ "$out" == "norm map "* && -s "$tmp/norms.png" ]]
 if [[ -d "$build/python" ]]; then
-  module=$(find "$tmp/prefix/lib" -name 'vitreg*.so' -path '*dist-packages*')
-  [[ -n "$module" ]] || { echo "the Python module was not installed under lib/python3*/dist-packages"; exit 1; }
-  PYTHONPATH=$(dirname "$module") /usr/bin/python3 -c \
+  module=$(find "$tmp/prefix/lib" -name '_vitreg*.so' -path '*dist-packages/vitreg/*')
+  [[ -n "$module" ]] || { echo "the Python package was not installed under lib/python3*/dist-packages/vitreg"; exit 1; }
+  PYTHONPATH=$(dirname "$(dirname "$module")") /usr/bin/python3 -c \
     'import vitreg; m = vitreg.Model("vitreg-untrained-s14-d192-reg4"); print("python:", m)'
 fi

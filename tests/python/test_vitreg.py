@@ -403,7 +403,7 @@ def test_the_config_docstring_names_every_key_of_the_config(model):
 
 def test_the_readme_example_scores_what_vitreg_linprobe_scores():
     example = os.path.join(ROOT, "examples", "python", "linear_probe.py")
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(vitreg.__file__)}
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(vitreg.__file__))}
     r = subprocess.run([sys.executable, example], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr
     miou = float(r.stdout.split("mIoU ")[1].split(",")[0])
@@ -418,7 +418,7 @@ def test_the_readme_python_section_runs_as_written(tmp_path):
         readme = f.read()
     start = readme.index("```python\n# PYTHONPATH=build/python python3\n") + len("```python\n")
     code = readme[start:readme.index("```", start)].replace('"out/', f'"{tmp_path}/')
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(vitreg.__file__)}
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(vitreg.__file__))}
     for _ in range(2):  # and again: the jobs resume a finished run
         r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env,
                            stdin=subprocess.DEVNULL)
