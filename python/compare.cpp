@@ -38,8 +38,8 @@ py::object compare(const py::object& models, const py::object& images, Options& 
 void bind_compare(py::module_& m) {
     const CompareOptions defaults;
     def_with_keywords(m, "compare", &compare, {"models", "images"},
-                      keywords(Keyword{"norm_threshold", py::float_(defaults.rules.norm_threshold)},
-                               Keyword{"mad_k", py::float_(defaults.rules.mad_k)}) +
+                      keywords(Keyword{"norm_threshold", decimal(defaults.rules.norm_threshold)},
+                               Keyword{"mad_k", decimal(defaults.rules.mad_k)}) +
                           pixel_keywords() + keywords(Keyword{"threads", py::int_(0)}),
                       R"(The statistics of `vitreg compare`: the same images through several configurations.
 

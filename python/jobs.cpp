@@ -183,8 +183,8 @@ Returns a dict: inputs, ok, failed, out.)");
     const StudyOptions defaults;
     def_with_keywords(m, "study", &study, {"configs", "images"},
                       pixel_keywords() + keywords(Keyword{"sizes", py::list()}, Keyword{"labels"},
-                                                  Keyword{"mad_k", py::float_(defaults.rules.mad_k)},
-                                                  Keyword{"sink_alpha", py::float_(defaults.rules.sink_alpha)},
+                                                  Keyword{"mad_k", decimal(defaults.rules.mad_k)},
+                                                  Keyword{"sink_alpha", decimal(defaults.rules.sink_alpha)},
                                                   Keyword{"timing_images", py::int_(defaults.timing_images)},
                                                   Keyword{"threads", py::int_(0)}),
                       R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <charconv>
 #include <cstddef>
 #include <string>
 #include <tuple>
@@ -75,6 +76,13 @@ struct Keyword {
     const char* name;
     py::object fallback = py::none();
 };
+
+// A float default as C++ source writes it (0.3, not 0.30000001192092896): its shortest decimal.
+inline py::object decimal(float value) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+    return py::float_(std::stod(std::string(text, end)));
+}
 
 template <class... K>
 std::array<Keyword, sizeof...(K)> keywords(K&&... k) {
