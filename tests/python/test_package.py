@@ -105,6 +105,17 @@ def test_every_public_name_has_a_stub_and_every_stub_a_name():
     assert public == stubbed, f"not in the stubs: {sorted(public - stubbed)}; only in the stubs: {sorted(stubbed - public)}"
 
 
+def test_every_public_member_of_a_class_has_a_stub():
+    for node in stub_tree().body:
+        if not isinstance(node, ast.ClassDef) or issubclass(getattr(vitreg, node.name), Exception):
+            continue
+        stubbed = {i.name for i in node.body if isinstance(i, ast.FunctionDef)}
+        stubbed |= {i.target.id for i in node.body if isinstance(i, ast.AnnAssign)}
+        cls = getattr(vitreg, node.name)
+        public = {n for k in cls.__mro__ if k.__module__.startswith("vitreg") for n in vars(k) if not n.startswith("_")}
+        assert public <= stubbed, f"{node.name}: not in the stubs: {sorted(public - stubbed)}"
+
+
 def test_every_stubbed_function_and_method_has_the_modules_parameters():
     checked = 0
     for node in stub_tree().body:
