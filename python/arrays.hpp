@@ -1,6 +1,7 @@
 #pragma once
 // numpy arrays in and out of the library: outputs take over the library's buffers (no copy),
-// inputs are checked for what the forward needs and refused with a message that says why.
+// inputs are any array-like over shared memory, checked for what the forward needs and refused
+// with a message that says why.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -24,6 +25,17 @@ py::array_t<T> owning_array(std::vector<T>&& values, const std::vector<py::ssize
     auto* owned = new std::vector<T>(std::move(values));
     py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
     return py::array_t<T>(shape, owned->data(), free_when_done);
+}
+
+// An array-like as a numpy array over the same memory, never a converted copy: numpy arrays as they
+// are, DLPack producers (a torch tensor) through np.from_dlpack, the rest (the buffer protocol:
+// memoryview, bytes; __array_interface__; __array__) through np.asarray. A float64 or strided
+// input stays what it is, for checked_dims to refuse.
+inline py::array shared_array(const py::object& x) {
+    if (py::isinstance<py::array>(x)) return py::reinterpret_borrow<py::array>(x);
+    const py::module_ np = py::module_::import("numpy");
+    if (py::hasattr(x, "__dlpack__") && py::hasattr(np, "from_dlpack")) return np.attr("from_dlpack")(x);
+    return np.attr("asarray")(x);
 }
 
 // The dims of a C-contiguous array of dtype T with one of `ranks`; throws UsageError naming

@@ -16,8 +16,7 @@ namespace {
 
 using namespace pybind11::literals;
 
-py::object compare(const py::object& models, const py::object& images, const py::kwargs& kwargs) {
-    Options o("compare", kwargs);
+py::object compare(const py::object& models, const py::object& images, Options& o) {
     CompareOptions options;
     options.resize = take_pixel_spec(o);
     options.rules.norm_threshold = o.take<float>("norm_threshold", options.rules.norm_threshold);
@@ -37,12 +36,11 @@ py::object compare(const py::object& models, const py::object& images, const py:
 }  // namespace
 
 void bind_compare(py::module_& m) {
-    m.def("compare", &compare, "models"_a, "images"_a,
-          R"(The statistics of `vitreg compare`: the same images through several configurations.
-
-compare(models, images, *, norm_threshold=150.0, mad_k=10.0, artifact_rule='norm', defects=None,
-        defect_samples=16384, defect_seed=0, resize='eval', pipeline=None, resample='pil', decode='exact',
-        exif_transpose=False, threads=0)
+    const CompareOptions defaults;
+    def_with_keywords(m, "compare", &compare, {"models", "images"},
+                      keywords(Keyword{"norm_threshold", decimal(defaults.rules.norm_threshold)}) +
+                          artifact_rule_keywords() + pixel_keywords() + keywords(Keyword{"threads", py::int_(0)}),
+                      R"(The statistics of `vitreg compare`: the same images through several configurations.
 
 models          vitreg.Model objects, or names as the command takes them ('MODEL@softmax1@bf16', '@evict=sink', ...).
 images          files, folders or '@list.txt', or a list of them.

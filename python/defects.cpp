@@ -12,8 +12,7 @@ namespace {
 
 using namespace pybind11::literals;
 
-py::dict defects(const py::object& model, const py::kwargs& kwargs) {
-    Options o("defects", kwargs);
+py::dict defects(const py::object& model, Options& o) {
     DefectOptions options;
     options.samples = o.take<int>("samples", options.samples);
     options.seed = o.take<std::uint64_t>("seed", options.seed);
@@ -42,11 +41,12 @@ py::dict defects(const py::object& model, const py::kwargs& kwargs) {
 }  // namespace
 
 void bind_defects(py::module_& m) {
-    m.def("defects", &defects, "model"_a,
-          R"(Per layer, the defect direction u_i and the top singular values of the linearized blocks'
+    const DefectOptions defaults;
+    def_with_keywords(m, "defects", &defects, {"model"},
+                      keywords(Keyword{"samples", py::int_(defaults.samples)}, Keyword{"seed", py::int_(defaults.seed)},
+                               Keyword{"top", py::int_(defaults.top)}, Keyword{"out"}),
+                      R"(Per layer, the defect direction u_i and the top singular values of the linearized blocks'
 product G_i = E_i...E_0 (SINDER), from the weights alone: the arrays `vitreg defects` writes.
-
-defects(model, *, samples=16384, seed=0, top=8, out=None)
 
 model    a vitreg.Model or a name as the command takes it.
 samples  rows of the seeded Gaussian sample each MLP's least-squares linearization is fitted on.

@@ -31,8 +31,7 @@ py::object run_eval(Options& o, EvalOptions& options, const std::string& default
     return py::module_::import("json").attr("loads")(text);
 }
 
-py::object eval_correspondence(const py::object& models, const py::object& pairs, const py::kwargs& kwargs) {
-    Options o("eval_correspondence", kwargs);
+py::object eval_correspondence(const py::object& models, const py::object& pairs, Options& o) {
     CorrespondenceOptions options;
     options.alphas = o.take<std::vector<double>>("alphas", options.alphas);
     std::vector<CorrespondencePair> list;
@@ -45,8 +44,7 @@ py::object eval_correspondence(const py::object& models, const py::object& pairs
     return run_eval(o, options, "long:448", [&] { return evaluate_correspondence(configs, list, options).table; });
 }
 
-py::object eval_segmentation(const py::object& models, const py::object& images, const py::object& masks, const py::kwargs& kwargs) {
-    Options o("eval_segmentation", kwargs);
+py::object eval_segmentation(const py::object& models, const py::object& images, const py::object& masks, Options& o) {
     SegmentationOptions options;
     options.train_fraction = o.take<double>("train_fraction", options.train_fraction);
     options.knn.vote.k = o.take<int>("k", options.knn.vote.k);
@@ -60,8 +58,7 @@ py::object eval_segmentation(const py::object& models, const py::object& images,
     return run_eval(o, options, "long:448", [&] { return evaluate_segmentation(configs, image_dir, mask_dir, options); });
 }
 
-py::object eval_knn(const py::object& models, const py::object& images, const py::kwargs& kwargs) {
-    Options o("eval_knn", kwargs);
+py::object eval_knn(const py::object& models, const py::object& images, Options& o) {
     KnnOptions options;
     options.feature = o.take<std::string>("feature", options.feature);
     options.vote.k = o.take<int>("k", options.vote.k);
@@ -74,30 +71,35 @@ py::object eval_knn(const py::object& models, const py::object& images, const py
 }  // namespace
 
 void bind_eval(py::module_& m) {
-    m.def("eval_correspondence", &eval_correspondence, "models"_a, "pairs"_a,
-          R"(`vitreg eval correspondence`: PCK of mutual nearest neighbours between two views with known geometry.
-
-eval_correspondence(models, pairs, *, alphas=(0.05, 0.10, 0.15), resize='long:448', pipeline=None,
-                    resample='pil', decode='exact', exif_transpose=False, threads=0)
+    const auto threads = keywords(Keyword{"threads", py::int_(0)});
+    const CorrespondenceOptions corr;
+    def_with_keywords(m, "eval_correspondence", &eval_correspondence, {"models", "pairs"},
+                      keywords(Keyword{"alphas", py::cast(corr.alphas)}) + pixel_keywords("long:448") + threads,
+                      R"(`vitreg eval correspondence`: PCK of mutual nearest neighbours between two views with known geometry.
 
 models  vitreg.Model objects, or names as the command takes them ('MODEL@softmax1', ...).
 pairs   (first, second, truth) per pair: truth a homography (OpenCV XML or 9 numbers of text) or the
         first view's disparity map (greyscale PNG, or an .npz such as skimage's motorcycle_disp.npz).
 Returns eval.json as a dict: "rows" one per configuration (pck@0.05, ..., matches, scored),
 "protocol" the data and parameters, "details" per pair.)");
-    m.def("eval_segmentation", &eval_segmentation, "models"_a, "images"_a, "masks"_a,
-          R"(`vitreg eval segmentation`: mIoU of a dense k-NN (Hummingbird) and of a linear probe on patch features.
-
-eval_segmentation(models, images, masks, *, train_fraction=0.5, k=30, temperature=0.02,
-                  memory_per_image=100, max_memory=1048576, seed=0, ridge=1.0, resize='long:448', ...,
-                  threads=0)
+    const SegmentationOptions seg;
+    def_with_keywords(m, "eval_segmentation", &eval_segmentation, {"models", "images", "masks"},
+                      keywords(Keyword{"train_fraction", py::float_(seg.train_fraction)}, Keyword{"k", py::int_(seg.knn.vote.k)},
+                               Keyword{"temperature", py::float_(seg.knn.vote.temperature)},
+                               Keyword{"memory_per_image", py::int_(seg.knn.memory_per_image)},
+                               Keyword{"max_memory", py::int_(seg.knn.max_memory)}, Keyword{"seed", py::int_(seg.knn.seed)},
+                               Keyword{"ridge", py::float_(seg.ridge)}) +
+                          pixel_keywords("long:448") + threads,
+                      R"(`vitreg eval segmentation`: mIoU of a dense k-NN (Hummingbird) and of a linear probe on patch features.
 
 images, masks  folders: each image has masks/<stem>.png (palette or greyscale labels, 255 ignored).
 Returns eval.json as a dict (knn_miou, linear_miou, knn_accuracy, linear_accuracy, memory, test_patches).)");
-    m.def("eval_knn", &eval_knn, "models"_a, "images"_a,
-          R"(`vitreg eval knn`: leave-one-out k-NN accuracy over a folder of class subfolders.
-
-eval_knn(models, images, *, feature='cls', k=20, temperature=0.07, resize='eval', ..., threads=0)
+    const KnnOptions knn;
+    def_with_keywords(m, "eval_knn", &eval_knn, {"models", "images"},
+                      keywords(Keyword{"feature", py::str(knn.feature)}, Keyword{"k", py::int_(knn.vote.k)},
+                               Keyword{"temperature", py::float_(knn.vote.temperature)}) +
+                          pixel_keywords() + threads,
+                      R"(`vitreg eval knn`: leave-one-out k-NN accuracy over a folder of class subfolders.
 
 feature  'cls' or 'pooled'. Returns eval.json as a dict (accuracy, accuracy:<class> per class).)");
 }

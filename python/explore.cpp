@@ -24,8 +24,7 @@ struct ExplorePage {
     std::string html;
 };
 
-ExplorePage explore(const py::object& models, const py::object& images, const py::kwargs& kwargs) {
-    Options o("explore", kwargs);
+ExplorePage explore(const py::object& models, const py::object& images, Options& o) {
     render::PageOptions options;
     options.queries = render::QuerySelection::parse(o.take<std::string>("queries", "auto"));
     options.rollout = o.take<bool>("rollout", true);
@@ -94,11 +93,13 @@ void bind_explore(py::module_& m) {
         .def_property_readonly("size", [](const ExplorePage& p) { return p.html.size(); }, "The page's size in bytes (UTF-8).")
         .def("__str__", [](const ExplorePage& p) { return p.html; })
         .def("__repr__", [](const ExplorePage& p) { return "<vitreg.ExplorePage, " + std::to_string(p.html.size()) + " bytes>"; });
-    m.def("explore", &explore, "models"_a, "images"_a,
-          R"(The attention explorer of `vitreg explore`: any patch, layer and head, configurations side by side.
-
-explore(models, images, *, queries='auto', rollout=True, max_page_mb=48, title='vitreg explore',
-        mad_k=10.0, artifact_rule='norm', defects=None, defect_samples=16384, defect_seed=0, resize='eval', pipeline=None, resample='pil', decode='exact', exif_transpose=False, threads=0)
+    const render::PageOptions defaults;
+    def_with_keywords(m, "explore", &explore, {"models", "images"},
+                      keywords(Keyword{"queries", py::str("auto")}, Keyword{"rollout", py::bool_(true)},
+                               Keyword{"max_page_mb", py::float_(48.0)},
+                               Keyword{"title", py::str(defaults.title)}) +
+                          artifact_rule_keywords() + pixel_keywords() + keywords(Keyword{"threads", py::int_(0)}),
+                      R"(The attention explorer of `vitreg explore`: any patch, layer and head, configurations side by side.
 
 models   vitreg.Model objects, or names as the command takes them ('MODEL@softmax1@bf16', '@evict=sink', ...).
 images   files, folders or '@list.txt', or a list of them.

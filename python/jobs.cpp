@@ -24,7 +24,14 @@ namespace {
 
 using namespace pybind11::literals;
 
-// What every batch job takes; defaults as on the command line.
+// What every batch job takes; defaults as on the command line (None: the job's or the model's own).
+std::array<Keyword, 14> batch_keywords() {
+    return pixel_keywords() + keywords(Keyword{"format", py::str("npy")}, Keyword{"batch"}, Keyword{"threads"},
+                                       Keyword{"chunk"}, Keyword{"resume", py::bool_(false)},
+                                       Keyword{"overwrite", py::bool_(false)}, Keyword{"shard"},
+                                       Keyword{"shard_count", py::int_(0)}, Keyword{"progress"});
+}
+
 void take_batch_options(const PyModel& model, Options& o, BatchOptions& b, const std::string& out) {
     b.out_dir = out;
     b.resize = take_pixel_spec(o);
@@ -59,9 +66,14 @@ py::dict summary_dict(const BatchSummary& s, const std::string& out) {
     return py::dict("inputs"_a = s.inputs, "ok"_a = s.ok, "failed"_a = s.failed, "out"_a = out);
 }
 
-// The job's progress callback, called with the GIL held; none when not given.
-BatchProgress progress_of(const py::object& callback) {
-    if (callback.is_none()) return {};
+// The job's progress: a callable progress(done, total), called with the GIL held; True for a
+// tqdm bar (vitreg/progress.py; nothing where tqdm is not installed); None or False for none.
+BatchProgress progress_of(py::object callback) {
+    if (callback.is_none() || (py::isinstance<py::bool_>(callback) && !callback.cast<bool>())) return {};
+    if (py::isinstance<py::bool_>(callback)) {
+        callback = py::module_::import("vitreg.progress").attr("bar")();
+        if (callback.is_none()) return {};
+    }
     // Shared, so that copies of the std::function (made without the GIL) never touch its refcount.
     auto shared = std::make_shared<py::object>(callback);
     return [shared](std::size_t done, std::size_t total) {
@@ -70,8 +82,7 @@ BatchProgress progress_of(const py::object& callback) {
     };
 }
 
-py::dict extract(const PyModel& model, const py::object& inputs, const py::object& out, const py::kwargs& kwargs) {
-    Options o("extract", kwargs);
+py::dict extract(const PyModel& model, const py::object& inputs, const py::object& out, Options& o) {
     ExtractOptions e;
     take_batch_options(model, o, e, path_of(out));
     e.patch_tokens = o.take<bool>("patch_tokens", false);
@@ -87,8 +98,7 @@ py::dict extract(const PyModel& model, const py::object& inputs, const py::objec
     return summary_dict(s, shard_dir(e.out_dir, e.shard_index, e.shard_count));
 }
 
-py::dict dense(const PyModel& model, const py::object& inputs, const py::object& out, const py::kwargs& kwargs) {
-    Options o("dense", kwargs);
+py::dict dense(const PyModel& model, const py::object& inputs, const py::object& out, Options& o) {
     DenseOptions d;
     take_batch_options(model, o, d, path_of(out));
     take_dense_options(o, d);
@@ -114,8 +124,7 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
 }
 
 // The study of `vitreg study`, as the parsed study.json (docs/study.md).
-py::object study(const py::object& configs, const py::object& images, const py::kwargs& kwargs) {
-    Options o("study", kwargs);
+py::object study(const py::object& configs, const py::object& images, Options& o) {
     StudyOptions so;
     so.resize = take_pixel_spec(o);
     so.sizes = o.take<std::vector<int>>("sizes", {});
@@ -143,44 +152,44 @@ py::object study(const py::object& configs, const py::object& images, const py::
 }  // namespace
 
 void bind_jobs(py::module_& m) {
-    m.def("extract", &extract, "model"_a, "inputs"_a, "out"_a,
-          R"(The batch job of `vitreg extract`: the same files, the same durability.
-
-extract(model, inputs, out, *, patch_tokens=False, project=False, resize='eval', format='npy', batch=8,
-        threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None, shard_count=0,
-        progress=None)
+    def_with_keywords(m, "extract", &extract, {"model", "inputs", "out"},
+                      keywords(Keyword{"patch_tokens", py::bool_(false)}, Keyword{"project", py::bool_(false)}) +
+                          batch_keywords(),
+                      R"(The batch job of `vitreg extract`: the same files, the same durability.
 
 inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
 out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
         patch/<row>.npy with patch_tokens, embedding.npy [N, E] with project (cls @ proj, models
         with a projection: CLIP), run.json (or features.safetensors with
         format='safetensors'); job.json and chunks/ hold the durable progress.
-chunk   inputs per durable chunk; resume continues a killed run, overwrite replaces another.
+batch   images per forward (None: 8); threads: None for the model's.
+chunk   inputs per durable chunk (None: 256); resume continues a killed run, overwrite replaces another.
 shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins);
         'auto' takes K (and N) from a Slurm array task or a Kubernetes indexed job (with shard_count=N).
-progress  a callable progress(done, total), called after each batch.
+progress  a callable progress(done, total), called after each batch, or True for a tqdm bar (nothing
+          where tqdm is not installed).
 A bad image is a failed row of the manifest, not an exception. Returns a dict: inputs, ok, failed, out.)");
-    m.def("dense", &dense, "model"_a, "inputs"_a, "out"_a,
-          R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
-
-dense(model, inputs, out, *, layers='last', norm=False, concat=False, upsample='none', dtype='f32',
-      window=0, stride=0, scales=[1.0], flip=False, grid=None, jbu_sigma_spatial=1.0,
-      jbu_sigma_range=0.15, jbu_radius=2, pca=False, pca_joint=False, resize='eval', format='npy',
-      batch=1, threads=model.threads, chunk=256, resume=False, overwrite=False, shard=None,
-      shard_count=0, progress=None)
+    def_with_keywords(m, "dense", &dense, {"model", "inputs", "out"},
+                      dense_keywords() +
+                          keywords(Keyword{"pca", py::bool_(false)}, Keyword{"pca_joint", py::bool_(false)}) +
+                          batch_keywords(),
+                      R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
 <row>.pca.png with pca (pca='foreground': DINOv3's picture), and manifest.jsonl with each row's geometry (how a grid cell maps back
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
 upsample: 'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE'; dtype: 'f32' |
-'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). Durable and
-shardable as extract.
+'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). batch None: 1.
+Durable and shardable as extract.
 Returns a dict: inputs, ok, failed, out.)");
-    m.def("study", &study, "configs"_a, "images"_a,
-          R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.
-
-study(configs, images, *, resize='eval', sizes=[], labels=None, mad_k=10.0, artifact_rule='norm',
-      defects=None, defect_samples=16384, defect_seed=0, sink_alpha=0.3, timing_images=8, threads=0)
+    const StudyOptions defaults;
+    def_with_keywords(m, "study", &study, {"configs", "images"},
+                      pixel_keywords() + keywords(Keyword{"sizes", py::list()}, Keyword{"labels"}) +
+                          artifact_rule_keywords() +
+                          keywords(Keyword{"sink_alpha", decimal(defaults.rules.sink_alpha)},
+                                   Keyword{"timing_images", py::int_(defaults.timing_images)},
+                                   Keyword{"threads", py::int_(0)}),
+                      R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.
 
 configs  'MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8][@evict=LIST][@ttr=K:NEURONS]', or a list.
 images   files, folders or '@list.txt' (even-numbered images calibrate, odd-numbered evaluate).

@@ -1,12 +1,18 @@
 #pragma once
-// What the module's calls share for their keyword options: taking them one by one (a left-over
-// one is a mistake), a model's options (the table of model_options.hpp), paths as str or
+// What the module's calls share for their keyword options: declaring them as named keyword-only
+// parameters (so help() and editors show them), taking them one by one (a left-over one is a
+// mistake), a model's options (the table of model_options.hpp), paths as str or
 // os.PathLike, image inputs, and the pixel options (resize=, pipeline=, resample=, decode=,
 // exif_transpose=) as on the command line.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
+#include <charconv>
+#include <cstddef>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "vitreg/analysis/artifact_rule.hpp"
@@ -20,16 +26,23 @@ namespace vitreg::python {
 
 namespace py = pybind11;
 
-// Keyword options of one job call, taken one by one; what is left over is a mistake.
+// Keyword options of one job call, taken one by one. A None leaves the fallback. Declared (the
+// call's named keywords, all present): taking an undeclared one, or leaving a declared one untaken,
+// is the binding's mistake; otherwise (**kwargs) what is left over is the caller's.
 class Options {
 public:
-    Options(std::string job, const py::kwargs& kwargs) : job_(std::move(job)), left_(kwargs) {}
+    Options(std::string job, const py::kwargs& kwargs, bool declared = false)
+        : job_(std::move(job)), left_(py::dict(kwargs)), declared_(declared) {}
 
     template <class T>
     T take(const char* key, T fallback) {
-        if (!left_.contains(key)) return fallback;
+        if (!left_.contains(key)) {
+            if (declared_) throw Error("internal: " + job_ + " reads option " + key + ", which its binding does not declare");
+            return fallback;
+        }
         const py::object value = left_[key];
         PyDict_DelItemString(left_.ptr(), key);
+        if (value.is_none()) return fallback;
         try {
             return value.cast<T>();
         } catch (const py::cast_error&) {
@@ -49,13 +62,75 @@ public:
         if (left_.empty()) return;
         std::string names;
         for (const auto& kv : left_) names += (names.empty() ? "" : ", ") + std::string(py::str(kv.first));
+        if (declared_) throw Error("internal: " + job_ + " declares option(s) " + names + " but does not read them");
         throw UsageError(job_ + ": unknown option(s) " + names);
     }
 
 private:
     std::string job_;
     py::dict left_;
+    bool declared_;
 };
+
+// A named keyword-only parameter of a binding and its default (None: the call's own default).
+struct Keyword {
+    const char* name;
+    py::object fallback = py::none();
+};
+
+// A float default as C++ source writes it (0.3, not 0.30000001192092896): its shortest decimal.
+inline py::object decimal(float value) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+    return py::float_(std::stod(std::string(text, end)));
+}
+
+template <class... K>
+std::array<Keyword, sizeof...(K)> keywords(K&&... k) {
+    return {Keyword(std::forward<K>(k))...};
+}
+
+template <std::size_t A, std::size_t B>
+std::array<Keyword, A + B> operator+(const std::array<Keyword, A>& a, const std::array<Keyword, B>& b) {
+    std::array<Keyword, A + B> out;
+    for (std::size_t i = 0; i < A; ++i) out[i] = a[i];
+    for (std::size_t i = 0; i < B; ++i) out[A + i] = b[i];
+    return out;
+}
+
+namespace detail {
+
+template <std::size_t, class T>
+using indexed = T;
+
+template <class R, class... A, std::size_t... P, std::size_t... K>
+void def_with_keywords(py::module_& m, const char* name, R (*body)(A...),
+                       const std::array<const char*, sizeof...(P)>& positional, const std::array<Keyword, sizeof...(K)>& named,
+                       const char* doc, std::index_sequence<P...>, std::index_sequence<K...>) {
+    using Args = std::tuple<A...>;
+    std::array<const char*, sizeof...(K)> names{named[K].name...};
+    m.def(
+        name,
+        [body, names, job = std::string(name)](std::tuple_element_t<P, Args>... args, indexed<K, py::object>... values) -> R {
+            py::kwargs given;
+            ((given[names[K]] = values), ...);
+            Options o(job, given, true);
+            return body(std::forward<std::tuple_element_t<P, Args>>(args)..., o);
+        },
+        py::arg(positional[P])..., py::kw_only(), (py::arg(named[K].name) = named[K].fallback)..., doc);
+}
+
+}  // namespace detail
+
+// m.def of `body(positional..., Options&)` as name(positional..., *, keyword=default, ...): the keywords
+// are real parameters (help(), editors and pybind11's own check of names see them), read in the
+// body through Options as before.
+template <class R, class... A, std::size_t N>
+void def_with_keywords(py::module_& m, const char* name, R (*body)(A...), const std::array<const char*, sizeof...(A) - 1>& positional,
+                       const std::array<Keyword, N>& named, const char* doc) {
+    detail::def_with_keywords(m, name, body, positional, named, doc, std::make_index_sequence<sizeof...(A) - 1>{},
+                              std::make_index_sequence<N>{});
+}
 
 inline std::string path_of(const py::object& path) { return py::str(py::module_::import("os").attr("fspath")(path)); }
 
@@ -85,6 +160,11 @@ inline OptionValues take_model_options(Options& o) {
 }
 
 // resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.
+inline std::array<Keyword, 5> pixel_keywords(const std::string& default_resize = "eval") {
+    return keywords(Keyword{"resize", py::str(default_resize)}, Keyword{"pipeline"}, Keyword{"resample", py::str("pil")},
+                    Keyword{"decode", py::str("exact")}, Keyword{"exif_transpose", py::bool_(false)});
+}
+
 inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize = "eval") {
     ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", default_resize));
     const auto pipeline = o.take<std::string>("pipeline", "");
@@ -99,6 +179,13 @@ inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize 
 
 // mad_k=, artifact_rule='norm'|'direction'|'both', defects=FILE (else computed from each model),
 // defect_samples=, defect_seed=: the artifact rule as the commands' options give it.
+inline std::array<Keyword, 5> artifact_rule_keywords() {
+    const ArtifactRule r;
+    return keywords(Keyword{"mad_k", decimal(r.mad_k)}, Keyword{"artifact_rule", py::str(name_of(r.test))},
+                    Keyword{"defects"}, Keyword{"defect_samples", py::int_(r.fit.samples)},
+                    Keyword{"defect_seed", py::int_(r.fit.seed)});
+}
+
 inline ArtifactRule take_artifact_rule(Options& o) {
     ArtifactRule r;
     r.mad_k = o.take<float>("mad_k", r.mad_k);

@@ -61,20 +61,24 @@ py::dict config_dict(const PyModel& self) {
     return d;
 }
 
-// The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous.
-// Batch and size against the patch are the forward's own checks. Returns (pointer, B, H, W).
+// The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous, from
+// any array-like (shared_array: a torch tensor's own memory). Batch and size against the patch are
+// the forward's own checks. Holds the array, so that `data` outlives the caller's temporaries.
 struct Batch {
+    py::array array;
     const float* data;
     int batch, height, width;
 };
 
-Batch checked_batch(const py::array& x) {
+Batch checked_batch(const py::object& pixels) {
+    py::array x = shared_array(pixels);
     const auto dims = checked_dims<float>(x, {3, 4}, "input", "[batch, 3, height, width] or [3, height, width]");
     const bool one = dims.size() == 3;
     const py::ssize_t b = one ? 1 : dims[0], ch = dims[one ? 0 : 1], h = dims[one ? 1 : 2], w = dims[one ? 2 : 3];
     if (ch != 3) throw UsageError("input: expected 3 channels, got " + std::to_string(ch));
     if (b > (1 << 20) || h > (1 << 20) || w > (1 << 20)) throw UsageError("input: too large");
-    return {static_cast<const float*>(x.data()), static_cast<int>(b), static_cast<int>(h), static_cast<int>(w)};
+    const auto* data = static_cast<const float*>(x.data());
+    return {std::move(x), data, static_cast<int>(b), static_cast<int>(h), static_cast<int>(w)};
 }
 
 // Features as arrays that own the library's buffers: cls [B, D], pooled [B, D],
@@ -102,18 +106,18 @@ ForwardOptions forward_options(const PyModel& self, std::optional<int> threads) 
     return ForwardOptions{t, self.max_tokens};
 }
 
-py::dict forward(const PyModel& self, const py::array& x, std::optional<int> threads) {
+py::dict forward(const PyModel& self, const py::object& x, std::optional<int> threads) {
     const Batch in = checked_batch(x);
     const ForwardOptions options = forward_options(self, threads);
     Features f;
     {
-        py::gil_scoped_release release;  // the array stays alive: `x` holds a reference
+        py::gil_scoped_release release;  // the array stays alive: `in` holds a reference
         f = self.model.forward(in.data, in.batch, in.height, in.width, options);
     }
     return features_dict(std::move(f));
 }
 
-py::dict trace(const PyModel& self, const py::array& x, const Layers& attention_layers,
+py::dict trace(const PyModel& self, const py::object& x, const Layers& attention_layers,
                const std::variant<std::string, std::vector<std::string>>& queries, bool norms, bool abstention,
                bool key_mass, const Layers& mlp_layers, const Layers& blocks, bool blocks_normed, const Layers& qkv_layers,
                std::optional<int> threads) {
@@ -190,8 +194,8 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
     spec.draft = decode == "draft";
     spec.exif_transpose = exif_transpose;
     Pixels px;
-    if (py::isinstance<py::array>(image)) {
-        const py::array a = image;
+    if (!py::isinstance<py::str>(image) && !py::hasattr(image, "__fspath__")) {
+        const py::array a = shared_array(image);
         const auto dims = checked_dims<std::uint8_t>(a, {2, 3}, "image", "uint8 [height, width, 3] or [height, width]");
         if (dims.size() == 3 && dims[2] != 3)
             throw UsageError("image: expected 3 channels (RGB) in the last axis, got " + std::to_string(dims[2]));
@@ -303,7 +307,8 @@ checkpoint's own PyTorch pipeline gives for the same file (PIL's decode and Imag
 ToTensor and Normalize with the checkpoint's mean and std).
 
 image     a path (str or os.PathLike) to an image file (JPEG, PNG, WebP, BMP, PNM, TGA, GIF), or
-          a uint8 array [height, width, 3] (RGB) or [height, width] (grey).
+          a uint8 array-like [height, width, 3] (RGB) or [height, width] (grey): numpy, a torch
+          tensor, a memoryview.
 resize    'eval' (the checkpoint's eval transform: DINOv2's shortest edge to 256 and centre crop
           224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest edge to its
           input size and crop; with the checkpoint's filter, bicubic unless its config names
@@ -342,8 +347,13 @@ Returns [h, w, C] for one layer or with concat, else [layers, h, w, D].)")
   embedding  [B, E]        cls @ proj, unnormalized (only models with a projection: CLIP)
 
 x is float32 [B, 3, H, W] or one image [3, H, W] (C-contiguous), H and W multiples of the patch;
-images of one call share their size (stack the outputs of preprocess). The GIL is released
+images of one call share their size (stack the outputs of preprocess). x may be any array-like
+whose memory can be shared: a numpy array, a torch tensor (DLPack), a memoryview; it is read in
+place, never copied; float64 or strided input is refused, not converted. The GIL is released
 while it runs. The arrays own their memory (torch.from_numpy takes them without a copy).)")
+        .def("_pixels_address", [](const PyModel&, const py::object& x) {
+                 return reinterpret_cast<std::uintptr_t>(checked_batch(x).data);
+             }, "x"_a, "The address forward and trace read x from (the zero-copy test compares it with the caller's).")
         .def("trace", &trace, "x"_a, "attention_layers"_a = py::none(), "queries"_a = std::vector<std::string>{"cls"},
              "norms"_a = false, "abstention"_a = false, "key_mass"_a = false, "mlp_layers"_a = py::none(),
              "blocks"_a = py::none(), "blocks_normed"_a = false, "qkv_layers"_a = py::none(), "threads"_a = py::none(),

@@ -4,7 +4,7 @@
 #include "bindings.hpp"
 #include "vitreg/version.hpp"
 
-PYBIND11_MODULE(vitreg, m) {
+PYBIND11_MODULE(_vitreg, m) {
     m.doc() = R"(vitreg: a CPU Vision Transformer feature extractor built to show and remove attention artifacts.
 
     m = vitreg.Model("vitreg-untrained-s14-d192-reg4")   # any MODEL the vitreg command takes

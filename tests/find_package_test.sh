@@ -53,8 +53,8 @@ done
 echo "completion and man page: $(wc -w <<<"$commands") subcommands"
 
 if [[ -d "$build/python" ]]; then
-  module=$(find "$prefix/lib" -name 'vitreg*.so' -path '*dist-packages*')
-  [[ -n "$module" ]] || { echo "the Python module was not installed under lib/python3*/dist-packages"; exit 1; }
-  PYTHONPATH=$(dirname "$module") /usr/bin/python3 -c \
+  module=$(find "$prefix/lib" -name '_vitreg*.so' -path '*dist-packages/vitreg/*')
+  [[ -n "$module" ]] || { echo "the Python package was not installed under lib/python3*/dist-packages/vitreg"; exit 1; }
+  PYTHONPATH=$(dirname "$(dirname "$module")") /usr/bin/python3 -c \
     'import vitreg; m = vitreg.Model("vitreg-untrained-s14-d192-reg4"); print("python:", m)'
 fi
