@@ -35,7 +35,7 @@ class Model:
                  int8_weights: Optional[int] = 8, evict: Optional[str] = None, ttr: Optional[int] = None,
                  register_neurons: Optional[str] = None, max_header_bytes: Optional[int] = 104857600,
                  max_json_depth: Optional[int] = 64, threads: Optional[int] = 0,
-                 max_image_pixels: Optional[int] = 178956970, max_tokens: Optional[int] = 16384) -> None: ...
+                 max_image_pixels: Optional[int] = 178956970, max_memory: Optional[str] = None, max_tokens: Optional[int] = None) -> None: ...
     @classmethod
     def from_pretrained(cls, name_or_path: PathArg, **options: Any) -> Model: ...
     @property
@@ -54,6 +54,7 @@ class Model:
               threads: Optional[int] = None) -> Dict[str, Any]: ...
     def get_intermediate_layers(self, x: Pixels, n: Union[int, Sequence[int]] = 1, reshape: bool = False,
                                 return_class_token: bool = False, norm: bool = True) -> Tuple[Any, ...]: ...
+    def dense(self, image: Union[PathArg, Pixels], **kwargs: Any) -> npt.NDArray[Any]: ...
 
 class ExplorePage:
     @property
@@ -71,7 +72,10 @@ def extract(model: Model, inputs: Inputs, out: PathArg, *, patch_tokens: bool = 
             threads: Optional[int] = None, chunk: Optional[int] = None, resume: bool = False, overwrite: bool = False,
             shard: Shard = None, shard_count: int = 0, progress: Progress = None) -> Dict[str, Any]: ...
 def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', norm: bool = False,
-          concat: bool = False, upsample: str = 'none', dtype: str = 'f32', pca: bool = False, pca_joint: bool = False,
+          concat: bool = False, upsample: str = 'none', window: int = 0, stride: int = 0,
+          scales: Optional[Sequence[float]] = None, flip: bool = False, grid: Optional[Tuple[int, int]] = None,
+          jbu_sigma_spatial: float = 1.0, jbu_sigma_range: float = 0.15, jbu_radius: int = 2, dtype: str = 'f32',
+          pca: Union[bool, str] = False, pca_joint: bool = False,
           resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
           exif_transpose: bool = False, format: str = 'npy', batch: Optional[int] = None,
           threads: Optional[int] = None, chunk: Optional[int] = None, resume: bool = False, overwrite: bool = False,
@@ -79,15 +83,33 @@ def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', n
 def merge(out: PathArg) -> Dict[str, Any]: ...
 def study(configs: Union[str, Sequence[str]], images: Inputs, *, resize: str = 'eval', pipeline: Optional[str] = None,
           resample: str = 'pil', decode: str = 'exact', exif_transpose: bool = False, sizes: Sequence[int] = [],
-          labels: Optional[PathArg] = None, mad_k: float = 10.0, sink_alpha: float = 0.3, timing_images: int = 8,
+          labels: Optional[PathArg] = None, mad_k: float = 10.0, artifact_rule: str = 'norm',
+          defects: Optional[PathArg] = None, defect_samples: int = 16384, defect_seed: int = 0, sink_alpha: float = 0.3, timing_images: int = 8,
           threads: int = 0) -> Dict[str, Any]: ...
 def compare(models: Models, images: Inputs, *, norm_threshold: float = 150.0, mad_k: float = 10.0,
+            artifact_rule: str = 'norm', defects: Optional[PathArg] = None, defect_samples: int = 16384,
+            defect_seed: int = 0,
             resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
             exif_transpose: bool = False, threads: int = 0) -> Dict[str, Any]: ...
 def explore(models: Models, images: Inputs, *, queries: str = 'auto', rollout: bool = True, max_page_mb: float = 48.0,
-            title: str = 'vitreg explore', resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil',
+            title: str = 'vitreg explore', mad_k: float = 10.0, artifact_rule: str = 'norm',
+            defects: Optional[PathArg] = None, defect_samples: int = 16384, defect_seed: int = 0, resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil',
             decode: str = 'exact', exif_transpose: bool = False, threads: int = 0) -> ExplorePage: ...
 def read_image(path: PathArg, max_pixels: int = 178956970, exif_transpose: bool = False) -> npt.NDArray[np.uint8]: ...
 def model_options() -> List[Dict[str, Any]]: ...
 def shipped_models() -> List[str]: ...
 def list_models() -> List[str]: ...
+def defects(model: Union[Model, str], *, samples: int = 16384, seed: int = 0, top: int = 8,
+            out: Optional[PathArg] = None) -> Dict[str, Any]: ...
+def eval_correspondence(models: Models, pairs: Sequence[Tuple[PathArg, PathArg, PathArg]], *,
+                        alphas: Sequence[float] = [0.05, 0.1, 0.15], resize: str = 'long:448',
+                        pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
+                        exif_transpose: bool = False, threads: int = 0) -> Dict[str, Any]: ...
+def eval_segmentation(models: Models, images: PathArg, masks: PathArg, *, train_fraction: float = 0.5, k: int = 30,
+                      temperature: float = 0.02, memory_per_image: int = 100, max_memory: int = 1048576,
+                      seed: int = 0, ridge: float = 1.0, resize: str = 'long:448', pipeline: Optional[str] = None,
+                      resample: str = 'pil', decode: str = 'exact', exif_transpose: bool = False,
+                      threads: int = 0) -> Dict[str, Any]: ...
+def eval_knn(models: Models, images: PathArg, *, feature: str = 'cls', k: int = 20, temperature: float = 0.07,
+             resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
+             exif_transpose: bool = False, threads: int = 0) -> Dict[str, Any]: ...

@@ -60,6 +60,8 @@ def stub_signature(node):
     defaults = [None] * (len(positional) - len(a.defaults)) + [ast.literal_eval(d) for d in a.defaults]
     out = [(p.arg, "pos", d) for p, d in zip(positional, defaults)]
     out += [(p.arg, "kw", None if d is None else ast.literal_eval(d)) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg is not None:  # as pybind11's signature line shows a py::kwargs parameter
+        out.append(("**" + a.kwarg.arg, "pos", None))
     return out
 
 
@@ -80,8 +82,9 @@ def runtime_signature(function, name):
     """The same list from what the module itself declares: pybind11's signature line, or inspect's."""
     try:
         parameters = inspect.signature(function).parameters.values()
-        return [(p.name, "kw" if p.kind == p.KEYWORD_ONLY else "pos",
-                 None if p.default is p.empty else p.default) for p in parameters if p.kind != p.VAR_KEYWORD]
+        return [("**" + p.name, "pos", None) if p.kind == p.VAR_KEYWORD else
+                (p.name, "kw" if p.kind == p.KEYWORD_ONLY else "pos", None if p.default is p.empty else p.default)
+                for p in parameters]
     except ValueError:
         pass
     line = function.__doc__.splitlines()[0]
