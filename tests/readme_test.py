@@ -63,7 +63,7 @@ def main():
             example = (root / "examples" / "find_package" / "cls_of.cpp").read_text(encoding="utf-8")
             body = [l for l in example.splitlines() if not l.startswith("//")]
             if code.strip() != "\n".join(body).strip():
-                failures.append("README.md: the C++ quick start differs from examples/find_package/cls_of.cpp")
+                failures.append("README.md: the C++ quick start differs from examples/cpp/cls_of.cpp")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
         for name in ("assets", "weights", "tests", "examples"):
