@@ -60,7 +60,7 @@ def main():
             failures.append(f"README.md: no code block marked `readme-test: {needed}`")
     for kind, _, code in found:
         if kind == "cpp":
-            example = (root / "examples" / "find_package" / "cls_of.cpp").read_text(encoding="utf-8")
+            example = (root / "examples" / "cpp" / "cls_of.cpp").read_text(encoding="utf-8")
             body = [l for l in example.splitlines() if not l.startswith("//")]
             if code.strip() != "\n".join(body).strip():
                 failures.append("README.md: the C++ quick start differs from examples/cpp/cls_of.cpp")
