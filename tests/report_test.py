@@ -71,8 +71,8 @@ class ReportInBrowser(unittest.TestCase):
         self.assertEqual(len(rows), len(CONFIGS))  # one row per configuration
         for row, config in zip(rows, CONFIGS):
             self.assertTrue(re.match(r"<td>" + re.escape(config), row), row[:200])
-            self.assertEqual(row.count("<td"), 1 + 14)  # the label, then the 14 statistics after "grid"
-        self.assertEqual(head.count("\u2193"), 9)  # the ranked, artifact-related columns
+            self.assertEqual(row.count("<td"), 1 + 16)  # the label, then the 16 statistics after "grid"
+        self.assertEqual(head.count("\u2193"), 11)  # the ranked, artifact-related columns (flagged count and share included)
         for cell in re.findall(r'<td class="best">(.*?)</td>', body, re.S):
             self.assertIn("\u2605", cell)
         self.assertIn("lowest mean", dom[start:])  # the page says what the star marks
