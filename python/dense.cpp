@@ -47,14 +47,15 @@ py::array model_dense(const PyModel& self, const py::object& image, const py::kw
     resolve_layers(d.layers, c.depth);
     d.check(c.patch);
     Pixels px;
-    if (py::isinstance<py::array_t<float>>(image) && py::array(image).ndim() == 3) {
-        const py::array a = image;
-        const auto dims = checked_dims<float>(a, {3}, "image", "float32 [3, height, width]");
-        if (dims[0] != 3) throw UsageError("image: expected 3 channels first, got " + std::to_string(dims[0]));
-        px.height = static_cast<int>(dims[1]);
-        px.width = static_cast<int>(dims[2]);
-        const auto* p = static_cast<const float*>(a.data());
-        px.chw.assign(p, p + 3 * dims[1] * dims[2]);
+    const bool path = py::isinstance<py::str>(image) || py::hasattr(image, "__fspath__");
+    if (!path && shared_array(image).dtype().kind() == 'f') {
+        // Pixels already preprocessed, as forward takes them (any float array-like), one image;
+        // anything else is an image to preprocess (a file, or uint8 pixels).
+        const Batch b = checked_batch(image);
+        if (b.batch != 1) throw UsageError("image: dense takes one image, got a batch of " + std::to_string(b.batch));
+        px.height = b.height;
+        px.width = b.width;
+        px.chw.assign(b.data, b.data + 3 * static_cast<std::size_t>(b.height) * b.width);
     } else {
         const py::array_t<float> pre = preprocess_image(self, image, resize, std::nullopt, "pil", "exact", false);
         px.height = static_cast<int>(pre.shape(1));

@@ -61,26 +61,6 @@ py::dict config_dict(const PyModel& self) {
     return d;
 }
 
-// The batch a forward takes: [B, 3, H, W] (or one image [3, H, W]) float32, C-contiguous, from
-// any array-like (shared_array: a torch tensor's own memory). Batch and size against the patch are
-// the forward's own checks. Holds the array, so that `data` outlives the caller's temporaries.
-struct Batch {
-    py::array array;
-    const float* data;
-    int batch, height, width;
-};
-
-Batch checked_batch(const py::object& pixels) {
-    py::array x = shared_array(pixels);
-    const auto dims = checked_dims<float>(x, {3, 4}, "input", "[batch, 3, height, width] or [3, height, width]");
-    const bool one = dims.size() == 3;
-    const py::ssize_t b = one ? 1 : dims[0], ch = dims[one ? 0 : 1], h = dims[one ? 1 : 2], w = dims[one ? 2 : 3];
-    if (ch != 3) throw UsageError("input: expected 3 channels, got " + std::to_string(ch));
-    if (b > (1 << 20) || h > (1 << 20) || w > (1 << 20)) throw UsageError("input: too large");
-    const auto* data = static_cast<const float*>(x.data());
-    return {std::move(x), data, static_cast<int>(b), static_cast<int>(h), static_cast<int>(w)};
-}
-
 // Features as arrays that own the library's buffers: cls [B, D], pooled [B, D],
 // registers [B, R, D], patch [B, h, w, D], and embedding [B, E] for models with a projection.
 py::dict features_dict(Features&& f) {

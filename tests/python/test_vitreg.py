@@ -297,6 +297,11 @@ def test_model_dense_returns_the_array_the_command_writes(model, tmp_path):
     windowed = model.dense(x, layers="-1", window=84, stride=56)
     assert plain.shape == windowed.shape == (9, 11, 192)
     assert relative_error(windowed, plain) > 1e-3
+    # Pixels come in as forward takes them: a memoryview of the same floats gives the same array;
+    # a batch of two is refused.
+    assert np.array_equal(model.dense(memoryview(x), layers="-1"), plain)
+    with pytest.raises(vitreg.UsageError, match="dense takes one image, got a batch of 2"):
+        model.dense(np.stack([x, x]), layers="-1")
     with pytest.raises(vitreg.UsageError, match="--stride 98 is larger than --window 84"):
         model.dense(x, window=84, stride=98)
     with pytest.raises(vitreg.UsageError, match="must be above 0"):
