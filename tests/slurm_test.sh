@@ -211,10 +211,15 @@ HOST=$(hostname -s 2>/dev/null || uname -n)
 HOST=${HOST%%.*}
 [[ -n $HOST ]] || fail "cannot learn this host's name"
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# Listening ports below the kernel's ephemeral range: a port inside it may be some other
+# test's client socket a moment later (connect() picks from it), and the daemon's bind fails.
+read -r EPHEMERAL_LO _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || EPHEMERAL_LO=32768
+PORT_LO=10000 PORT_SPAN=$((EPHEMERAL_LO - 10000))
+((PORT_SPAN >= 1000)) || PORT_LO=$((EPHEMERAL_LO > 2000 ? 1024 : 61000)) PORT_SPAN=$((EPHEMERAL_LO > 2000 ? EPHEMERAL_LO - 1024 : 4000))
 pick_port() { # [PORT_TO_AVOID]
     local p i
     for ((i = 0; i < 100; i++)); do
-        p=$((20000 + RANDOM % 30000))
+        p=$((PORT_LO + RANDOM % PORT_SPAN))
         [[ $p != "${1:-}" ]] && port_free "$p" && {
             echo "$p"
             return 0
@@ -222,8 +227,6 @@ pick_port() { # [PORT_TO_AVOID]
     done
     return 1
 }
-CTLD_PORT=$(pick_port) || fail "no free port"
-SLURMD_PORT=$(pick_port "$CTLD_PORT") || fail "no free port"
 
 # The node line as slurmd sees this machine (so it is never drained for having less), with
 # this host's name and a loopback address (no DNS needed); memory left out (not scheduled).
@@ -234,7 +237,18 @@ fi
 NODE_LINE=$(sed -e "s/^NodeName=[^ ]*/NodeName=$HOST/" -e 's/ RealMemory=[0-9]*//' <<<"$NODE_LINE")
 
 export SLURM_CONF=$TMP/etc/slurm.conf
-cat >"$SLURM_CONF" <<EOF
+# slurmd 22.05 loads a cgroup plugin even when nothing uses cgroups; the default "autodetect"
+# picks cgroup/v2 on a cgroup-v2 machine, whose init wants systemd (dbus) or a writable,
+# delegated /sys/fs/cgroup, and aborts in a container ("Hybrid mode is not supported", "systemd
+# scope for slurmstepd could not be set"). cgroup/v1's init touches nothing, and with
+# proctrack/linuxproc and task/none nothing else asks it for a cgroup, so pin it.
+echo "CgroupPlugin=cgroup/v1" >"$TMP/etc/cgroup.conf"
+
+port_taken() { grep -qs "Address already in use" "$TMP/log/slurmctld.out" "$TMP/log/slurmd.out"; }
+start_cluster() { # writes slurm.conf with two fresh ports, starts both daemons, waits for idle
+    CTLD_PORT=$(pick_port) || fail "no free port"
+    SLURMD_PORT=$(pick_port "$CTLD_PORT") || fail "no free port"
+    cat >"$SLURM_CONF" <<EOF
 # written by tests/slurm_test.sh: a private one-node cluster
 ClusterName=vitregtest
 SlurmctldHost=$HOST(127.0.0.1)
@@ -270,28 +284,34 @@ MinJobAge=600
 $NODE_LINE NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 EOF
-# slurmd 22.05 loads a cgroup plugin even when nothing uses cgroups; the default "autodetect"
-# picks cgroup/v2 on a cgroup-v2 machine, whose init wants systemd (dbus) or a writable,
-# delegated /sys/fs/cgroup, and aborts in a container ("Hybrid mode is not supported", "systemd
-# scope for slurmstepd could not be set"). cgroup/v1's init touches nothing, and with
-# proctrack/linuxproc and task/none nothing else asks it for a cgroup, so pin it.
-echo "CgroupPlugin=cgroup/v1" >"$TMP/etc/cgroup.conf"
-log "slurm.conf: $SLURM_CONF (node: $NODE_LINE; ports $CTLD_PORT/$SLURMD_PORT)"
-
-slurmctld -D >"$TMP/log/slurmctld.out" 2>&1 &
-CTLD_PID=$!
-slurmd -D -N "$HOST" >"$TMP/log/slurmd.out" 2>&1 &
-SLURMD_PID=$!
-log "started slurmctld (pid $CTLD_PID) and slurmd (pid $SLURMD_PID)"
-state=""
-for ((i = 0; i < 300; i++)); do
-    state=$(sinfo -h -N -n "$HOST" -o %T 2>/dev/null | head -n1)
-    [[ $state == idle ]] && break
-    alive "$CTLD_PID" || fail "slurmctld exited"
-    alive "$SLURMD_PID" || fail "slurmd exited"
-    sleep 0.2
+    log "slurm.conf: $SLURM_CONF (node: $NODE_LINE; ports $CTLD_PORT/$SLURMD_PORT)"
+    : >"$TMP/log/slurmctld.out"
+    : >"$TMP/log/slurmd.out"
+    slurmctld -D >"$TMP/log/slurmctld.out" 2>&1 &
+    CTLD_PID=$!
+    slurmd -D -N "$HOST" >"$TMP/log/slurmd.out" 2>&1 &
+    SLURMD_PID=$!
+    log "started slurmctld (pid $CTLD_PID) and slurmd (pid $SLURMD_PID)"
+    local i state=""
+    for ((i = 0; i < 300; i++)); do
+        state=$(sinfo -h -N -n "$HOST" -o %T 2>/dev/null | head -n1)
+        [[ $state == idle ]] && return 0
+        alive "$CTLD_PID" || { port_taken && return 2; fail "slurmctld exited"; }
+        alive "$SLURMD_PID" || { port_taken && return 2; fail "slurmd exited"; }
+        sleep 0.2
+    done
+    fail "node $HOST is not idle after 60 s (state '$state')"
+}
+# A port can still be taken between the check and the daemon's bind: then start again on others.
+for attempt in 1 2 3; do
+    start_cluster && break
+    log "a port was taken before the daemons bound it (attempt $attempt): restarting on new ports"
+    stop_pid "$SLURMD_PID" slurmd
+    stop_pid "$CTLD_PID" slurmctld
+    CTLD_PID="" SLURMD_PID=""
+    rm -rf "$TMP/state" && mkdir -p "$TMP/state"
+    ((attempt < 3)) || fail "ports taken on three attempts"
 done
-[[ $state == idle ]] || fail "node $HOST is not idle after 60 s (state '$state')"
 log "node $HOST idle"
 
 # ---- inputs and the single-process reference -----------------------------------------------
