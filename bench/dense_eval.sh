@@ -5,7 +5,9 @@
 # folder built from skimage's horse silhouette; leave-one-out k-NN on skimage's lfw_subset.
 #   bench/dense_eval.sh [OUT_DIR] [MODEL_SPEC...]
 # MODEL_SPEC as compare takes them (MODEL[@KIND][@evict=…] and any repair suffix), default the
-# shipped models. Writes OUT_DIR/{correspondence,segmentation,knn}/{eval.json,eval.csv,report.html}
+# shipped models; REPAIRS=1 adds each shipped model's repairs beside it (@inpaint=artifacts,
+# @denoise=shift:4 and shift:4:median, @debias and, with registers, @registers=mean, both from a
+# calibrate-bias over 8 blank images, written to OUT_DIR/calibration). Writes OUT_DIR/{correspondence,segmentation,knn}/{eval.json,eval.csv,report.html}
 # and prints the three tables. The shipped models are tiny (D 128, 6 blocks, trained on
 # Fashion-MNIST canvases): their numbers say how a configuration compares with another, not what
 # DINOv2 would score.
@@ -15,13 +17,22 @@ out=${1:-/tmp/vitreg-dense-eval}
 shift || true
 if (($#)); then
   specs=("$@")
-else
-  specs=()
-  for f in "$root"/weights/vitreg-fmnist-*.safetensors; do specs+=("$f"); done
 fi
 resize=${RESIZE:-long:448}
 "$root/scripts/build.sh" vitreg >/dev/null
 vitreg="$root/build/apps/vitreg"
+if ((!$#)); then
+  specs=()
+  for f in "$root"/weights/vitreg-fmnist-*.safetensors; do
+    specs+=("$f")
+    [[ ${REPAIRS:-0} == 1 ]] || continue
+    cal="$out/calibration/$(basename "$f" .safetensors).safetensors"
+    mkdir -p "$out/calibration"
+    "$vitreg" calibrate-bias "$f" --blank 8 -o "$cal" --quiet
+    specs+=("$f@inpaint=artifacts" "$f@denoise=shift:4" "$f@denoise=shift:4:median" "$f@debias=$cal")
+    [[ $(basename "$f") == *-reg[0-9]* ]] && specs+=("$f@registers=mean:$cal")
+  done
+fi
 data="$out/data"
 mkdir -p "$data"
 /usr/bin/python3 "$root/tests/eval_folders.py" "$data"
