@@ -65,7 +65,6 @@ void FeatureUpsampler::row(int y, float* out) const {
         const double px = (x + 0.5) * sx;
         const int cx = std::clamp(static_cast<int>(std::floor(px)), 0, grid_w_ - 1);
         const float* ip = guide_out_.data() + (static_cast<std::size_t>(y) * out_w_ + x) * 3;
-        double total = 0;
         int taps = 0;
         for (int i = std::max(0, cy - r); i <= std::min(grid_h_ - 1, cy + r); ++i)
             for (int j = std::max(0, cx - r); j <= std::min(grid_w_ - 1, cx + r); ++j) {
@@ -73,13 +72,15 @@ void FeatureUpsampler::row(int y, float* out) const {
                 const float* iq = guide_grid_.data() + (static_cast<std::size_t>(i) * grid_w_ + j) * 3;
                 double range = 0;
                 for (int k = 0; k < 3; ++k) range += (ip[k] - iq[k]) * static_cast<double>(ip[k] - iq[k]);
-                const float w = static_cast<float>(std::exp(-(dy * dy + dx * dx) * inv_s - range * inv_r));
-                total += w;
-                weights[static_cast<std::size_t>(taps)] = w;
+                weights[static_cast<std::size_t>(taps)] = static_cast<float>(-(dy * dy + dx * dx) * inv_s - range * inv_r);
                 cells[static_cast<std::size_t>(taps++)] = grid_ + (static_cast<std::size_t>(i) * grid_w_ + j) * C;
             }
+        // The weights' exponentials in one vector pass, less their largest exponent (which the
+        // division cancels, and which keeps a narrow range kernel from underflowing every weight).
+        const float total = loops.exp_sum(weights.data(), static_cast<std::size_t>(taps),
+                                          loops.row_max(weights.data(), static_cast<std::size_t>(taps)));
         // Float sums of at most (2r+1)² terms: well inside 1e-5 of the double reference.
-        loops.weighted_rows(cells.data(), weights.data(), taps, C, static_cast<float>(1 / total), out + static_cast<std::size_t>(x) * C);
+        loops.weighted_rows(cells.data(), weights.data(), taps, C, 1 / total, out + static_cast<std::size_t>(x) * C);
     }
 }
 
