@@ -52,6 +52,7 @@ for ((r = 0; r < rounds; r++)); do
   echo "$(run grid "${window[@]}") $(run bilinear "${window[@]}" --upsample bilinear) $(run jbu "${window[@]}" --upsample jbu) $(run plain)" >> "$tmp/rounds"
 done
 # Each line: grid s kb, bilinear s kb, jbu s kb, plain s kb.
+awk '{ printf "round %d: windowed grid %.2f s, + bilinear %.2f s, + jbu %.2f s; plain grid %.2f s\n", NR, $1, $3, $5, $7 }' "$tmp/rounds"
 awk '
   function median(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
                                       return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
