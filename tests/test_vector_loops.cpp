@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <random>
 #include <vector>
 
 #include "cpu.hpp"
+#include "half_rows.hpp"
+#include "safetensors.hpp"
 #include "vector_loops.hpp"
 
 using namespace vitreg;
@@ -118,6 +121,65 @@ TEST_CASE("vector loops: bf16 rounding, ranges and uint8 codes are the same bits
         std::vector<std::uint8_t> codes(k);
         t.quantize_u8(x.data(), k, q, codes.data());
         for (int i = 0; i < k; ++i) CHECK(codes[i] == quant::quantize_u8(x[i], q));
+    }
+}
+
+TEST_CASE("weighted rows: every kernel set against double precision, blocks and tails") {
+    for (const cpu::Level level : levels()) {
+        INFO("level " << cpu::to_string(level));
+        const loops::Table& t = loops::table(level);
+        for (const int n : {1, 6, 63, 64, 65, 192, 389}) {
+            INFO("n " << n);
+            for (const int taps : {1, 2, 25}) {
+                std::vector<std::vector<float>> rows;
+                std::vector<const float*> pointers;
+                for (int r = 0; r < taps; ++r) rows.push_back(normal_values(n, 2.0f, 10 + 7 * r + n));
+                for (const auto& r : rows) pointers.push_back(r.data());
+                const std::vector<float> w = normal_values(taps, 1.0f, 99 + taps);
+                const float scale = 0.37f;
+                std::vector<float> out(n);
+                t.weighted_rows(pointers.data(), w.data(), taps, n, scale, out.data());
+                int bad = 0;
+                for (int i = 0; i < n; ++i) {
+                    double want = 0, size = 0;
+                    for (int r = 0; r < taps; ++r) {
+                        want += double(w[r]) * rows[r][i];
+                        size += std::abs(double(w[r]) * rows[r][i]);
+                    }
+                    if (std::abs(out[i] - want * scale) > 1e-6 * size * scale) ++bad;
+                }
+                CHECK(bad == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("float rows narrowed to half: every level gives float_to_half's bits") {
+    std::vector<float> x = normal_values(1000, 3.0f, 5);
+    for (const float v : {0.0f, -0.0f, 65504.0f, 65520.0f, -65536.0f, 1e-8f, -6e-8f, 3e-5f, 6.1035156e-05f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::denorm_min()})
+        x.push_back(v);
+    for (std::uint32_t h = 0; h < 0x7c00; h += 7) {  // halves and the ties between neighbours
+        x.push_back(half_to_float(static_cast<std::uint16_t>(h)));
+        x.push_back(0.5f * (half_to_float(static_cast<std::uint16_t>(h)) + half_to_float(static_cast<std::uint16_t>(h + 1))));
+    }
+    x.push_back(std::numeric_limits<float>::quiet_NaN());
+    for (const cpu::Level level : levels()) {
+        INFO("level " << cpu::to_string(level));
+        for (const std::size_t n : {x.size(), std::size_t(13)}) {  // full vectors and a tail
+            std::vector<std::uint16_t> out(n);
+            floats_to_half(level, x.data(), n, out.data());
+            int bad = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (std::isnan(x[i])) {
+                    if ((out[i] & 0x7c00u) != 0x7c00u || !(out[i] & 0x3ffu)) ++bad;  // NaN stays NaN, payload aside
+                } else if (out[i] != float_to_half(x[i])) {
+                    ++bad;
+                }
+            }
+            CHECK(bad == 0);
+        }
     }
 }
 

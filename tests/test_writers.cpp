@@ -64,6 +64,31 @@ TEST_CASE("atomic writes replace whole files and leave no temporaries") {
     CHECK(::stat((dir / "a/b/c").c_str(), &st) == 0);
 }
 
+TEST_CASE("direct (O_DIRECT) atomic files hold every byte of unaligned pieces, past the staging buffer") {
+    TempDir dir;
+    std::string want;
+    for (const std::size_t size : {std::size_t(5), (std::size_t(9) << 20) + 123, std::size_t(4096), std::size_t(7) << 20}) {
+        std::string piece(size, '\0');
+        for (std::size_t i = 0; i < size; ++i) piece[i] = static_cast<char>((i * 131 + want.size()) % 251);
+        want += piece;
+    }
+    {
+        AtomicFile f(dir / "big.bin", true);
+        std::size_t at = 0;
+        for (const std::size_t size : {std::size_t(5), (std::size_t(9) << 20) + 123, std::size_t(4096), std::size_t(7) << 20}) {
+            f.write(want.data() + at, size);
+            at += size;
+        }
+        f.commit();
+    }
+    CHECK(read_bytes(dir / "big.bin") == want);
+    {
+        AtomicFile f(dir / "dropped.bin", true);  // never committed: nothing left behind
+        f.write(want.data(), 100);
+    }
+    CHECK(std::system(("test $(ls '" + dir.path() + "' | wc -l) -eq 1").c_str()) == 0);
+}
+
 TEST_CASE("inputs: folders walk sorted and recursive, lists keep their order") {
     TempDir dir;
     make_dirs(dir / "imgs/sub");

@@ -12,9 +12,11 @@ namespace vitreg {
 
 // A file written piece by piece under a temporary name beside `path` and renamed into place by
 // commit() (after fsync); destroyed uncommitted, it leaves nothing behind. Throws IoError.
+// `direct`: for files of gigabytes written once, past the page cache (O_DIRECT, staged through an
+// aligned buffer) where the file system allows it, buffered where it does not.
 class AtomicFile {
 public:
-    explicit AtomicFile(std::string path);
+    explicit AtomicFile(std::string path, bool direct = false);
     ~AtomicFile();
     AtomicFile(const AtomicFile&) = delete;
     AtomicFile& operator=(const AtomicFile&) = delete;
@@ -23,8 +25,13 @@ public:
     void commit();
 
 private:
+    void write_out(const char* p, std::size_t size);
+    void stop_direct();
     std::string path_, tmp_;
     int fd_ = -1;
+    bool direct_ = false;
+    char* stage_ = nullptr;  // direct: the bytes not yet written, up to kStage
+    std::size_t staged_ = 0;
 };
 
 // Writes `bytes` to `path` atomically (temp file, fsync, rename). Throws IoError.

@@ -92,7 +92,7 @@ public:
         if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
         const bool side_by_side = o.concat || layers == 1;
         const std::size_t cells = static_cast<std::size_t>(grid_h) * grid_w;
-        if (side_by_side) {
+        if (side_by_side && layers > 1) {  // one layer is read where it lies
             concatenated_.resize(cells * layers * dim);
             for (int l = 0; l < layers; ++l) {
                 const float* g = layer_grid(l);
@@ -103,7 +103,7 @@ public:
         if (o.method == UpsampleMethod::Jbu && o.upsample != DenseOptions::Upsample::None) guide_ = guide_of(px, c);
         const int planes = side_by_side ? 1 : layers, channels = side_by_side ? layers * dim : dim;
         for (int k = 0; k < planes; ++k)
-            planes_.emplace_back(side_by_side ? concatenated_.data() : layer_grid(k), grid_h, grid_w, channels, out_h,
+            planes_.emplace_back(side_by_side && layers > 1 ? concatenated_.data() : layer_grid(k), grid_h, grid_w, channels, out_h,
                                  out_w, o.upsample == DenseOptions::Upsample::None ? UpsampleMethod::Bilinear : o.method,
                                  &guide_, o.jbu);
         shape = side_by_side ? std::vector<std::int64_t>{out_h, out_w, static_cast<std::int64_t>(layers) * dim}

@@ -54,6 +54,7 @@ Features read_cpuid() {
     // AVX-VNNI is CPUID.(EAX=7, ECX=1):EAX bit 4 (not every compiler's __builtin_cpu_supports
     // knows it); its registers are AVX2's, whose OS support the avx2 check covers.
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    f.f16c = f.avx2_fma && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));  // CPUID.1:ECX bit 29
     f.avx_vnni = f.avx2_fma && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
     // AMX-INT8 and AMX-BF16: CPUID.(EAX=7, ECX=0):EDX bits 25 and 22.
     const bool tiles = f.avx512 && amx_tiles_usable() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx);

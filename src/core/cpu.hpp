@@ -11,6 +11,7 @@ namespace vitreg::cpu {
 struct Features {
     bool avx2_fma = false;    // AVX2 and FMA (x86-64-v3's vector part)
     bool avx512 = false;      // AVX-512 F, BW, VL and DQ
+    bool f16c = false;        // vcvtps2ph (with AVX2: every x86-64-v3 CPU)
     bool avx512_bf16 = false; // vdpbf16ps
     // vdpbf16ps at the rate of vfmadd (two bf16 products per fp32 lane per FMA slot): taken to be
     // AMD's (Zen 4 and Zen 5 list it at the FMA's throughput; not yet measured here). An Intel

@@ -42,6 +42,9 @@ struct Table {
     void (*quantize_u8)(const float* x, int k, quant::AffineU8 q, std::uint8_t* out);
     // d += w · s over n.
     void (*axpy)(float w, const float* s, float* d, std::size_t n);
+    // out = (Σ_t w[t] · rows[t]) · scale over n, the taps summed in order (upsampling's weighted
+    // cells; the AVX levels may fuse each product into its sum).
+    void (*weighted_rows)(const float* const* rows, const float* w, int taps, std::size_t n, float scale, float* out);
     // The reduced-precision GEMMs' epilogue over one row of `cols` accumulators (bias and scale
     // may be null): y = acc + bias, then c = y or c += scale ⊙ y (gemm.hpp's Epilogue); int8 first
     // dequantizes, acc = (a − zp · sums) · (sa · ws) with each row's zero point and scale and the

@@ -1,6 +1,8 @@
 #include <cstring>
+#include <vector>
 
 #include "vitreg/error.hpp"
+#include "core/half_rows.hpp"
 #include "core/safetensors.hpp"
 #include "vitreg/writers.hpp"
 
@@ -13,8 +15,15 @@ std::string array_bytes(const ArrayRef& array) {
         if (n) std::memcpy(&out[0], array.data, n * 4);  // x86 and ARM are little-endian
         return out;
     }
+    if (array.dtype == DType::F16) {
+        // Written as half words, then copied into the string's bytes.
+        std::vector<std::uint16_t> half(n);
+        floats_to_half(array.data, n, half.data());
+        if (n) std::memcpy(&out[0], half.data(), n * 2);
+        return out;
+    }
     for (std::size_t i = 0; i < n; ++i) {
-        const std::uint16_t h = array.dtype == DType::F16 ? float_to_half(array.data[i]) : float_to_bf16(array.data[i]);
+        const std::uint16_t h = float_to_bf16(array.data[i]);
         std::memcpy(&out[2 * i], &h, 2);
     }
     return out;
