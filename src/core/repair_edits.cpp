@@ -4,7 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include <tbb/parallel_for.h>
+
 #include "core/pos_embed.hpp"
+#include "core/shift_decomposition.hpp"
 #include "core/robust_outliers.hpp"
 #include "vitreg/error.hpp"
 
@@ -45,40 +48,20 @@ void replace_registers(const Repair& r, int layer, float* x, const StreamShape& 
     }
 }
 
-// Shift-averaging: each cell's token from every forward whose shifted grid still holds it.
-void combine_shifted(const Repair& r, float* x, const StreamShape& s, const ShiftedStreams& shifted) {
-    const int D = s.dim, gh = s.grid_h, gw = s.grid_w;
-    const std::size_t copy_size = static_cast<std::size_t>(s.batch) * s.tokens * D;
+// Shift-denoising: each image's content part of its K shifted forwards (docs/design.md, "Repairs and
+// dense evaluation"); x holds the unshifted forward, `shifted` the others.
+void denoise_shifted(const Repair& r, float* x, const StreamShape& s, const ShiftedStreams& shifted) {
+    const std::size_t copy_size = static_cast<std::size_t>(s.batch) * s.tokens * s.dim;
     if (shifted.shifts.size() != static_cast<std::size_t>(r.shifts) || shifted.rows.size() != (shifted.shifts.size() - 1) * copy_size)
         throw Error("denoise: the shifted forwards do not match the repair");
-    std::vector<const float*> values;
-    std::vector<float> channel;
-    for (int b = 0; b < s.batch; ++b) {
+    tbb::parallel_for(0, s.batch, [&](int b) {
         float* own = patch_rows(x, s, b);
-        const std::vector<float> before(own, own + static_cast<std::size_t>(gh) * gw * D);
-        for (int row = 0; row < gh; ++row)
-            for (int col = 0; col < gw; ++col) {
-                const std::size_t cell = static_cast<std::size_t>(row) * gw + col;
-                values.assign(1, before.data() + cell * D);
-                for (std::size_t k = 1; k < shifted.shifts.size(); ++k) {
-                    const int y = row + shifted.shifts[k][0], xx = col + shifted.shifts[k][1];
-                    if (y < 0 || y >= gh || xx < 0 || xx >= gw) continue;
-                    const float* copy = shifted.rows.data() + (k - 1) * copy_size;
-                    values.push_back(copy + (static_cast<std::size_t>(b) * s.tokens + s.first_patch + y * gw + xx) * D);
-                }
-                for (int d = 0; d < D; ++d) {
-                    if (r.median) {
-                        channel.clear();
-                        for (const float* v : values) channel.push_back(v[d]);
-                        own[cell * D + d] = median_of(channel);
-                    } else {
-                        double sum = 0;
-                        for (const float* v : values) sum += v[d];
-                        own[cell * D + d] = static_cast<float>(sum / static_cast<double>(values.size()));
-                    }
-                }
-            }
-    }
+        std::vector<const float*> views{own};
+        for (std::size_t k = 1; k < shifted.shifts.size(); ++k)
+            views.push_back(shifted.rows.data() + (k - 1) * copy_size + (static_cast<std::size_t>(b) * s.tokens + s.first_patch) * s.dim);
+        const ShiftDecomposition split = decompose_shifted(views, shifted.shifts, s.grid_h, s.grid_w, s.dim, r.median);
+        std::copy(split.content.begin(), split.content.end(), own);
+    });
 }
 
 int reflect(int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; }
@@ -159,7 +142,7 @@ void apply_repairs(const std::vector<Repair>& repairs, int layer, float* x, cons
             case RepairKind::Registers: replace_registers(r, layer, x, s); break;
             case RepairKind::Denoise:
                 if (!shifted) throw Error("denoise: the forward was not given its shifted forwards");
-                combine_shifted(r, x, s, *shifted);
+                denoise_shifted(r, x, s, *shifted);
                 break;
         }
     }
