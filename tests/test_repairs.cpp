@@ -130,7 +130,7 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
     const LastLayer plain = last_layer(planted(), px, B);
     for (const auto& f : plain.flagged) REQUIRE(f == kPlantedPatches);
 
-    SECTION("@debias over a folder of grey images or a blank one: the planted tokens near the median, the rest within 20%") {
+    SECTION("@debias over a folder of grey images or a blank one: every planted token under the rule, the rest within 20%") {
         TempDir dir;
         std::mt19937 rng(11);
         std::normal_distribution<float> noise(128.0f, 5.0f);
@@ -151,10 +151,13 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
             CHECK(cal.grid == 4);
             cal.write(dir / "bias.safetensors");
             const LastLayer after = last_layer(planted("@debias=" + dir / "bias.safetensors"), px, B);
-            // The map is the planted vector's mean; what an image's own vector differs from it by
-            // stays (~2x the median patch norm at most, from ~80x).
-            for (int b = 0; b < B; ++b)
-                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 2.5 * median_of(after.norms[b]));
+            // The map holds the planted vectors; at those cells it is scaled to each image's own
+            // (their size varies by ~2% between images: ~1.5x the median norm left unscaled). Measured:
+            // planted tokens at 0.9-1.0x the median, the other patches' norms moved by 0.14-0.15 of it.
+            for (int b = 0; b < B; ++b) {
+                CHECK(after.flagged[b].empty());
+                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
+            }
             CHECK(unaffected_move(plain, after) < 0.2);
         }
     }
