@@ -12,7 +12,9 @@
 //   and the content kept. K forwards per image.
 // - debias=FILE: the last calibrated block's per-position mean map (vitreg calibrate-bias)
 //   minus its per-channel median over positions is subtracted from the patch tokens after that
-//   block; the map is resampled to the input's grid as the position embedding is. 1 forward.
+//   block, scaled per image at the positions where it is itself an outlier (a locked artifact,
+//   whose size varies between images); the map is resampled to the input's grid as the position
+//   embedding is. 1 forward.
 // - registers=mean:FILE[:LAYERS] | registers=zero[:LAYERS]: after each chosen block (default:
 //   all) the register tokens become their mean over the calibration images (FILE from vitreg
 //   calibrate-bias) or zero, the control. 1 forward.
