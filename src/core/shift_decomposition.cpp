@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_reduce.h>
+
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -21,64 +24,64 @@ double median_in_place(std::vector<double>& v) {
     return 0.5 * (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi);
 }
 
-double view_value(const std::vector<const float*>& views, const Observation& ob, int dim, int d) {
-    return views[ob.view][static_cast<std::size_t>(ob.position) * dim + d];
-}
-
 // Each observation's weight, by its grid position: 1 / (1 + (|noise(g)| / typical)²), typical
 // the median of |noise| over the grid, and at least kShiftMinWeight (all 1 while the noise is 0).
+// noise is channel-major [dim][cells].
 std::vector<double> position_weights(const std::vector<double>& noise, int cells, int dim) {
-    std::vector<double> size(cells);
-    for (int g = 0; g < cells; ++g) {
-        double sq = 0;
-        for (int d = 0; d < dim; ++d) sq += noise[static_cast<std::size_t>(g) * dim + d] * noise[static_cast<std::size_t>(g) * dim + d];
-        size[g] = std::sqrt(sq);
-    }
+    std::vector<double> size(cells, 0.0);
+    for (int d = 0; d < dim; ++d)
+        for (int g = 0; g < cells; ++g) size[g] += noise[static_cast<std::size_t>(d) * cells + g] * noise[static_cast<std::size_t>(d) * cells + g];
+    for (double& v : size) v = std::sqrt(v);
     std::vector<double> scratch = size;
     const double typical = median_in_place(scratch);
     std::vector<double> weight(cells, 1.0);
     if (typical > 0)
-        for (int g = 0; g < cells; ++g) weight[g] = std::max(kShiftMinWeight, 1.0 / (1.0 + (size[g] / typical) * (size[g] / typical)));
+        for (int g = 0; g < cells; ++g)
+            weight[g] = std::max(kShiftMinWeight, 1.0 / (1.0 + (size[g] / typical) * (size[g] / typical)));
     return weight;
 }
 
+// One channel's views [K][cells] and its content and noise [cells].
+struct Channel {
+    const double* views;
+    double* content;
+    double* noise;
+};
+
 // content(c) = the weighted mean over c's observations of view_k(g) - noise(g).
-void update_content(const std::vector<std::vector<Observation>>& by_content, const std::vector<const float*>& views,
-                    const std::vector<double>& noise, int dim, std::vector<double>& content) {
-    const std::vector<double> weight = position_weights(noise, static_cast<int>(by_content.size()), dim);
+void update_content(const std::vector<std::vector<Observation>>& by_content, const std::vector<double>& weight, int cells,
+                    const Channel& ch) {
     for (std::size_t c = 0; c < by_content.size(); ++c) {
-        double total = 0;
-        for (const Observation& ob : by_content[c]) total += weight[ob.position];
-        for (int d = 0; d < dim; ++d) {
-            double sum = 0;
-            for (const Observation& ob : by_content[c])
-                sum += weight[ob.position] * (view_value(views, ob, dim, d) - noise[static_cast<std::size_t>(ob.position) * dim + d]);
-            content[c * dim + d] = sum / total;
+        double sum = 0, total = 0;
+        for (const Observation& ob : by_content[c]) {
+            sum += weight[ob.position] * (ch.views[static_cast<std::size_t>(ob.view) * cells + ob.position] - ch.noise[ob.position]);
+            total += weight[ob.position];
         }
+        ch.content[c] = sum / total;
     }
 }
 
 // noise(g) = the mean (median) over g's observations of view_k(g) - content(g - s_k), then moved
-// per channel so that its median over the grid is 0.
-void update_noise(const std::vector<std::vector<Observation>>& by_position, const std::vector<const float*>& views,
-                  const std::vector<double>& content, int dim, bool median, std::vector<double>& noise) {
-    const int cells = static_cast<int>(by_position.size());
-    std::vector<double> values;
-    for (int g = 0; g < cells; ++g)
-        for (int d = 0; d < dim; ++d) {
-            values.clear();
-            for (const Observation& ob : by_position[g])
-                values.push_back(view_value(views, ob, dim, d) - content[static_cast<std::size_t>(ob.content) * dim + d]);
-            double sum = 0;
-            for (double v : values) sum += v;
-            noise[static_cast<std::size_t>(g) * dim + d] = median ? median_in_place(values) : sum / static_cast<double>(values.size());
+// so that its median over the grid is 0; returns how far the largest value moved.
+double update_noise(const std::vector<std::vector<Observation>>& by_position, int cells, bool median, const Channel& ch,
+                    std::vector<double>& next, std::vector<double>& values) {
+    for (int g = 0; g < cells; ++g) {
+        values.clear();
+        double sum = 0;
+        for (const Observation& ob : by_position[g]) {
+            values.push_back(ch.views[static_cast<std::size_t>(ob.view) * cells + g] - ch.content[ob.content]);
+            sum += values.back();
         }
-    std::vector<double> column(cells);
-    for (int d = 0; d < dim; ++d) {
-        for (int g = 0; g < cells; ++g) column[g] = noise[static_cast<std::size_t>(g) * dim + d];
-        const double centre = median_in_place(column);
-        for (int g = 0; g < cells; ++g) noise[static_cast<std::size_t>(g) * dim + d] -= centre;
+        next[g] = median ? median_in_place(values) : sum / static_cast<double>(values.size());
     }
+    values.assign(next.begin(), next.end());
+    const double centre = median_in_place(values);
+    double moved = 0;
+    for (int g = 0; g < cells; ++g) {
+        moved = std::max(moved, std::fabs(next[g] - centre - ch.noise[g]));
+        ch.noise[g] = next[g] - centre;
+    }
+    return moved;
 }
 
 }  // namespace
@@ -86,14 +89,11 @@ void update_noise(const std::vector<std::vector<Observation>>& by_position, cons
 ShiftDecomposition decompose_shifted(const std::vector<const float*>& views, const std::vector<std::array<int, 2>>& shifts,
                                      int gh, int gw, int dim, bool median) {
     if (views.size() != shifts.size() || views.empty()) throw Error("decompose_shifted: one view per shift");
-    const int cells = gh * gw;
+    const int cells = gh * gw, K = static_cast<int>(views.size());
     std::vector<std::vector<Observation>> by_content(cells), by_position(cells);
-    double scale = 0;
-    for (int k = 0; k < static_cast<int>(views.size()); ++k)
+    for (int k = 0; k < K; ++k)
         for (int y = 0; y < gh; ++y)
             for (int x = 0; x < gw; ++x) {
-                for (int d = 0; d < dim; ++d)
-                    scale = std::max(scale, std::fabs(static_cast<double>(views[k][(static_cast<std::size_t>(y) * gw + x) * dim + d])));
                 const int cy = y - shifts[k][0], cx = x - shifts[k][1];
                 if (cy < 0 || cy >= gh || cx < 0 || cx >= gw) continue;
                 const Observation ob{k, y * gw + x, cy * gw + cx};
@@ -104,24 +104,51 @@ ShiftDecomposition decompose_shifted(const std::vector<const float*>& views, con
         if (by_content[cell].empty() || by_position[cell].empty())
             throw Error("decompose_shifted: the shifts leave a cell unobserved (the first must be (0, 0))");
 
-    const std::size_t size = static_cast<std::size_t>(cells) * dim;
-    std::vector<double> content(size), noise(size, 0.0), next(size);
+    // Channel-major copies: every update is per channel but for the weights.
+    const std::size_t plane = static_cast<std::size_t>(K) * cells;
+    std::vector<double> channel_views(plane * dim);
+    double scale = 0;
+    for (int k = 0; k < K; ++k)
+        for (int g = 0; g < cells; ++g)
+            for (int d = 0; d < dim; ++d) {
+                const double v = views[k][static_cast<std::size_t>(g) * dim + d];
+                channel_views[d * plane + static_cast<std::size_t>(k) * cells + g] = v;
+                scale = std::max(scale, std::fabs(v));
+            }
+    std::vector<double> content(static_cast<std::size_t>(dim) * cells), noise(static_cast<std::size_t>(dim) * cells, 0.0);
+    const auto channel = [&](int d) {
+        return Channel{channel_views.data() + d * plane, content.data() + static_cast<std::size_t>(d) * cells,
+                       noise.data() + static_cast<std::size_t>(d) * cells};
+    };
     ShiftDecomposition out;
     while (out.iterations < kShiftMaxIterations) {
         ++out.iterations;
-        update_content(by_content, views, noise, dim, content);
-        update_noise(by_position, views, content, dim, median, next);
-        double moved = 0;
-        for (std::size_t i = 0; i < size; ++i) moved = std::max(moved, std::fabs(next[i] - noise[i]));
-        noise.swap(next);
+        const std::vector<double> weight = position_weights(noise, cells, dim);
+        const double moved = tbb::parallel_reduce(
+            tbb::blocked_range<int>(0, dim), 0.0,
+            [&](const tbb::blocked_range<int>& range, double most) {
+                std::vector<double> next(cells), values;
+                for (int d = range.begin(); d < range.end(); ++d) {
+                    update_content(by_content, weight, cells, channel(d));
+                    most = std::max(most, update_noise(by_position, cells, median, channel(d), next, values));
+                }
+                return most;
+            },
+            [](double a, double b) { return std::max(a, b); });
         if (moved <= kShiftTolerance * scale) {
             out.converged = true;
             break;
         }
     }
-    update_content(by_content, views, noise, dim, content);
-    out.content.assign(content.begin(), content.end());
-    out.noise.assign(noise.begin(), noise.end());
+    const std::vector<double> weight = position_weights(noise, cells, dim);
+    for (int d = 0; d < dim; ++d) update_content(by_content, weight, cells, channel(d));
+    out.content.resize(static_cast<std::size_t>(cells) * dim);
+    out.noise.resize(out.content.size());
+    for (int d = 0; d < dim; ++d)
+        for (int g = 0; g < cells; ++g) {
+            out.content[static_cast<std::size_t>(g) * dim + d] = static_cast<float>(content[static_cast<std::size_t>(d) * cells + g]);
+            out.noise[static_cast<std::size_t>(g) * dim + d] = static_cast<float>(noise[static_cast<std::size_t>(d) * cells + g]);
+        }
     return out;
 }
 
