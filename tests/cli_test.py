@@ -852,20 +852,21 @@ class CliTest(unittest.TestCase):
         # compare: the repairs beside the plain model; the rule no longer flags the planted patches.
         cmp_out = os.path.join(self.tmp, "cmp")
         configs = [planted, planted + "@debias=" + bias, planted + "@inpaint=artifacts",
-                   planted + "@debias=" + bias + "@inpaint=artifacts"]
+                   planted + "@debias=" + bias + "@inpaint=artifacts", planted + "@denoise=shift:4"]
         r = vitreg("compare", *configs, "--images", os.path.join(images, "grey0.png"), "-o", cmp_out, *small)
         self.assertEqual(r.returncode, 0, r.stderr)
         rows = list(csv.DictReader(open(os.path.join(cmp_out, "stats.csv"))))
         self.assertEqual([row["intervention"] for row in rows],
                          ["none", "repair=debias=" + bias, "repair=inpaint=artifacts",
-                          "repair=debias=" + bias + "@inpaint=artifacts"])
-        self.assertEqual([row["artifacts_abs"] for row in rows], ["3", "0", "0", "0"])
+                          "repair=debias=" + bias + "@inpaint=artifacts",
+                          "repair=denoise=shift:4 shifts=0:0,0:1,1:0,-1:-1"])
+        self.assertEqual([row["artifacts_abs"] for row in rows], ["3", "0", "0", "0", "0"])
 
         # extract takes the suffixes on its MODEL and records them.
         out = os.path.join(self.tmp, "extract")
         r = vitreg("extract", planted + "@denoise=shift:4:median", images, "-o", out, *small)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(read_json(os.path.join(out, "run.json"))["intervention"], "repair=denoise=shift:4:median shifts=0:0,1:1,-1:-1,1:-1")
+        self.assertEqual(read_json(os.path.join(out, "run.json"))["intervention"], "repair=denoise=shift:4:median shifts=0:0,0:1,1:0,-1:-1")
 
         # Bad repairs: a message naming the suffix and the fault, nothing written.
         missing = os.path.join(self.tmp, "missing.safetensors")

@@ -1,7 +1,8 @@
 // Repairs (vitreg/repair.hpp; docs/design.md, "Repairs and dense evaluation") on the planted model,
 // whose position embedding plants high-norm tokens at three fixed grid cells (make_fixtures.py,
-// "Planted high-norm artifacts"): @inpaint against the PyTorch reference (interventions.json,
-// inpaint_planted), @denoise and @debias against the norm rule, and the suffixes' errors.
+// "Planted high-norm artifacts"): @inpaint and @denoise against the PyTorch reference
+// (interventions.json, inpaint_planted; repairs/denoise_planted.safetensors), @denoise and @debias
+// against the norm rule, the shift split on views built to its model, and the suffixes' errors.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "core/repair_edits.hpp"
 #include "core/robust_outliers.hpp"
 #include "core/safetensors.hpp"
+#include "core/shift_decomposition.hpp"
 #include "test_support.hpp"
 #include "vitreg/analysis/repair_calibration.hpp"
 #include "vitreg/error.hpp"
@@ -128,7 +130,7 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
     const LastLayer plain = last_layer(planted(), px, B);
     for (const auto& f : plain.flagged) REQUIRE(f == kPlantedPatches);
 
-    SECTION("@debias over a folder of grey images or a blank one: the planted tokens near the median, the rest within 20%") {
+    SECTION("@debias over a folder of grey images or a blank one: every planted token under the rule, the rest within 20%") {
         TempDir dir;
         std::mt19937 rng(11);
         std::normal_distribution<float> noise(128.0f, 5.0f);
@@ -149,35 +151,91 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
             CHECK(cal.grid == 4);
             cal.write(dir / "bias.safetensors");
             const LastLayer after = last_layer(planted("@debias=" + dir / "bias.safetensors"), px, B);
-            // The map is the planted vector's mean; what an image's own vector differs from it by
-            // stays (~2x the median patch norm at most, from ~80x).
-            for (int b = 0; b < B; ++b)
-                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 2.5 * median_of(after.norms[b]));
+            // The map holds the planted vectors; at those cells it is scaled to each image's own
+            // (their size varies by ~2% between images: ~1.5x the median norm left unscaled). Measured:
+            // planted tokens at 0.9-1.0x the median, the other patches' norms moved by 0.14-0.15 of it.
+            for (int b = 0; b < B; ++b) {
+                CHECK(after.flagged[b].empty());
+                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
+            }
             CHECK(unaffected_move(plain, after) < 0.2);
         }
     }
-    SECTION("@denoise=shift:9:median (the whole first ring): every planted token, the rest within 20%") {
-        const LastLayer after = last_layer(planted("@denoise=shift:9:median"), px, B);
-        for (int b = 0; b < B; ++b) {
-            CHECK(after.flagged[b].empty());
-            for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 2 * median_of(after.norms[b]));
-        }
-        CHECK(unaffected_move(plain, after) < 0.2);
-    }
-    SECTION("@denoise=shift:4:median: the planted tokens its shifts cover; the corner (3,0) none covers stays") {
-        // Shifts (1,1), (-1,-1), (1,-1) move cell (3,0) out of the grid: it has its own value only.
-        const LastLayer after = last_layer(planted("@denoise=shift:4:median"), px, B);
-        for (int b = 0; b < B; ++b) {
-            for (int i : {1, 10}) CHECK(after.norms[b][i] < 2 * median_of(after.norms[b]));
-            CHECK(after.norms[b][12] == Approx(plain.norms[b][12]).epsilon(1e-3));
+    for (const std::string suffix : {"@denoise=shift:4", "@denoise=shift:4:median", "@denoise=shift:9:median"}) {
+        SECTION(suffix + ": every planted token under the rule, the other patches within 25%") {
+            // The split moves each locked vector into the noise, the corner (3,0) included: every
+            // cell is seen by two forwards at least. Measured: planted tokens within 1.1x the
+            // median, the other patches' norms moved by 0.13-0.16 of it.
+            const LastLayer after = last_layer(planted(suffix), px, B);
+            for (int b = 0; b < B; ++b) {
+                CHECK(after.flagged[b].empty());
+                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
+            }
+            CHECK(unaffected_move(plain, after) < 0.25);
         }
     }
-    SECTION("@denoise=shift:4 (mean): the covered planted tokens fall, their share spreads to the cells it moves to") {
-        const LastLayer after = last_layer(planted("@denoise=shift:4"), px, B);
-        for (int b = 0; b < B; ++b)
-            for (int i : {1, 10}) CHECK(after.norms[b][i] < 0.4 * plain.norms[b][i]);
-        // A mean keeps each artifact's mass: a quarter of it lands on up to three other cells.
-        CHECK(unaffected_move(plain, after) > 5.0);
+}
+
+TEST_CASE("@denoise=shift:4[:median] equals the reference's content/noise split on the planted model") {
+    // tests/fixtures/make_repair_fixtures.py, tests/reference/repair_reference.py: the mean split
+    // by iteratively reweighted least squares in closed form, the median one by its iteration.
+    // Measured: 9e-5 (mean: what vitreg's alternating updates leave after their stop rule) and
+    // 8e-6 (median).
+    const SafetensorsFile f(fixture("repairs/denoise_planted.safetensors"));
+    const auto input = tensor(f, "input");
+    const int B = 3;
+    for (const std::string median : {"", ":median"}) {
+        INFO("@denoise=shift:4" << median);
+        const Features got = planted("@denoise=shift:4" + median).forward(input.data(), B, kSide, kSide);
+        CHECK(relative_error(got.patches, tensor(f, "patches_shift4" + std::string(median.empty() ? "" : "_median"))) < 5e-4);
+    }
+}
+
+namespace {
+
+// Four views of a content grid [4x4, 3 channels] shifted as denoise_shifts(4) shifts, each with
+// `noise` added at its grid positions: view_k(g) = content(g - s_k) + noise(g), and an arbitrary
+// value where g - s_k falls outside the grid (the reflection padding, never used).
+std::vector<std::vector<float>> shifted_views(const std::vector<float>& content, const std::vector<float>& noise, std::mt19937& rng) {
+    std::normal_distribution<float> any(0.0f, 5.0f);
+    std::vector<std::vector<float>> views;
+    for (const auto& s : denoise_shifts(4)) {
+        std::vector<float> view(content.size());
+        for (int y = 0; y < 4; ++y)
+            for (int x = 0; x < 4; ++x)
+                for (int d = 0; d < 3; ++d) {
+                    const int cy = y - s[0], cx = x - s[1], g = (y * 4 + x) * 3 + d;
+                    const bool inside = cy >= 0 && cy < 4 && cx >= 0 && cx < 4;
+                    view[g] = (inside ? content[(cy * 4 + cx) * 3 + d] : any(rng)) + noise[g];
+                }
+        views.push_back(view);
+    }
+    return views;
+}
+
+}  // namespace
+
+TEST_CASE("the shift split recovers a content and a grid noise built to its model, and leaves clean views unchanged") {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal;
+    std::vector<float> content(16 * 3), none(16 * 3, 0.0f), noise(16 * 3, 0.0f);
+    for (auto& v : content) v = normal(rng);
+    for (int cell : kPlantedPatches)  // the planted cells, the corner (3,0) among them
+        for (int d = 0; d < 3; ++d) noise[cell * 3 + d] = 80.0f * normal(rng);
+    for (const bool median : {false, true}) {
+        INFO((median ? "median" : "mean"));
+        const auto views = shifted_views(content, noise, rng);
+        const std::vector<const float*> pointers{views[0].data(), views[1].data(), views[2].data(), views[3].data()};
+        const ShiftDecomposition split = decompose_shifted(pointers, denoise_shifts(4), 4, 4, 3, median);
+        CHECK(split.converged);
+        CHECK(relative_error(split.content, content) < 1e-4);
+        CHECK(relative_error(split.noise, noise) < 1e-4);
+        // Clean views (the content moving with the image, nothing locked to the grid): the split
+        // returns the unshifted view.
+        const auto clean = shifted_views(content, none, rng);
+        const std::vector<const float*> clean_pointers{clean[0].data(), clean[1].data(), clean[2].data(), clean[3].data()};
+        const ShiftDecomposition same = decompose_shifted(clean_pointers, denoise_shifts(4), 4, 4, 3, median);
+        CHECK(relative_error(same.content, clean[0]) < 1e-6);
     }
 }
 
@@ -220,9 +278,9 @@ TEST_CASE("repair suffixes parse in the order written, print back, and refuse wh
     CHECK(repairs[2].forwards_per_image() == 5);
     CHECK(spec.to_string() == text);
     CHECK(spec.intervention->forwards_per_image() == 5);
-    CHECK(denoise_shifts(5) == std::vector<std::array<int, 2>>{{0, 0}, {1, 1}, {-1, -1}, {1, -1}, {-1, 1}});
+    CHECK(denoise_shifts(5) == std::vector<std::array<int, 2>>{{0, 0}, {0, 1}, {1, 0}, {-1, -1}, {0, -1}});
     CHECK(spec.intervention->to_string() == "repair=debias=" + dir / "b.safetensors" +
-                                                "@inpaint=artifacts:1,-1@denoise=shift:5:median shifts=0:0,1:1,-1:-1,1:-1,-1:1");
+                                                "@inpaint=artifacts:1,-1@denoise=shift:5:median shifts=0:0,0:1,1:0,-1:-1,0:-1");
     // Written order matters: debias then inpaint is not inpaint then debias.
     const auto px = grey_images(1, 5);
     const Features a = planted("@debias=" + dir / "b.safetensors" + "@inpaint=artifacts").forward(px.data(), 1, kSide, kSide);

@@ -7,11 +7,14 @@
 //   are replaced by the mean of their unflagged neighbours (3x3, widened while none is).
 //   1 forward per image.
 // - denoise=shift:K[:median]: K forwards of the image shifted by whole patches (reflection
-//   padding), their last-block patch grids realigned on the unshifted grid and averaged (or
-//   their median taken). K forwards per image.
+//   padding); their last-block patch grids split, per image, into the content that moves with the
+//   image and the noise locked to the grid (least squares, or medians; core/shift_decomposition.hpp),
+//   and the content kept. K forwards per image.
 // - debias=FILE: the last calibrated block's per-position mean map (vitreg calibrate-bias)
 //   minus its per-channel median over positions is subtracted from the patch tokens after that
-//   block; the map is resampled to the input's grid as the position embedding is. 1 forward.
+//   block, scaled per image at the positions where it is itself an outlier (a locked artifact,
+//   whose size varies between images); the map is resampled to the input's grid as the position
+//   embedding is. 1 forward.
 // - registers=mean:FILE[:LAYERS] | registers=zero[:LAYERS]: after each chosen block (default:
 //   all) the register tokens become their mean over the calibration images (FILE from vitreg
 //   calibrate-bias) or zero, the control. 1 forward.
@@ -66,9 +69,10 @@ struct Repair {
     std::vector<int> layers_of(int depth) const;
 };
 
-// denoise=shift:K's shifts in patches (rows, columns): (0,0) first, then rings of growing
-// radius, diagonals before axes: (1,1), (-1,-1), (1,-1), (-1,1), (0,1), (1,0), (0,-1), (-1,0),
-// (2,2), ... Stated here so runs record exactly what was averaged.
+// denoise=shift:K's shifts in patches (rows, columns): (0,0) first, then rings of growing radius
+// r: (0,r), (r,0), (-r,-r), (0,-r), (-r,0), (r,r), (r,-r), (-r,r), ... From K = 4 on, every cell is
+// seen by 2 forwards or more and every grid position observes 2 or more (K = 9: 4). Stated here so
+// runs record exactly what was used.
 std::vector<std::array<int, 2>> denoise_shifts(int count);
 constexpr int kMaxDenoiseShifts = 25;  // rings up to radius 3
 

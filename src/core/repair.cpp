@@ -125,7 +125,9 @@ void Repair::validate(const Config& c) const {
 std::vector<std::array<int, 2>> denoise_shifts(int count) {
     std::vector<std::array<int, 2>> out{{0, 0}};
     for (int r = 1; static_cast<int>(out.size()) < count; ++r) {
-        const std::array<std::array<int, 2>, 8> ring{{{r, r}, {-r, -r}, {r, -r}, {-r, r}, {0, r}, {r, 0}, {0, -r}, {-r, 0}}};
+        // (0,r), (r,0), (-r,-r) first: three shifts pointing every way, so that from K = 4 on every
+        // cell is seen by two forwards at least and every grid position observes two.
+        const std::array<std::array<int, 2>, 8> ring{{{0, r}, {r, 0}, {-r, -r}, {0, -r}, {-r, 0}, {r, r}, {r, -r}, {-r, r}}};
         for (const auto& s : ring)
             if (static_cast<int>(out.size()) < count) out.push_back(s);
     }

@@ -4,7 +4,10 @@
 #include <cmath>
 #include <string>
 
+#include <tbb/parallel_for.h>
+
 #include "core/pos_embed.hpp"
+#include "core/shift_decomposition.hpp"
 #include "core/robust_outliers.hpp"
 #include "vitreg/error.hpp"
 
@@ -17,7 +20,11 @@ float* patch_rows(float* x, const StreamShape& s, int b) {
 }
 
 // Debias: the calibrated map on this grid minus its per-channel median over positions, so that
-// only what is tied to a position goes (the median keeps the few artifact cells out of it).
+// only what is tied to a position goes (the median keeps the few artifact cells out of it). Where
+// that map is itself an outlier (its norm above median + 10·MAD over the positions: a locked
+// artifact), it is scaled per image by the least-squares factor of the token's own deviation
+// from the centre: the artifact's size varies by a few percent from image to image, which at
+// ~80x the median norm is more than the rule allows, while its direction does not.
 void subtract_position_map(const RepairCalibration& cal, float* x, const StreamShape& s, const Config& c) {
     const int D = s.dim, cells = cal.grid * cal.grid;
     std::vector<float> centre(D);
@@ -27,12 +34,26 @@ void subtract_position_map(const RepairCalibration& cal, float* x, const StreamS
         centre[d] = median_of(column);
     }
     // Resampled as the model resamples its position embedding (docs/design.md, "Repairs and dense evaluation").
-    const std::vector<float> map = resample_pos_embed(cal.bias, cal.grid, D, s.grid_h, s.grid_w, c.pos_interp);
+    std::vector<float> map = resample_pos_embed(cal.bias, cal.grid, D, s.grid_h, s.grid_w, c.pos_interp);
     const std::size_t np = static_cast<std::size_t>(s.grid_h) * s.grid_w;
+    for (std::size_t i = 0; i < np; ++i)
+        for (int d = 0; d < D; ++d) map[i * D + d] -= centre[d];
+    const std::vector<std::uint8_t> locked = flag_artifact_patches(map.data(), static_cast<int>(np), D);
     for (int b = 0; b < s.batch; ++b) {
         float* p = patch_rows(x, s, b);
-        for (std::size_t i = 0; i < np; ++i)
-            for (int d = 0; d < D; ++d) p[i * D + d] -= map[i * D + d] - centre[d];
+        for (std::size_t i = 0; i < np; ++i) {
+            const float* m = map.data() + i * D;
+            double scale = 1.0;
+            if (locked[i]) {
+                double along = 0, size = 0;
+                for (int d = 0; d < D; ++d) {
+                    along += (static_cast<double>(p[i * D + d]) - centre[d]) * m[d];
+                    size += static_cast<double>(m[d]) * m[d];
+                }
+                scale = along / size;
+            }
+            for (int d = 0; d < D; ++d) p[i * D + d] -= static_cast<float>(scale * m[d]);
+        }
     }
 }
 
@@ -45,40 +66,20 @@ void replace_registers(const Repair& r, int layer, float* x, const StreamShape& 
     }
 }
 
-// Shift-averaging: each cell's token from every forward whose shifted grid still holds it.
-void combine_shifted(const Repair& r, float* x, const StreamShape& s, const ShiftedStreams& shifted) {
-    const int D = s.dim, gh = s.grid_h, gw = s.grid_w;
-    const std::size_t copy_size = static_cast<std::size_t>(s.batch) * s.tokens * D;
+// Shift-denoising: each image's content part of its K shifted forwards (docs/design.md, "Repairs and
+// dense evaluation"); x holds the unshifted forward, `shifted` the others.
+void denoise_shifted(const Repair& r, float* x, const StreamShape& s, const ShiftedStreams& shifted) {
+    const std::size_t copy_size = static_cast<std::size_t>(s.batch) * s.tokens * s.dim;
     if (shifted.shifts.size() != static_cast<std::size_t>(r.shifts) || shifted.rows.size() != (shifted.shifts.size() - 1) * copy_size)
         throw Error("denoise: the shifted forwards do not match the repair");
-    std::vector<const float*> values;
-    std::vector<float> channel;
-    for (int b = 0; b < s.batch; ++b) {
+    tbb::parallel_for(0, s.batch, [&](int b) {
         float* own = patch_rows(x, s, b);
-        const std::vector<float> before(own, own + static_cast<std::size_t>(gh) * gw * D);
-        for (int row = 0; row < gh; ++row)
-            for (int col = 0; col < gw; ++col) {
-                const std::size_t cell = static_cast<std::size_t>(row) * gw + col;
-                values.assign(1, before.data() + cell * D);
-                for (std::size_t k = 1; k < shifted.shifts.size(); ++k) {
-                    const int y = row + shifted.shifts[k][0], xx = col + shifted.shifts[k][1];
-                    if (y < 0 || y >= gh || xx < 0 || xx >= gw) continue;
-                    const float* copy = shifted.rows.data() + (k - 1) * copy_size;
-                    values.push_back(copy + (static_cast<std::size_t>(b) * s.tokens + s.first_patch + y * gw + xx) * D);
-                }
-                for (int d = 0; d < D; ++d) {
-                    if (r.median) {
-                        channel.clear();
-                        for (const float* v : values) channel.push_back(v[d]);
-                        own[cell * D + d] = median_of(channel);
-                    } else {
-                        double sum = 0;
-                        for (const float* v : values) sum += v[d];
-                        own[cell * D + d] = static_cast<float>(sum / static_cast<double>(values.size()));
-                    }
-                }
-            }
-    }
+        std::vector<const float*> views{own};
+        for (std::size_t k = 1; k < shifted.shifts.size(); ++k)
+            views.push_back(shifted.rows.data() + (k - 1) * copy_size + (static_cast<std::size_t>(b) * s.tokens + s.first_patch) * s.dim);
+        const ShiftDecomposition split = decompose_shifted(views, shifted.shifts, s.grid_h, s.grid_w, s.dim, r.median);
+        std::copy(split.content.begin(), split.content.end(), own);
+    });
 }
 
 int reflect(int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; }
@@ -159,7 +160,7 @@ void apply_repairs(const std::vector<Repair>& repairs, int layer, float* x, cons
             case RepairKind::Registers: replace_registers(r, layer, x, s); break;
             case RepairKind::Denoise:
                 if (!shifted) throw Error("denoise: the forward was not given its shifted forwards");
-                combine_shifted(r, x, s, *shifted);
+                denoise_shifted(r, x, s, *shifted);
                 break;
         }
     }
