@@ -1,8 +1,11 @@
 // Defect directions (vitreg defects) against the PyTorch reference (tests/reference/
 // defects_reference.py, fixtures from tests/fixtures/make_defects.py), the planted-direction
-// model, and the artifact rule's direction test on that model's planted patches.
+// model, the artifact rule's direction test on that model's planted patches, and the three rules
+// on fashion-canvas-like images where the norm rule misfires on the garments.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +17,8 @@
 #include "vitreg/analysis/study.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/image.hpp"
+#include "vitreg/preprocess.hpp"
 
 using namespace vitreg;
 using vitreg::test::fixture;
@@ -224,4 +229,46 @@ TEST_CASE("the study's defect row: the planted patches lie along u", "[defects][
     CHECK(summary["defect_top_angle_deg"].get<double>() < 10.0);
     CHECK(study["configs"][0]["artifact_rule"]["rule"] == "norm");
     CHECK(study_csv(study).find("defect_top_angle_deg") != std::string::npos);
+}
+
+TEST_CASE("the direction rule flags the planted cells and not the garments the norm rule flags", "[defects]") {
+    // tests/fixtures/make_defects.py: an 8x8-grid model whose planted cells carry a large share of
+    // v = u_i, and 32 px canvases of textured garments on plain backgrounds.
+    const nlohmann::json info = vitreg::test::fixture_json("defects/canvases.json");
+    const Model m = Model::load(fixture(info["model"].get<std::string>()));
+    auto cells = [&](const nlohmann::json& list) {
+        std::vector<int> tokens;
+        for (const auto& c : list) tokens.push_back(1 + c[0].get<int>() * 8 + c[1].get<int>());
+        std::sort(tokens.begin(), tokens.end());
+        return tokens;
+    };
+    const std::vector<int> planted = cells(info["planted"]);
+    REQUIRE(planted.size() == 2);
+    std::map<ArtifactTest, ArtifactRule> rules;
+    for (ArtifactTest test : {ArtifactTest::Norm, ArtifactTest::Direction, ArtifactTest::Both}) {
+        ArtifactRule r;
+        r.test = test;
+        rules[test] = r.for_model(m);
+    }
+    REQUIRE(abs_cosine(rules[ArtifactTest::Direction].defects->direction(0),
+                       SafetensorsFile(fixture("defects/planted_direction.safetensors")).get("direction").to_float().data(),
+                       m.config().dim) >= 0.999);
+    REQUIRE(info["images"].size() == 3);
+    for (const auto& [name, image] : info["images"].items()) {
+        CAPTURE(name);
+        const std::string path = fixture("defects/canvases/" + name + ".png");
+        const Pixels px = preprocess(decode_image(path), ResizeSpec::parse("none"), m.config(), path);
+        REQUIRE(px.width == 32);
+        Probe probe;
+        rules[ArtifactTest::Both].ask(probe);  // norms and |cos|: what every rule reads
+        Trace t;
+        m.forward(px.chw.data(), 1, px.height, px.width, probe, t);
+        const std::vector<int> garment = cells(image["garment"]);
+        std::vector<int> planted_and_garment;
+        std::set_union(planted.begin(), planted.end(), garment.begin(), garment.end(), std::back_inserter(planted_and_garment));
+        // norm misfires: every garment patch is flagged beside the planted ones.
+        CHECK(rules[ArtifactTest::Norm].flag(t, 0, 0) == planted_and_garment);
+        CHECK(rules[ArtifactTest::Direction].flag(t, 0, 0) == planted);
+        CHECK(rules[ArtifactTest::Both].flag(t, 0, 0) == planted);
+    }
 }
