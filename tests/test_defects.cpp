@@ -272,3 +272,42 @@ TEST_CASE("the direction rule flags the planted cells and not the garments the n
         CHECK(rules[ArtifactTest::Both].flag(t, 0, 0) == planted);
     }
 }
+
+TEST_CASE("@inpaint=directions equals the reference's neighbour mean over the direction-flagged patches", "[defects]") {
+    const nlohmann::json info = vitreg::test::fixture_json("defects/canvases.json");
+    const std::string directions = fixture(info["inpaint"]["directions"].get<std::string>());
+    const std::string model = fixture(info["model"].get<std::string>());
+    const Model plain = Model::load(model);
+    const Model repaired = Model::load(model + "@inpaint=directions:" + directions + ":all");
+    const SafetensorsFile expected(fixture(info["inpaint"]["file"].get<std::string>()));
+    for (const auto& [name, image] : info["images"].items()) {
+        CAPTURE(name);
+        const std::string path = fixture("defects/canvases/" + name + ".png");
+        const Pixels px = preprocess(decode_image(path), ResizeSpec::parse("none"), plain.config(), path);
+        const Features got = repaired.forward(px.chw.data(), 1, px.height, px.width);
+        CHECK(vitreg::test::relative_error(got.patches, expected.get(name).to_float()) < 1e-4);
+        // Only the planted cells changed: the garments the norm rule would have inpainted did not.
+        const Features before = plain.forward(px.chw.data(), 1, px.height, px.width);
+        const int dim = plain.config().dim;
+        std::vector<int> changed;
+        for (int k = 0; k < 64; ++k)
+            if (!std::equal(got.patches.begin() + k * dim, got.patches.begin() + (k + 1) * dim, before.patches.begin() + k * dim))
+                changed.push_back(k);
+        CHECK(changed == std::vector<int>{1 * 8 + 6, 6 * 8 + 1});
+    }
+}
+
+TEST_CASE("@inpaint=directions refuses a missing file, another model's directions and a bad layer list", "[defects]") {
+    const std::string model = fixture("defects/planted_canvas_f16.safetensors");
+    const std::string other = fixture("defects/planted.defects.safetensors");  // 4 layers
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions"), Catch::Contains("names no defects file"));
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:/nonexistent.safetensors"),
+                      Catch::Contains("@inpaint=directions:/nonexistent.safetensors"));
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + fixture("defects/planted_direction.safetensors")),
+                      Catch::Contains("not a defects file"));
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + other),
+                      Catch::Contains("for 4 layers of width 64, the model has 1 of width 64"));
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + fixture("defects/planted_canvas.defects.safetensors") + ":5"),
+                      Catch::Contains("@inpaint=directions:"));
+    CHECK_THROWS_WITH(Model::load(model + "@inpaint=angles"), Catch::Contains("@inpaint=directions:FILE[:LAYERS]"));
+}
