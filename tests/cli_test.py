@@ -855,6 +855,29 @@ class CliTest(unittest.TestCase):
                 self.assertEqual(cells, expected, (rule, name))
                 self.assertEqual(count, len(expected), (rule, name))
 
+        # dense writes the rule's mask beside the features: [layers, h, w], 1 on the flagged patches.
+        for rule in ("norm", "direction"):
+            out = os.path.join(self.tmp, "dense-" + rule)
+            r = vitreg("dense", model, *images, "-o", out, "--resize", "none", "--artifact-rule", rule)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = manifest(out)
+            self.assertEqual(len(rows), 3)
+            for row in rows:
+                self.assertIn("{row}.artifacts.npy", read_json(os.path.join(out, "run.json"))["row_files"])
+                name = os.path.basename(row["path"])[:-len(".png")]
+                mask = np.load(os.path.join(out, row["file"][:-len(".npy")] + ".artifacts.npy"))
+                self.assertEqual(mask.shape, (1, 8, 8))
+                self.assertEqual(mask.dtype, np.float32)
+                cells = sorted(map(tuple, np.argwhere(mask[0] == 1).tolist()))
+                garment = sorted(map(tuple, info["images"][name]["garment"]))
+                self.assertEqual(cells, sorted(set(planted) | set(garment)) if rule == "norm" else planted, (rule, name))
+            self.assertEqual(read_json(os.path.join(out, "run.json"))["artifact_rule"]["rule"], rule)
+        r = vitreg("dense", model, images[0], "-o", os.path.join(self.tmp, "dense-bad"), "--resize", "none",
+                   "--artifact-rule", "both", "--window", "16")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--artifact-rule", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "dense-bad")))
+
     def test_repairs_calibrate_bias_and_suffixes(self):
         planted = os.path.join(FIXTURES, "models", "planted_f32.safetensors")
         images = write_grey_images(os.path.join(self.tmp, "grey"), seed=1)
