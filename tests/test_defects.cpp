@@ -18,6 +18,8 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/model_request.hpp"
+#include "vitreg/model_spec.hpp"
 #include "vitreg/preprocess.hpp"
 
 using namespace vitreg;
@@ -56,6 +58,9 @@ Expected expected(const std::string& name) {
 }
 
 const std::string kPlanted = "defects/planted_direction_f16.safetensors";
+
+// A model with its ModelSpec suffixes (repairs), as every front end opens one.
+Model open_spec(const std::string& spec) { return open_model(ModelRequest::from_spec(ModelSpec::parse(spec))); }
 
 // A smooth side×side image: a diagonal ramp per channel (normalized pixels in about [-1, 1]),
 // shifted by `offset`.
@@ -278,7 +283,7 @@ TEST_CASE("@inpaint=directions equals the reference's neighbour mean over the di
     const std::string directions = fixture(info["inpaint"]["directions"].get<std::string>());
     const std::string model = fixture(info["model"].get<std::string>());
     const Model plain = Model::load(model);
-    const Model repaired = Model::load(model + "@inpaint=directions:" + directions + ":all");
+    const Model repaired = open_spec(model + "@inpaint=directions:" + directions + ":all");
     const SafetensorsFile expected(fixture(info["inpaint"]["file"].get<std::string>()));
     for (const auto& [name, image] : info["images"].items()) {
         CAPTURE(name);
@@ -300,14 +305,14 @@ TEST_CASE("@inpaint=directions equals the reference's neighbour mean over the di
 TEST_CASE("@inpaint=directions refuses a missing file, another model's directions and a bad layer list", "[defects]") {
     const std::string model = fixture("defects/planted_canvas_f16.safetensors");
     const std::string other = fixture("defects/planted.defects.safetensors");  // 4 layers
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions"), Catch::Contains("names no defects file"));
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:/nonexistent.safetensors"),
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions"), Catch::Contains("names no defects file"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:/nonexistent.safetensors"),
                       Catch::Contains("@inpaint=directions:/nonexistent.safetensors"));
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + fixture("defects/planted_direction.safetensors")),
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + fixture("defects/planted_direction.safetensors")),
                       Catch::Contains("not a defects file"));
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + other),
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + other),
                       Catch::Contains("for 4 layers of width 64, the model has 1 of width 64"));
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=directions:" + fixture("defects/planted_canvas.defects.safetensors") + ":5"),
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + fixture("defects/planted_canvas.defects.safetensors") + ":5"),
                       Catch::Contains("@inpaint=directions:"));
-    CHECK_THROWS_WITH(Model::load(model + "@inpaint=angles"), Catch::Contains("@inpaint=directions:FILE[:LAYERS]"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=angles"), Catch::Contains("@inpaint=directions:FILE[:LAYERS]"));
 }
