@@ -110,6 +110,9 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
         throw UsageError("dense: pca='" + pca_kind + "' (expected True, 'preview' or 'foreground')");
     d.pca = !pca_kind.empty() || d.pca_joint;
     d.pca_foreground = pca_kind == "foreground";
+    bool rule_given = false;
+    const ArtifactRule rule = take_artifact_rule(o, &rule_given);
+    if (rule_given) d.artifact_rule = rule;
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
     resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec or view fails before any output
@@ -172,7 +175,7 @@ A bad image is a failed row of the manifest, not an exception. Returns a dict: i
     def_with_keywords(m, "dense", &dense, {"model", "inputs", "out"},
                       dense_keywords() +
                           keywords(Keyword{"pca", py::bool_(false)}, Keyword{"pca_joint", py::bool_(false)}) +
-                          batch_keywords(),
+                          artifact_rule_keywords(true) + batch_keywords(),
                       R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
@@ -180,6 +183,9 @@ Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with conc
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
 upsample: 'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE'; dtype: 'f32' |
 'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). batch None: 1.
+artifact_rule 'norm' | 'direction' | 'both' (None: no mask) writes <row>.artifacts.npy, float32
+[layers, h, w], 1 where the rule flags the patch at each chosen layer (not with a view); mad_k,
+defects (a file of vitreg.defects), defect_samples, defect_seed as in vitreg.compare.
 Durable and shardable as extract.
 Returns a dict: inputs, ok, failed, out.)");
     const StudyOptions defaults;

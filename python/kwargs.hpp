@@ -178,18 +178,22 @@ inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize 
 }
 
 // mad_k=, artifact_rule='norm'|'direction'|'both', defects=FILE (else computed from each model),
-// defect_samples=, defect_seed=: the artifact rule as the commands' options give it.
-inline std::array<Keyword, 5> artifact_rule_keywords() {
+// defect_samples=, defect_seed=: the artifact rule as the commands' options give it. `optional`:
+// artifact_rule defaults to None (dense: no mask unless asked).
+inline std::array<Keyword, 5> artifact_rule_keywords(bool optional = false) {
     const ArtifactRule r;
-    return keywords(Keyword{"mad_k", decimal(r.mad_k)}, Keyword{"artifact_rule", py::str(name_of(r.test))},
+    return keywords(Keyword{"mad_k", decimal(r.mad_k)},
+                    optional ? Keyword{"artifact_rule"} : Keyword{"artifact_rule", py::str(name_of(r.test))},
                     Keyword{"defects"}, Keyword{"defect_samples", py::int_(r.fit.samples)},
                     Keyword{"defect_seed", py::int_(r.fit.seed)});
 }
 
-inline ArtifactRule take_artifact_rule(Options& o) {
+// With `rule_given`: whether artifact_rule was given (not None); the rule's test is then read.
+inline ArtifactRule take_artifact_rule(Options& o, bool* rule_given = nullptr) {
     ArtifactRule r;
     r.mad_k = o.take<float>("mad_k", r.mad_k);
-    r.test = parse_enum<ArtifactTest>(o.take<std::string>("artifact_rule", name_of(r.test)));
+    if (!rule_given || (*rule_given = o.given("artifact_rule")))
+        r.test = parse_enum<ArtifactTest>(o.take<std::string>("artifact_rule", name_of(r.test)));
     if (o.given("defects")) r.defects_file = path_of(o.take<py::object>("defects", py::none()));
     r.fit.samples = o.take<int>("defect_samples", r.fit.samples);
     r.fit.seed = o.take<std::uint64_t>("defect_seed", r.fit.seed);

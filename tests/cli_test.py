@@ -830,6 +830,54 @@ class CliTest(unittest.TestCase):
         self.assertIn(image, r.stderr)
         self.assertFalse(os.path.exists(bad))
 
+    def test_the_direction_rule_against_the_norm_rules_misfire_on_garments(self):
+        """tests/fixtures/make_defects.py's planted-canvas model on its fashion-canvas-like images:
+        compare's counts and cells per rule. norm flags the garments too, direction and both exactly
+        the planted cells."""
+        info = read_json(os.path.join(FIXTURES, "defects", "canvases.json"))
+        model = os.path.join(FIXTURES, info["model"])
+        names = sorted(info["images"])
+        images = [os.path.join(FIXTURES, "defects", "canvases", n + ".png") for n in names]
+        planted = sorted(map(tuple, info["planted"]))
+        for rule in ("norm", "direction", "both"):
+            out = os.path.join(self.tmp, "canvas-" + rule)
+            r = vitreg("compare", model, "--images", *images, "--resize", "none", "--artifact-rule", rule, "-o", out)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            stats = read_json(os.path.join(out, "stats.json"))
+            self.assertEqual(stats["artifact_rule"]["rule"], rule)
+            with open(os.path.join(out, "stats.csv")) as f:
+                counts = [int(row["artifacts_flagged"]) for row in csv.DictReader(f)]
+            for name, row, count in zip(names, stats["rows"], counts):
+                self.assertEqual(row["per_layer"]["grid"], [8, 8])
+                cells = sorted(map(tuple, row["per_layer"]["layers"][-1]["artifact_positions_flagged"]))
+                garment = sorted(map(tuple, info["images"][name]["garment"]))
+                expected = sorted(set(planted) | set(garment)) if rule == "norm" else planted
+                self.assertEqual(cells, expected, (rule, name))
+                self.assertEqual(count, len(expected), (rule, name))
+
+        # dense writes the rule's mask beside the features: [layers, h, w], 1 on the flagged patches.
+        for rule in ("norm", "direction"):
+            out = os.path.join(self.tmp, "dense-" + rule)
+            r = vitreg("dense", model, *images, "-o", out, "--resize", "none", "--artifact-rule", rule)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = manifest(out)
+            self.assertEqual(len(rows), 3)
+            for row in rows:
+                self.assertIn("{row}.artifacts.npy", read_json(os.path.join(out, "run.json"))["row_files"])
+                name = os.path.basename(row["path"])[:-len(".png")]
+                mask = np.load(os.path.join(out, row["file"][:-len(".npy")] + ".artifacts.npy"))
+                self.assertEqual(mask.shape, (1, 8, 8))
+                self.assertEqual(mask.dtype, np.float32)
+                cells = sorted(map(tuple, np.argwhere(mask[0] == 1).tolist()))
+                garment = sorted(map(tuple, info["images"][name]["garment"]))
+                self.assertEqual(cells, sorted(set(planted) | set(garment)) if rule == "norm" else planted, (rule, name))
+            self.assertEqual(read_json(os.path.join(out, "run.json"))["artifact_rule"]["rule"], rule)
+        r = vitreg("dense", model, images[0], "-o", os.path.join(self.tmp, "dense-bad"), "--resize", "none",
+                   "--artifact-rule", "both", "--window", "16")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--artifact-rule", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "dense-bad")))
+
     def test_repairs_calibrate_bias_and_suffixes(self):
         planted = os.path.join(FIXTURES, "models", "planted_f32.safetensors")
         images = write_grey_images(os.path.join(self.tmp, "grey"), seed=1)

@@ -1,8 +1,11 @@
 // Defect directions (vitreg defects) against the PyTorch reference (tests/reference/
 // defects_reference.py, fixtures from tests/fixtures/make_defects.py), the planted-direction
-// model, and the artifact rule's direction test on that model's planted patches.
+// model, the artifact rule's direction test on that model's planted patches, and the three rules
+// on fashion-canvas-like images where the norm rule misfires on the garments.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <iterator>
+#include <map>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +17,10 @@
 #include "vitreg/analysis/study.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/image.hpp"
+#include "vitreg/model_request.hpp"
+#include "vitreg/model_spec.hpp"
+#include "vitreg/preprocess.hpp"
 
 using namespace vitreg;
 using vitreg::test::fixture;
@@ -51,6 +58,9 @@ Expected expected(const std::string& name) {
 }
 
 const std::string kPlanted = "defects/planted_direction_f16.safetensors";
+
+// A model with its ModelSpec suffixes (repairs), as every front end opens one.
+Model open_spec(const std::string& spec) { return open_model(ModelRequest::from_spec(ModelSpec::parse(spec))); }
 
 // A smooth side×side image: a diagonal ramp per channel (normalized pixels in about [-1, 1]),
 // shifted by `offset`.
@@ -224,4 +234,85 @@ TEST_CASE("the study's defect row: the planted patches lie along u", "[defects][
     CHECK(summary["defect_top_angle_deg"].get<double>() < 10.0);
     CHECK(study["configs"][0]["artifact_rule"]["rule"] == "norm");
     CHECK(study_csv(study).find("defect_top_angle_deg") != std::string::npos);
+}
+
+TEST_CASE("the direction rule flags the planted cells and not the garments the norm rule flags", "[defects]") {
+    // tests/fixtures/make_defects.py: an 8x8-grid model whose planted cells carry a large share of
+    // v = u_i, and 32 px canvases of textured garments on plain backgrounds.
+    const nlohmann::json info = vitreg::test::fixture_json("defects/canvases.json");
+    const Model m = Model::load(fixture(info["model"].get<std::string>()));
+    auto cells = [&](const nlohmann::json& list) {
+        std::vector<int> tokens;
+        for (const auto& c : list) tokens.push_back(1 + c[0].get<int>() * 8 + c[1].get<int>());
+        std::sort(tokens.begin(), tokens.end());
+        return tokens;
+    };
+    const std::vector<int> planted = cells(info["planted"]);
+    REQUIRE(planted.size() == 2);
+    std::map<ArtifactTest, ArtifactRule> rules;
+    for (ArtifactTest test : {ArtifactTest::Norm, ArtifactTest::Direction, ArtifactTest::Both}) {
+        ArtifactRule r;
+        r.test = test;
+        rules[test] = r.for_model(m);
+    }
+    REQUIRE(abs_cosine(rules[ArtifactTest::Direction].defects->direction(0),
+                       SafetensorsFile(fixture("defects/planted_direction.safetensors")).get("direction").to_float().data(),
+                       m.config().dim) >= 0.999);
+    REQUIRE(info["images"].size() == 3);
+    for (const auto& [name, image] : info["images"].items()) {
+        CAPTURE(name);
+        const std::string path = fixture("defects/canvases/" + name + ".png");
+        const Pixels px = preprocess(decode_image(path), ResizeSpec::parse("none"), m.config(), path);
+        REQUIRE(px.width == 32);
+        Probe probe;
+        rules[ArtifactTest::Both].ask(probe);  // norms and |cos|: what every rule reads
+        Trace t;
+        m.forward(px.chw.data(), 1, px.height, px.width, probe, t);
+        const std::vector<int> garment = cells(image["garment"]);
+        std::vector<int> planted_and_garment;
+        std::set_union(planted.begin(), planted.end(), garment.begin(), garment.end(), std::back_inserter(planted_and_garment));
+        // norm misfires: every garment patch is flagged beside the planted ones.
+        CHECK(rules[ArtifactTest::Norm].flag(t, 0, 0) == planted_and_garment);
+        CHECK(rules[ArtifactTest::Direction].flag(t, 0, 0) == planted);
+        CHECK(rules[ArtifactTest::Both].flag(t, 0, 0) == planted);
+    }
+}
+
+TEST_CASE("@inpaint=directions equals the reference's neighbour mean over the direction-flagged patches", "[defects]") {
+    const nlohmann::json info = vitreg::test::fixture_json("defects/canvases.json");
+    const std::string directions = fixture(info["inpaint"]["directions"].get<std::string>());
+    const std::string model = fixture(info["model"].get<std::string>());
+    const Model plain = Model::load(model);
+    const Model repaired = open_spec(model + "@inpaint=directions:" + directions + ":all");
+    const SafetensorsFile expected(fixture(info["inpaint"]["file"].get<std::string>()));
+    for (const auto& [name, image] : info["images"].items()) {
+        CAPTURE(name);
+        const std::string path = fixture("defects/canvases/" + name + ".png");
+        const Pixels px = preprocess(decode_image(path), ResizeSpec::parse("none"), plain.config(), path);
+        const Features got = repaired.forward(px.chw.data(), 1, px.height, px.width);
+        CHECK(vitreg::test::relative_error(got.patches, expected.get(name).to_float()) < 1e-4);
+        // Only the planted cells changed: the garments the norm rule would have inpainted did not.
+        const Features before = plain.forward(px.chw.data(), 1, px.height, px.width);
+        const int dim = plain.config().dim;
+        std::vector<int> changed;
+        for (int k = 0; k < 64; ++k)
+            if (!std::equal(got.patches.begin() + k * dim, got.patches.begin() + (k + 1) * dim, before.patches.begin() + k * dim))
+                changed.push_back(k);
+        CHECK(changed == std::vector<int>{1 * 8 + 6, 6 * 8 + 1});
+    }
+}
+
+TEST_CASE("@inpaint=directions refuses a missing file, another model's directions and a bad layer list", "[defects]") {
+    const std::string model = fixture("defects/planted_canvas_f16.safetensors");
+    const std::string other = fixture("defects/planted.defects.safetensors");  // 4 layers
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions"), Catch::Contains("names no defects file"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:/nonexistent.safetensors"),
+                      Catch::Contains("@inpaint=directions:/nonexistent.safetensors"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + fixture("defects/planted_direction.safetensors")),
+                      Catch::Contains("not a defects file"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + other),
+                      Catch::Contains("for 4 layers of width 64, the model has 1 of width 64"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=directions:" + fixture("defects/planted_canvas.defects.safetensors") + ":5"),
+                      Catch::Contains("@inpaint=directions:"));
+    CHECK_THROWS_WITH(open_spec(model + "@inpaint=angles"), Catch::Contains("@inpaint=directions:FILE[:LAYERS]"));
 }

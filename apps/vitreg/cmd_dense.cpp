@@ -14,6 +14,7 @@ void register_dense(CLI::App& app, Command& run) {
         bool norm = false, concat = false, pca_joint = false, flip = false;
         int window = 0, stride = 0;
         JbuOptions jbu;
+        ArtifactRule rule;
     };
     auto a = std::make_shared<Args>();
     a->batch = 1;
@@ -43,9 +44,14 @@ void register_dense(CLI::App& app, Command& run) {
                     ->expected(0, 1)
                     ->check(CLI::IsMember({"", "preview", "foreground"}));
     cmd->add_flag("--pca-joint", a->pca_joint, "fit the PCA jointly over each --batch of images");
-    cmd->callback([&run, a, pca] {
+    add_artifact_rule_args(*cmd, a->rule);
+    cmd->get_option("--artifact-rule")
+        ->description("write <row>.artifacts.npy, [layers, h, w] float32, 1 where the rule flags the patch: "
+                      "norm | direction | both (as compare's)");
+    cmd->callback([&run, a, pca, cmd] {
         const bool pca_given = pca->count() > 0;
-        run = [a, pca_given] {
+        const bool rule_given = cmd->get_option("--artifact-rule")->count() > 0;
+        run = [a, pca_given, rule_given] {
             DenseOptions o;
             fill_batch_options(*a, o);
             o.layers = a->layers;
@@ -62,6 +68,7 @@ void register_dense(CLI::App& app, Command& run) {
             o.pca = pca_given || a->pca_joint;
             o.pca_foreground = a->pca == "foreground";
             o.pca_joint = a->pca_joint;
+            if (rule_given) o.artifact_rule = a->rule;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
             resolve_layers(o.layers, m.config().depth);  // a bad --layers or view fails before any output

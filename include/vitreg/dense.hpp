@@ -1,9 +1,11 @@
 #pragma once
 // Dense features for segmentation: per image, the patch tokens of chosen layers as a grid
 // aligned to the pixels they came from, streamed image by image.
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "vitreg/analysis/artifact_rule.hpp"
 #include "vitreg/batch_job.hpp"
 #include "vitreg/dense_upsample.hpp"
 #include "vitreg/dense_view.hpp"
@@ -26,6 +28,9 @@ struct DenseOptions : BatchOptions {
     // <row>.pca.png as DINOv3 draws it (pca_foreground in analysis/pca.hpp): whitened, sigmoid(2x),
     // background dimmed; per image; at the input's pixels through the chosen upsampler.
     bool pca_foreground = false;
+    // <row>.artifacts.npy beside the features: float32 [layers, grid_h, grid_w], 1 where this rule
+    // flags the patch at each chosen layer (its own forward's grid; not with a view).
+    std::optional<ArtifactRule> artifact_rule;
 
     // "none", or [METHOD:]SIZE or METHOD: METHOD bilinear | jbu, SIZE image (the input's pixel
     // size, the default) | xN (N times the grid); "image" and "xN" alone are bilinear. Throws UsageError.
@@ -46,7 +51,7 @@ DenseArray dense_array(const Model& model, const Pixels& pixels, const DenseOpti
 
 // Writes OUT/<row>.npy (or .safetensors, tensor "features") per good image: [h, w, C] for one
 // layer or with concat, else [layers, h, w, D]; registers and CLS excluded; h × w is the patch
-// grid, or the upsampled size. manifest.jsonl as extract's plus each row's file, shape and
+// grid, or the upsampled size; with an artifact rule also OUT/<row>.artifacts.npy. manifest.jsonl as extract's plus each row's file, shape and
 // geometry (source size, resize scale, crop offsets, patch, model input size). Durable,
 // resumable and shardable exactly as extract_features (job.json, chunks/, shard folders);
 // `vitreg merge` joins the shards. Throws UsageError when OUT_DIR holds something it must not

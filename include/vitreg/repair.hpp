@@ -6,6 +6,9 @@
 // - inpaint=artifacts[:LAYERS]: after each chosen block, the patch tokens the artifact rule flags
 //   are replaced by the mean of their unflagged neighbours (3x3, widened while none is).
 //   1 forward per image.
+// - inpaint=directions:FILE[:LAYERS]: the same, the patches flagged by the direction rule: their
+//   |cos| with the layer's defect direction u_i (FILE: what `vitreg defects` writes) above
+//   median + 10·MAD over the image's patches. 1 forward per image.
 // - denoise=shift:K[:median]: K forwards of the image shifted by whole patches (reflection
 //   padding); their last-block patch grids split, per image, into the content that moves with the
 //   image and the noise locked to the grid (least squares, or medians; core/shift_decomposition.hpp),
@@ -26,6 +29,8 @@
 #include "vitreg/config.hpp"
 
 namespace vitreg {
+
+struct DefectDirectionRows;  // core/defect_direction_rows.hpp
 
 // What `vitreg calibrate-bias` writes: per-position means of the residual stream after one
 // block, and every block's mean register tokens, over a folder of images (or blank ones).
@@ -52,8 +57,9 @@ struct Repair {
     int shifts = 0;      // denoise: K
     bool median = false; // denoise: the median of the K grids instead of their mean
     bool zero = false;   // registers=zero
-    std::string file;    // debias, registers=mean
+    std::string file;    // debias, registers=mean, inpaint=directions
     std::shared_ptr<const RepairCalibration> calibration;  // read from `file`
+    std::shared_ptr<const DefectDirectionRows> directions;  // inpaint=directions: read from `file`
 
     // One suffix's text after '@' ("inpaint=artifacts:-1", "denoise=shift:4:median", ...); reads
     // the calibration file. Throws UsageError naming the suffix and the fault.

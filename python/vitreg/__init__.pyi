@@ -75,8 +75,9 @@ def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', n
           concat: bool = False, upsample: str = 'none', window: int = 0, stride: int = 0,
           scales: Optional[Sequence[float]] = None, flip: bool = False, grid: Optional[Tuple[int, int]] = None,
           jbu_sigma_spatial: float = 1.0, jbu_sigma_range: float = 0.15, jbu_radius: int = 2, dtype: str = 'f32',
-          pca: Union[bool, str] = False, pca_joint: bool = False,
-          resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
+          pca: Union[bool, str] = False, pca_joint: bool = False, mad_k: float = 10.0,
+          artifact_rule: Optional[str] = None, defects: Optional[PathArg] = None, defect_samples: int = 16384,
+          defect_seed: int = 0, resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
           exif_transpose: bool = False, format: str = 'npy', batch: Optional[int] = None,
           threads: Optional[int] = None, chunk: Optional[int] = None, resume: bool = False, overwrite: bool = False,
           shard: Shard = None, shard_count: int = 0, progress: Progress = None) -> Dict[str, Any]: ...

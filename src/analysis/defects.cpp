@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/defect_direction_rows.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/tensor_file.hpp"
 #include "vitreg/writers.hpp"
@@ -214,24 +215,19 @@ void write_defects(const DefectDirections& d, const std::string& dir) {
 
 DefectDirections read_defects(const std::string& path) {
     const std::string file = std::filesystem::is_directory(path) ? path + "/defects.safetensors" : path;
+    DefectDirectionRows u = read_defect_direction_rows(file);
     const auto f = open_tensor_file(file, ConfigOverrides{});
-    const auto need = [&](const std::string& name) -> const TensorView& {
-        if (!f->has(name)) throw Error(file + ": not a defects file (no tensor '" + name + "'; write one with vitreg defects)");
-        const TensorView& t = f->get(name);
-        if (t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] < 1)
-            throw Error(file + ": tensor '" + name + "' has shape " + t.shape_string() + " (expected [layers, n])");
-        return t;
-    };
-    const TensorView& u = need("directions");
-    const TensorView& s = need("singular_values");
-    if (s.shape[0] != u.shape[0])
-        throw Error(file + ": singular_values has " + std::to_string(s.shape[0]) + " layers and directions " +
-                    std::to_string(u.shape[0]));
+    if (!f->has("singular_values"))
+        throw Error(file + ": not a defects file (no tensor 'singular_values'; write one with vitreg defects)");
+    const TensorView& s = f->get("singular_values");
+    if (s.shape.size() != 2 || s.shape[1] < 1 || static_cast<int>(s.shape[0]) != u.layers)
+        throw Error(file + ": tensor 'singular_values' has shape " + s.shape_string() + " (expected [" +
+                    std::to_string(u.layers) + ", top], a row per layer of 'directions')");
     DefectDirections d;
-    d.layers = static_cast<int>(u.shape[0]);
-    d.dim = static_cast<int>(u.shape[1]);
+    d.layers = u.layers;
+    d.dim = u.dim;
     d.top = static_cast<int>(s.shape[1]);
-    d.directions = u.to_float();
+    d.directions = std::move(u.rows);
     d.singular_values = s.to_float();
     const auto& meta = f->metadata();
     const auto value = [&](const char* key) { const auto it = meta.find(key); return it == meta.end() ? std::string() : it->second; };

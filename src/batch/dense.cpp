@@ -58,6 +58,9 @@ std::string DenseOptions::upsample_text() const {
 void DenseOptions::check(int patch) const {
     view.check(patch);
     if (pca_foreground && pca_joint) throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
+    if (artifact_rule && !view.plain())
+        throw UsageError("--artifact-rule: the mask is of one forward's patch grid; leave out --window, --image-scales, "
+                         "--flip and --grid");
     if (method == UpsampleMethod::Jbu && upsample == Upsample::None)
         throw UsageError("--upsample jbu needs a size to upsample to (jbu:image or jbu:xN)");
     const JbuOptions plain;
@@ -142,6 +145,15 @@ Probe dense_probe(const DenseOptions& o, int depth) {
     probe.block_layers = resolve_layers(o.layers, depth);
     probe.blocks_normed = o.norm;
     return probe;
+}
+
+// Image b's flagged patches at each of the trace's block layers: float32 [layers, grid_h, grid_w].
+void write_artifact_mask(const std::string& path, const ArtifactRule& rule, const Trace& t, int b) {
+    const std::size_t plane = static_cast<std::size_t>(t.grid_h) * t.grid_w;
+    std::vector<float> mask(t.block_layers.size() * plane, 0.0f);
+    for (std::size_t k = 0; k < t.block_layers.size(); ++k)
+        for (int token : rule.flag(t, b, t.block_layers[k])) mask[k * plane + (token - t.patch_offset())] = 1.0f;
+    write_npy(path, ArrayRef{{static_cast<std::int64_t>(t.block_layers.size()), t.grid_h, t.grid_w}, mask.data()});
 }
 
 // A view's grid as the trace of a one-image forward without prefix tokens, so that the job reads
@@ -253,7 +265,13 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         throw UsageError("--pca-joint fits one PCA over each batch, and shards split the batches differently from a "
                          "single run: use --pca (per image) with --shard");
     o.check(c.patch);
-    const Probe probe = dense_probe(o, c.depth);
+    Probe probe = dense_probe(o, c.depth);
+    // The artifact mask (docs/design.md, "Artifact metrics"): the rule read off the same forward.
+    std::optional<ArtifactRule> rule;
+    if (o.artifact_rule) {
+        rule = o.artifact_rule->for_model(model);
+        rule->ask(probe);
+    }
     const std::string out = shard_dir(o.out_dir, o.shard_index, o.shard_count);
     const std::string ext = file_extension(o.format);
     const std::string dtype = o.half ? "f16" : "f32";
@@ -272,6 +290,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     identity["pca"] = o.pca_foreground ? "foreground per image"
                       : o.pca          ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
                                        : "none";
+    if (rule) identity["artifact_rule"] = rule->to_json();
 
     batch::ChunkWork work;
     if (!o.view.plain()) {
@@ -326,6 +345,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
             write_pca_png(stem + ".pca.png", px, c,
                           resample_hwc(rgb.data(), t.grid_h, t.grid_w, 3, linear_axis(t.grid_h, px.height), linear_axis(t.grid_w, px.width)));
         }
+        if (rule) write_artifact_mask(stem + ".artifacts.npy", *rule, t, ran.index);
         row["file"] = std::to_string(r) + ext;
         row["shape"] = rows.shape;
         row["geometry"] = geometry_json(prepared.geometry, c.patch);
@@ -335,6 +355,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
 
     nlohmann::json row_files{"{row}" + ext};
     if (o.pca || o.pca_foreground) row_files.push_back("{row}.pca.png");
+    if (rule) row_files.push_back("{row}.artifacts.npy");
     nlohmann::json info = {
         {"model", model.path()},
         {"config", to_json(c)},  // the whole configuration, as config_from_json reads it back
@@ -352,6 +373,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     };
     if (o.method == UpsampleMethod::Jbu) info["jbu"] = jbu;
     if (!o.view.plain()) info["view"] = o.view.to_json();
+    if (rule) info["artifact_rule"] = rule->to_json();
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
                                       std::move(info));
 }

@@ -15,6 +15,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/forward_memory.hpp"
+#include "core/defect_direction_rows.hpp"
 #include "core/pos_embed.hpp"
 #include "core/repair_edits.hpp"
 
@@ -413,17 +414,7 @@ void record_layer(const Probe& probe, int layer, const float* x, int dim, Trace&
     }
     if (!probe.directions.empty()) {
         const float* u = probe.directions.data() + static_cast<std::size_t>(layer) * dim;
-        double uu = 0;
-        for (int k = 0; k < dim; ++k) uu += static_cast<double>(u[k]) * u[k];
-        for (int r = 0; r < rows; ++r) {
-            const float* xr = x + static_cast<std::size_t>(r) * dim;
-            double xu = 0, xx = 0;
-            for (int k = 0; k < dim; ++k) {
-                xu += static_cast<double>(xr[k]) * u[k];
-                xx += static_cast<double>(xr[k]) * xr[k];
-            }
-            t.direction_cos[at + r] = xx > 0 && uu > 0 ? static_cast<float>(std::fabs(xu) / std::sqrt(xx * uu)) : 0.0f;
-        }
+        for (int r = 0; r < rows; ++r) t.direction_cos[at + r] = abs_cosine(x + static_cast<std::size_t>(r) * dim, u, dim);
     }
     // A layer may be asked for twice (e.g. "-1,-1"); every slot gets its copy.
     for (std::size_t k = 0; k < t.block_layers.size(); ++k)

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "core/defect_direction_rows.hpp"
 #include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/probe.hpp"
@@ -39,9 +40,24 @@ Repair Repair::parse(const std::string& word) {
     if (starts_with(word, "inpaint=")) {
         r.kind = RepairKind::Inpaint;
         r.layers = "last";
-        if (value != "artifacts") {
+        if (starts_with(value, "directions:") || value == "directions") {
+            // FILE[:LAYERS], the layers after the last ':' when they read as a layer list.
+            r.file = value.size() > 11 ? value.substr(11) : "";
+            const auto colon = r.file.rfind(':');
+            if (colon != std::string::npos && looks_like_layers(r.file.substr(colon + 1))) {
+                r.layers = r.file.substr(colon + 1);
+                r.file.resize(colon);
+            }
+            if (r.file.empty()) throw UsageError("@" + word + ": names no defects file (expected @inpaint=directions:FILE[:LAYERS], FILE from vitreg defects)");
+            try {
+                r.directions = std::make_shared<const DefectDirectionRows>(read_defect_direction_rows(r.file));
+            } catch (const Error& e) {
+                throw UsageError("@" + word + ": " + e.what());
+            }
+        } else if (value != "artifacts") {
             if (!starts_with(value, "artifacts:") || !looks_like_layers(value.substr(10)))
-                throw UsageError("@" + word + ": expected @inpaint=artifacts[:LAYERS] (LAYERS: last, all or i,j,...)");
+                throw UsageError("@" + word + ": expected @inpaint=artifacts[:LAYERS] or @inpaint=directions:FILE[:LAYERS] "
+                                 "(LAYERS: last, all or i,j,...)");
             r.layers = value.substr(10);
         }
     } else if (starts_with(word, "denoise=")) {
@@ -86,7 +102,9 @@ Repair Repair::parse(const std::string& word) {
 
 std::string Repair::to_string() const {
     switch (kind) {
-        case RepairKind::Inpaint: return "inpaint=artifacts" + (layers == "last" ? "" : ":" + layers);
+        case RepairKind::Inpaint:
+            return (directions ? "inpaint=directions:" + file : std::string("inpaint=artifacts")) +
+                   (layers == "last" ? "" : ":" + layers);
         case RepairKind::Denoise: return "denoise=shift:" + std::to_string(shifts) + (median ? ":median" : "");
         case RepairKind::Debias: return "debias=" + file;
         case RepairKind::Registers:
@@ -114,6 +132,10 @@ void Repair::validate(const Config& c) const {
     }
     if (kind == RepairKind::Registers && c.registers == 0)
         throw UsageError(name + ": the model has no register tokens to replace");
+    if (directions && (directions->layers != c.depth || directions->dim != c.dim))
+        throw UsageError(name + ": " + file + " holds defect directions for " + std::to_string(directions->layers) +
+                         " layers of width " + std::to_string(directions->dim) + ", the model has " + std::to_string(c.depth) +
+                         " of width " + std::to_string(c.dim));
     if (!calibration) return;
     const RepairCalibration& cal = *calibration;
     if (cal.dim != c.dim || cal.depth != c.depth || cal.registers != c.registers)

@@ -6,6 +6,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include "core/defect_direction_rows.hpp"
 #include "core/pos_embed.hpp"
 #include "core/shift_decomposition.hpp"
 #include "core/robust_outliers.hpp"
@@ -82,6 +83,12 @@ void denoise_shifted(const Repair& r, float* x, const StreamShape& s, const Shif
     });
 }
 
+std::vector<std::uint8_t> outlier_mask(const std::vector<float>& values, float mad_k) {
+    std::vector<std::uint8_t> flagged(values.size(), 0);
+    for (int i : robust_outliers(values, mad_k)) flagged[i] = 1;
+    return flagged;
+}
+
 int reflect(int i, int n) { return i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i; }
 
 }  // namespace
@@ -93,9 +100,13 @@ std::vector<std::uint8_t> flag_artifact_patches(const float* patches, int count,
         for (int d = 0; d < dim; ++d) sq += static_cast<double>(patches[static_cast<std::size_t>(i) * dim + d]) * patches[static_cast<std::size_t>(i) * dim + d];
         norms[i] = static_cast<float>(std::sqrt(sq));
     }
-    std::vector<std::uint8_t> flagged(count, 0);
-    for (int i : robust_outliers(norms, mad_k)) flagged[i] = 1;
-    return flagged;
+    return outlier_mask(norms, mad_k);
+}
+
+std::vector<std::uint8_t> flag_direction_patches(const float* patches, int count, int dim, const float* u, float mad_k) {
+    std::vector<float> cosines(count);
+    for (int i = 0; i < count; ++i) cosines[i] = abs_cosine(patches + static_cast<std::size_t>(i) * dim, u, dim);
+    return outlier_mask(cosines, mad_k);
 }
 
 void inpaint_flagged(float* patches, int gh, int gw, int dim, const std::vector<std::uint8_t>& flagged) {
@@ -153,7 +164,10 @@ void apply_repairs(const std::vector<Repair>& repairs, int layer, float* x, cons
             case RepairKind::Inpaint:
                 for (int b = 0; b < s.batch; ++b) {
                     float* p = patch_rows(x, s, b);
-                    inpaint_flagged(p, s.grid_h, s.grid_w, s.dim, flag_artifact_patches(p, s.grid_h * s.grid_w, s.dim));
+                    const int count = s.grid_h * s.grid_w;
+                    inpaint_flagged(p, s.grid_h, s.grid_w, s.dim,
+                                    r.directions ? flag_direction_patches(p, count, s.dim, r.directions->row(layer))
+                                                 : flag_artifact_patches(p, count, s.dim));
                 }
                 break;
             case RepairKind::Debias: subtract_position_map(*r.calibration, x, s, c); break;

@@ -28,6 +28,9 @@ struct ShiftedStreams {
 // The artifact rule over one image's patch tokens [count, dim]: 1 where a token is flagged.
 // The norm rule (median + mad_k·MAD of the L2 norms, as outlines and --evict artifacts use).
 std::vector<std::uint8_t> flag_artifact_patches(const float* patches, int count, int dim, float mad_k = 10.0f);
+// The direction rule: median + mad_k·MAD of each token's |cos| with the layer's direction u [dim]
+// (abs_cosine, as the forward's direction probe records it for the analysis rule).
+std::vector<std::uint8_t> flag_direction_patches(const float* patches, int count, int dim, const float* u, float mad_k = 10.0f);
 
 // Replaces each flagged token of one image's patch grid [grid_h*grid_w, dim] by the mean of the
 // unflagged tokens within Chebyshev distance r of it, r = 1 (its 3x3 neighbours) and widened

@@ -50,9 +50,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import defects_reference  # noqa: E402
 import vit_reference as ref  # noqa: E402
 
 FORMAT, VERSION = "vitreg-study", 1
+# The defect row's fit: vitreg's default sample (DefectOptions: 16384 rows, seed 0).
+DEFECT_SAMPLES, DEFECT_SEED = 16384, 0
 TOKEN_KINDS = ("cls", "register", "test_time_register", "artifact", "patch")  # tie order too
 EVICTIONS = ("sink", "artifacts", "registers")  # Eviction::to_string order
 RETROFITS = ("softmax1", "calibrated_sink", "calibrated_sink_evicted")
@@ -63,6 +66,7 @@ SUMMARY_KEYS = (
     "weights_sum_mean", "weights_sum_min", "weights_sum_max",
     "parameters_added", "ms_per_image",
     "massive_ratio", "massive_layer", "massive_top", "massive_kind", "kurtosis_max",
+    "defect_top_angle_deg", "defect_flagged_norm", "defect_flagged_direction", "defect_flagged_both",
     "int8_per_token_cls_cosine", "int8_per_token_patch_cosine", "int8_per_tensor_cls_cosine",
     "int8_per_tensor_patch_cosine", "fp32_accuracy", "int8_per_token_accuracy",
     "int8_per_tensor_accuracy",
@@ -396,8 +400,51 @@ def study_config(config, inputs, main_size, sizes, rules, calibration, evaluatio
     # 9. the abstaining query
     out["abstaining_query"] = (abstaining_query(s, x, trace, kinds, mad_k, margins, name)
                                if cfg.attention in ("softmax1", "sink") else None)
+    # 10. the defect row (docs/design.md, "Artifact metrics")
+    out["defects"] = defect_row(s, base["prenorm"], mad_k, margins, name)
     out["summary"] = summary(out, margins, name)
     return plain(out)
+
+
+def outliers(values, mad_k):
+    """The indices above median + mad_k * MAD (unscaled), and the smallest distance of any value
+    from that threshold relative to it (the margin of the choice)."""
+    mid = ref.median(values)
+    threshold = mid + mad_k * ref.median((values - mid).abs())
+    return (set(torch.nonzero(values > threshold).flatten().tolist()),
+            float((values - threshold).abs().min() / threshold))
+
+
+def defect_row(s, prenorm, mad_k, margins, where):
+    """The study's defect row at the output layer L-1: per image the angle between its
+    highest-norm patch and u_{L-1} (degrees, acos |cos|, lines not arrows), and the share of its
+    patches each artifact rule flags (norm, direction: |cos(x, u)|, both: the two together),
+    u from the PyTorch reference's defect directions (defects_reference) of the weights."""
+    u, values = defects_reference.defect_directions(s.cfg, s.weights, DEFECT_SAMPLES, DEFECT_SEED, 1)
+    last = s.cfg.depth - 1
+    first = 1 + s.registers
+    images = []
+    for i, image in enumerate(prenorm):
+        patches = image[first:]
+        norms = patches.norm(dim=-1)
+        cos = (patches @ u[last]).abs() / norms
+        top = int(norms.argmax())
+        by_norm, norm_margin = outliers(norms, mad_k)
+        by_direction, direction_margin = outliers(cos, mad_k)
+        if margins is not None:
+            margins.note("defect_top", relative_gaps(norms.sort(descending=True).values[:2].tolist())[0],
+                         f"{where} defect row image {i}")
+            margins.note("artifact", norm_margin, f"{where} defect row image {i}")
+            margins.note("direction", direction_margin, f"{where} defect row image {i}")
+        n = patches.shape[0]
+        images.append({"top_token": first + top,
+                       "top_angle_deg": math.degrees(math.acos(min(1.0, float(cos[top])))),
+                       "flagged_norm": len(by_norm) / n, "flagged_direction": len(by_direction) / n,
+                       "flagged_both": len(by_norm & by_direction) / n})
+    row = {"layer": last, "singular_value": float(values[last, 0]), "images": images}
+    for key in ("top_angle_deg", "flagged_norm", "flagged_direction", "flagged_both"):
+        row["mean_" + key] = sum(image[key] for image in images) / len(images)
+    return row
 
 
 def summary(c, margins, where):
@@ -422,6 +469,8 @@ def summary(c, margins, where):
     s.update(massive_ratio=ratios[layer], massive_layer=layer,
              massive_top=c["massive"][layer]["top"][0][0], massive_kind=c["massive"][layer]["top_kind"],
              kurtosis_max=max(m["kurtosis"] for m in c["massive"]))
+    for key in ("top_angle_deg", "flagged_norm", "flagged_direction", "flagged_both"):
+        s["defect_" + key] = c["defects"]["mean_" + key]
 
     def cos(entry, key):
         return None if entry is None else float(entry[key])

@@ -1751,21 +1751,31 @@ class Intervention:
              hidden[patch rows, n] = 0; CLS and trained registers unchanged (so with K = 0
              the patches are still zeroed).
     inpaint  (layer, ...): after each listed block, every image's patch tokens go through
-             `inpaint_artifacts` (the repair @inpaint=artifacts)."""
+             `inpaint_artifacts` (the repair @inpaint=artifacts).
+    inpaint_directions  [L, D] or None: the defect directions; inpaint then flags by direction
+             (the repair @inpaint=directions:FILE), row l after block l."""
     evict: torch.Tensor = None
     ttr: int = 0
     neurons: tuple = ()
     inpaint: tuple = ()
+    inpaint_directions: torch.Tensor = None
 
 
-def inpaint_artifacts(patches, grid_h, grid_w, mad_k=10.0):
+def inpaint_artifacts(patches, grid_h, grid_w, mad_k=10.0, direction=None):
     """The repair @inpaint=artifacts on one image's patch tokens [grid_h*grid_w, D] (row-major
     grid): the tokens the robust rule flags (L2 norm > median + mad_k * MAD over these tokens, as
     `artifact_tokens`) become the mean of the unflagged tokens within Chebyshev distance r of
     them, r = 1 (the 3x3 neighbours), widened by one while there are none. The means are of the
-    tokens before any replacement. Returns a new tensor."""
+    tokens before any replacement. With `direction` [D] (@inpaint=directions) the flagged tokens
+    are those whose |cos| with it is above median + mad_k * MAD instead. Returns a new tensor."""
     patches = torch.as_tensor(patches, dtype=torch.float64)
-    flagged = set(artifact_tokens(patches[None], 0, mad_k, 0)[0])
+    if direction is None:
+        flagged = set(artifact_tokens(patches[None], 0, mad_k, 0)[0])
+    else:
+        u = torch.as_tensor(direction, dtype=torch.float64)
+        cos = (patches @ u).abs() / (patches.norm(dim=1) * u.norm())
+        mid = median(cos)
+        flagged = set(torch.nonzero(cos > mid + mad_k * median((cos - mid).abs())).flatten().tolist())
     if len(flagged) == patches.shape[0]:
         return patches.clone()
     out = patches.clone()
@@ -1872,7 +1882,8 @@ def forward_fp(cfg, w, images, trace=False, intervention=None):
         x = x + ls2 * m
         if i in iv.inpaint:
             gh, gw = images.shape[-2] // cfg.patch, images.shape[-1] // cfg.patch
-            repaired = torch.stack([inpaint_artifacts(image, gh, gw) for image in x[:, P + R + K:]])
+            u = None if iv.inpaint_directions is None else iv.inpaint_directions[i]
+            repaired = torch.stack([inpaint_artifacts(image, gh, gw, direction=u) for image in x[:, P + R + K:]])
             x = torch.cat([x[:, :P + R + K], repaired], dim=1)
         if trace:
             layers.append({"attn": p, "logits": logits, "abstention": abstention,
