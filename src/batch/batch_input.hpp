@@ -27,7 +27,7 @@ struct Prepared {
 };
 
 // Throws UsageError naming `name` when an input of this size may not run (over max_tokens).
-using InputCheck = std::function<void(int height, int width, const std::string& name)>;
+using InputCheck = std::function<void(int height, int width, const Geometry& geometry, const std::string& name)>;
 
 // paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs `check` refuses
 // failed; never throws for a bad file.
