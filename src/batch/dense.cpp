@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "chunked_job.hpp"
@@ -62,6 +63,8 @@ void DenseOptions::check(int patch) const {
         throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
     if (pca_mask.given() && !pca_foreground)
         throw UsageError("--pca-mask is the foreground of --pca foreground: add --pca foreground");
+    if (!pca_mask.path.empty() && !std::filesystem::exists(pca_mask.path))
+        throw UsageError("--pca-mask " + pca_mask.path + ": no such file or folder");
     if (method == UpsampleMethod::Jbu && upsample == Upsample::None)
         throw UsageError("--upsample jbu needs a size to upsample to (jbu:image or jbu:xN)");
     const JbuOptions plain;
@@ -320,7 +323,8 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.pca_mask.given()) identity["pca_mask"] = o.pca_mask.describe();
     const std::string reduction_fit =
         o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image";
-    if (o.pca_dims > 0) identity["pca_dims"] = {{"k", o.pca_dims}, {"fit", reduction_fit}};
+    const nlohmann::ordered_json reduction = {{"k", o.pca_dims}, {"fit", reduction_fit}};
+    if (o.pca_dims > 0) identity["pca_dims"] = reduction;
 
     batch::ChunkWork work;
     // Inputs refused before they run (each one a failed row): too many tokens, a grid too small
@@ -421,7 +425,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     };
     if (o.method == UpsampleMethod::Jbu) info["jbu"] = jbu;
     if (!o.view.plain()) info["view"] = o.view.to_json();
-    if (o.pca_dims > 0) info["pca_dims"] = identity["pca_dims"];
+    if (o.pca_dims > 0) info["pca_dims"] = reduction;
     if (o.pca_mask.given()) info["pca_mask"] = o.pca_mask.describe();
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
                                       std::move(info));
