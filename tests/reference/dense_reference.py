@@ -1,7 +1,7 @@
 """Dense features at resolution (docs/design.md, "Dense features at resolution"), written from
 the definitions and sharing no code with vitreg's C++: the sliding-window paste, multi-scale and
-flip averaging on one grid, bilinear upsampling (F.interpolate) and joint bilateral upsampling
-(Kopf et al. 2007). Everything is float64.
+flip averaging on one grid, bilinear upsampling (F.interpolate), joint bilateral upsampling
+(Kopf et al. 2007) and the --pca-dims reduction. Everything is float64.
 
 A "patch forward" is a callable images [B,3,H,W] -> [B,L,h,w,D]: the patch tokens of the chosen
 layers of each image, as a grid (see `patch_forward`)."""
