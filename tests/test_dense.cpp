@@ -17,6 +17,7 @@
 #include "batch/feature_upsampler.hpp"
 #include "batch/pca_mask.hpp"
 #include "vitreg/image.hpp"
+#include "vitreg/preprocess.hpp"
 #include "vitreg/writers.hpp"
 
 using namespace vitreg;
@@ -519,6 +520,26 @@ TEST_CASE("dense --pca foreground --pca-mask: the masked picture, a missing mask
         for (int x = 56 + 35; x < 112; ++x)
             for (int ch = 0; ch < 3; ++ch) bright += picture.rgb[(y * 112 + x) * 3 + ch] > 255 * kBackgroundDim + 1;
     CHECK(bright == 0);
+    // A mask is pca_foreground's mask: the cells of its own threshold, given as a grid-sized mask,
+    // draw the same picture byte for byte as no mask does.
+    DenseOptions concat;
+    concat.concat = true;
+    const Pixels px = load_pixels(dir / "a.ppm", ResizeSpec::parse("none"), m.config(), ImageLimits{});
+    const auto features = dense_array(m, px, concat);
+    const auto own = pca_foreground(PatchFeatures{features.data.data(), 4, 4}, 192).foreground;
+    std::vector<std::uint8_t> cells(4 * 4 * 3);
+    for (int p = 0; p < 16; ++p) cells[p * 3 + 2] = own[p] ? 255 : 0;
+    write_png_rgb(dir / "own.png", 4, 4, cells.data());
+    DenseOptions plain;
+    plain.resize = o.resize;
+    plain.pca = plain.pca_foreground = true;
+    plain.out_dir = dir / "unmasked";
+    CHECK(dense_features(m, {dir / "a.ppm"}, plain).ok == 1);
+    plain.out_dir = dir / "masked";
+    plain.pca_mask.path = dir / "own.png";
+    CHECK(dense_features(m, {dir / "a.ppm"}, plain).ok == 1);
+    CHECK(read_bytes(dir / "masked/0.pca.png") == read_bytes(dir / "unmasked/0.pca.png"));
+    CHECK(read_bytes(dir / "masked/0.pca.png") != read_bytes(o.out_dir + "/0.pca.png"));  // another mask, another picture
     // A mask without --pca foreground is refused before anything runs.
     o.pca_foreground = false;
     CHECK_THROWS_WITH(o.check(m.config()), Catch::Contains("--pca-mask") && Catch::Contains("--pca foreground"));
