@@ -31,7 +31,7 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
                                     const std::optional<std::string>& pipeline, const std::string& resample,
                                     const std::string& decode, bool exif_transpose);
 // Model.dense: one image's dense array, as `vitreg dense` writes it.
-py::array model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs);
+py::object model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs);
 
 // vitreg.Error and its subclasses; vitreg's C++ exceptions arrive as them.
 void bind_errors(py::module_& m);

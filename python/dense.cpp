@@ -31,9 +31,10 @@ void take_dense_options(Options& o, DenseOptions& d) {
     const auto dtype = o.take<std::string>("dtype", "f32");
     if (dtype != "f32" && dtype != "f16") throw UsageError("dtype must be 'f32' or 'f16', not '" + dtype + "'");
     d.half = dtype == "f16";
+    d.pca_dims = o.take<int>("pca_dims", 0);
 }
 
-py::array model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs) {
+py::object model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs) {
     Options o("dense", kwargs);
     DenseOptions d;
     take_dense_options(o, d);
@@ -44,8 +45,7 @@ py::array model_dense(const PyModel& self, const py::object& image, const py::kw
     d.threads = threads;
     d.max_tokens = self.max_tokens;
     const Config& c = self.model.config();
-    resolve_layers(d.layers, c.depth);
-    d.check(c.patch);
+    d.check(c);
     Pixels px;
     const bool path = py::isinstance<py::str>(image) || py::hasattr(image, "__fspath__");
     if (!path && shared_array(image).dtype().kind() == 'f') {
@@ -70,7 +70,12 @@ py::array model_dense(const PyModel& self, const py::object& image, const py::kw
     const std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
     py::array out = owning_array(std::move(a.data), shape);
     // float16 as the file stores it: numpy's astype rounds to nearest even, as vitreg's writer does.
-    return d.half ? py::array(out.attr("astype")("float16")) : out;
+    if (d.half) out = out.attr("astype")("float16");
+    if (d.pca_dims == 0) return std::move(out);
+    py::dict basis;  // what <row>.pca_basis.safetensors holds
+    for (auto& [name, t] : pca_basis_tensors(a.basis))
+        basis[py::str(name)] = owning_array(std::move(t.values), std::vector<py::ssize_t>(t.shape.begin(), t.shape.end()));
+    return py::make_tuple(out, basis);
 }
 
 }  // namespace vitreg::python

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "arrays.hpp"
 #include "bindings.hpp"
 #include "kwargs.hpp"
 #include "dense_options.hpp"
@@ -108,15 +109,29 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
     const std::string pca_kind = py::isinstance<py::str>(pca) ? pca.cast<std::string>() : (py::bool_(pca) ? "preview" : "");
     if (!pca_kind.empty() && pca_kind != "preview" && pca_kind != "foreground")
         throw UsageError("dense: pca='" + pca_kind + "' (expected True, 'preview' or 'foreground')");
-    d.pca = !pca_kind.empty() || d.pca_joint;
+    d.pca = !pca_kind.empty() || (d.pca_joint && d.pca_dims == 0);  // pca_joint alone: the joint preview
     d.pca_foreground = pca_kind == "foreground";
+    // pca_mask: a path (a PNG or a folder of <stem>.png) or one uint8 / bool array [H, W] for every input.
+    const py::object mask = o.take<py::object>("pca_mask", py::none());
+    if (py::isinstance<py::str>(mask) || py::hasattr(mask, "__fspath__")) {
+        d.pca_mask.path = path_of(mask);
+    } else if (!mask.is_none()) {
+        py::array a = shared_array(mask);
+        if (a.dtype().kind() == 'b') a = a.attr("astype")("uint8");
+        const auto dims = checked_dims<std::uint8_t>(a, {2}, "pca_mask", "a path or an [H, W] array");
+        d.pca_mask.height = static_cast<int>(dims[0]);
+        d.pca_mask.width = static_cast<int>(dims[1]);
+        const auto* p = static_cast<const std::uint8_t*>(a.data());
+        d.pca_mask.pixels.assign(p, p + a.size());
+        if (d.pca_mask.pixels.empty()) throw UsageError("pca_mask: an empty array");
+    }
     bool rule_given = false;
     const ArtifactRule rule = take_artifact_rule(o, &rule_given);
     if (rule_given) d.artifact_rule = rule;
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
     resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec or view fails before any output
-    d.check(model.model.config().patch);
+    d.check(model.model.config());
     const auto paths = input_list(inputs);
     BatchSummary s;
     {
@@ -174,12 +189,15 @@ progress  a callable progress(done, total), called after each batch, or True for
 A bad image is a failed row of the manifest, not an exception. Returns a dict: inputs, ok, failed, out.)");
     def_with_keywords(m, "dense", &dense, {"model", "inputs", "out"},
                       dense_keywords() +
-                          keywords(Keyword{"pca", py::bool_(false)}, Keyword{"pca_joint", py::bool_(false)}) +
+                          keywords(Keyword{"pca", py::bool_(false)}, Keyword{"pca_joint", py::bool_(false)}, Keyword{"pca_mask"}) +
                           artifact_rule_keywords(true) + batch_keywords(),
                       R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
-<row>.pca.png with pca (pca='foreground': DINOv3's picture), and manifest.jsonl with each row's geometry (how a grid cell maps back
+<row>.pca.png with pca (pca='foreground': DINOv3's picture, its foreground from pca_mask when given:
+a mask PNG, a folder of <stem>.png or an [H, W] uint8/bool array), <row>.pca_basis.safetensors with
+pca_dims=K (the features reduced to K components before upsampling; pca_joint fits it over each
+batch), and manifest.jsonl with each row's geometry (how a grid cell maps back
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
 upsample: 'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE'; dtype: 'f32' |
 'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). batch None: 1.

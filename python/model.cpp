@@ -306,7 +306,7 @@ Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError fo
 
 dense(image, *, layers='last', norm=False, concat=False, window=0, stride=0, scales=[1.0], flip=False,
       grid=None, upsample='none', jbu_sigma_spatial=1.0, jbu_sigma_range=0.15, jbu_radius=2, dtype='f32',
-      resize='eval', threads=model.threads)
+      pca_dims=0, resize='eval', threads=model.threads)
 
 image     a path or uint8 array (preprocessed with `resize` as preprocess does), or float32
           [3, H, W] already preprocessed.
@@ -316,6 +316,10 @@ scales, flip  the image at each scale (and mirrored), grids resized bilinearly t
           default the image's own) and averaged.
 upsample  'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE' (SIZE image or xN);
           jbu: joint bilateral upsampling guided by the image.
+pca_dims  K > 0: the layers side by side reduced to K principal components fitted on this image's
+          grid (after the views, before upsampling); returns (features [h, w, K], basis) with basis
+          a dict of float32 arrays as <row>.pca_basis.safetensors holds: mean [C], components [K, C],
+          explained_variance [K], explained_variance_ratio [K] (features ≈ mean + reduced @ components).
 Returns [h, w, C] for one layer or with concat, else [layers, h, w, D].)")
         .def("forward", &forward, "x"_a, "threads"_a = py::none(),
              R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:

@@ -574,6 +574,45 @@ class CliTest(unittest.TestCase):
             self.assertIn(message, r.stderr)
             self.assertFalse(os.path.exists(never), bad)
 
+    def test_dense_pca_dims_writes_the_basis_and_pca_mask_the_foreground(self):
+        image = os.path.join(ASSETS, "chelsea.png")
+        mask = os.path.join(self.tmp, "mask.png")  # the model input's size (154x126), left half foreground
+        with open(mask, "wb") as f:
+            f.write(encode_png(154, 126, bytes(255 if x < 77 else 0 for y in range(126) for x in range(154) for _ in range(3))))
+        out, full = os.path.join(self.tmp, "dense-pca"), os.path.join(self.tmp, "dense-full")
+        common = ["--resize", "154x126", "--layers", "-2,-1"]
+        r = vitreg("dense", MODEL, image, "-o", out, *common, "--pca-dims", "8", "--pca", "foreground", "--pca-mask", mask)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = vitreg("dense", MODEL, image, "-o", full, *common, "--concat")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        reduced, x = np.load(os.path.join(out, "0.npy")), np.load(os.path.join(full, "0.npy"))
+        self.assertEqual(reduced.shape, (9, 11, 8))
+        basis = read_safetensors(os.path.join(out, "0.pca_basis.safetensors"))
+        self.assertEqual(basis["components"].shape, (8, 384))
+        # The basis applies the reduction: (x - mean) @ components.T is the written array.
+        again = (x.reshape(-1, 384).astype(np.float64) - basis["mean"]) @ basis["components"].T.astype(np.float64)
+        self.assertLess(np.abs(again - reduced.reshape(-1, 8)).max(), 1e-4 * np.abs(reduced).max())
+        self.assertTrue(np.all(np.diff(basis["explained_variance"]) <= 0))
+        self.assertEqual(manifest(out)[0]["pca_basis"], "0.pca_basis.safetensors")
+        for record in ("job.json", "run.json"):
+            with open(os.path.join(out, record)) as f:
+                j = json.load(f)
+            self.assertEqual(j["pca_dims"], {"k": 8, "fit": "per image"})
+            self.assertEqual(j["pca_mask"], mask)
+        width, height, rows = decode_png(os.path.join(out, "0.pca.png"))
+        self.assertEqual((width, height), (2 * 154, 126))
+        self.assertLessEqual(max(max(p) for row in rows for p in row[154 + 100:]), 52)  # outside the mask: dimmed
+        for bad, message in (
+                (["--pca-dims", "385"], "--pca-dims 385 must be in 1..384"),
+                (["--pca-dims", "-1"], "must be in 1..384"),
+                (["--pca-mask", mask], "add --pca foreground"),
+                (["--pca", "foreground", "--pca-mask", os.path.join(self.tmp, "nothing.png")], "no such file or folder")):
+            never = os.path.join(self.tmp, "never-pca")
+            r = vitreg("dense", MODEL, image, "-o", never, *common, *bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(message, r.stderr)
+            self.assertFalse(os.path.exists(never), bad)
+
     def test_linprobe_reports_miou(self):
         r = vitreg("linprobe", MODEL, "--data", os.path.join(FIXTURES, "dense"), "--json")
         self.assertEqual(r.returncode, 0, r.stderr)

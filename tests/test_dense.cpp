@@ -15,6 +15,9 @@
 #include "vitreg/analysis/pca.hpp"
 #include "core/resample.hpp"
 #include "batch/feature_upsampler.hpp"
+#include "batch/pca_mask.hpp"
+#include "vitreg/image.hpp"
+#include "vitreg/preprocess.hpp"
 #include "vitreg/writers.hpp"
 
 using namespace vitreg;
@@ -318,4 +321,226 @@ TEST_CASE("DINOv3's PCA picture: fitted on the foreground, whitened there, backg
     CHECK(rgb[0] == Approx(0.5f));
     foreground_colour(zero, 0.0f, rgb);
     CHECK(rgb[2] == Approx(0.5f * kBackgroundDim));
+}
+
+namespace {
+
+double dot(const double* a, const float* b, int n) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("dense reduction (--pca-dims): the reduction equals the reference's, and reconstructs to within the discarded variance") {
+    const Model m = Model::load(fixture("models/dinov2_f32.safetensors"));
+    const SafetensorsFile f(fixture("dense_views/learned_window.safetensors"));
+    const SafetensorsFile want(fixture("dense_views/pca.safetensors"));
+    Pixels px;
+    px.height = 44;
+    px.width = 36;
+    px.chw = tensor(f, "input");
+    // "both": 128 channels on 99 patches (fewer patches than channels); "last": 64 channels.
+    for (const auto& [name, layers] : {std::pair{"both", "0,1"}, {"last", "1"}}) {
+        INFO(name);
+        const std::string key = name;
+        DenseOptions o;
+        o.layers = layers;
+        o.norm = true;
+        o.view.window = 20;
+        o.view.stride = 12;
+        o.pca_dims = 6;
+        const auto got = dense_array(m, px, o);
+        const PcaBasis& b = got.basis;
+        const int C = b.dim, K = 6;
+        REQUIRE(got.shape == std::vector<std::int64_t>{11, 9, K});
+        const auto components = tensor(want, key + "_components");
+        for (int c = 0; c < K; ++c)  // the same direction with the same sign
+            CHECK(dot(b.components.data() + c * C, components.data() + c * C, C) > 1 - 1e-6);
+        CHECK(relative_error(std::vector<float>(b.mean.begin(), b.mean.end()), tensor(want, key + "_mean")) < 1e-5);
+        CHECK(relative_error(std::vector<float>(b.explained_variance.begin(), b.explained_variance.end()),
+                             tensor(want, key + "_explained_variance")) < 1e-5);
+        CHECK(relative_error(got.data, tensor(want, key + "_reduced")) < 1e-5);
+        const auto ratio = pca_basis_tensors(b).at("explained_variance_ratio").values;
+        CHECK(relative_error(ratio, tensor(want, key + "_explained_variance_ratio")) < 1e-5);
+
+        // Reconstruction from the written K channels: its squared error over n - 1 is the variance
+        // of the components left out.
+        o.pca_dims = 0;
+        o.concat = true;
+        const auto full = dense_array(m, px, o);
+        double error = 0;
+        for (int p = 0; p < 99; ++p)
+            for (int d = 0; d < C; ++d) {
+                double x = b.mean[d];
+                for (int c = 0; c < K; ++c) x += got.data[p * K + c] * b.components[c * C + d];
+                error += (full.data[p * C + d] - x) * (full.data[p * C + d] - x);
+            }
+        double kept = 0;
+        for (const double v : b.explained_variance) kept += v;
+        CHECK(error / 98 == Approx(b.total_variance - kept).epsilon(1e-4));
+        CHECK(b.total_variance - kept > 0.01 * b.total_variance);  // something was left out
+        for (int c = 0; c < K; ++c)  // orthonormal components
+            for (int e = 0; e < K; ++e) {
+                double s = 0;
+                for (int d = 0; d < C; ++d) s += b.components[c * C + d] * b.components[e * C + d];
+                CHECK(s == Approx(c == e ? 1.0 : 0.0).margin(1e-9));
+            }
+    }
+    // Reduced before upsampling: the reduced grid, bilinear to the pixels.
+    DenseOptions o;
+    o.layers = "0,1";
+    o.norm = true;
+    o.view.window = 20;
+    o.view.stride = 12;
+    o.pca_dims = 6;
+    o.parse_upsample("image");
+    const auto up = dense_array(m, px, o);
+    CHECK(up.shape == std::vector<std::int64_t>{44, 36, 6});
+    CHECK(relative_error(up.data, tensor(want, "both_reduced_image")) < 1e-5);
+    // K outside 1..channels is refused with the range.
+    o.pca_dims = 129;
+    CHECK_THROWS_WITH(o.check(m.config()), Catch::Contains("--pca-dims 129 must be in 1..128"));
+    o.pca_dims = -1;
+    CHECK_THROWS_WITH(o.check(m.config()), Catch::Contains("must be in 1..128"));
+}
+
+TEST_CASE("PCA bases: a joint fit is the fit of the images' patches together; past the rank, still orthonormal") {
+    std::vector<float> a(12 * 5), b(8 * 5);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(1.7f * i) + (i % 5 == 2 ? 2.0f * std::cos(0.3f * i) : 0.0f);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(2.3f * i) - 0.5f;
+    std::vector<float> both(a);
+    both.insert(both.end(), b.begin(), b.end());
+    const auto joint = fit_pca_basis({{a.data(), 3, 4}, {b.data(), 2, 4}}, 5, 3);
+    const auto one = fit_pca_basis({{both.data(), 5, 4}}, 5, 3);
+    CHECK(joint.patches == 20);
+    for (std::size_t i = 0; i < joint.components.size(); ++i) CHECK(joint.components[i] == Approx(one.components[i]).margin(1e-12));
+    for (int c = 0; c < 3; ++c) CHECK(joint.explained_variance[c] == Approx(one.explained_variance[c]));
+    // 3 patches have rank 2: a third component carries no variance and is still a unit vector
+    // orthogonal to the others.
+    const auto few = fit_pca_basis({{a.data(), 1, 3}}, 5, 4);
+    CHECK(few.explained_variance[2] == Approx(0).margin(1e-12));
+    for (int c = 0; c < 4; ++c)
+        for (int e = 0; e < 4; ++e) {
+            double s = 0;
+            for (int d = 0; d < 5; ++d) s += few.components[c * 5 + d] * few.components[e * 5 + d];
+            CHECK(s == Approx(c == e ? 1.0 : 0.0).margin(1e-9));
+        }
+    CHECK_THROWS_WITH(fit_pca_basis({{a.data(), 1, 1}}, 5, 2), Catch::Contains("at least 2 patches"));
+}
+
+TEST_CASE("foreground masks (--pca-mask): a patch is foreground when half its pixels are, through the image's resize and crop") {
+    TempDir dir;
+    // Source 20x20, resized to 40x40, cropped at (4, 4) to the 32x32 model input: 4x4 cells of 8 px.
+    Geometry g;
+    g.source_width = g.source_height = 20;
+    g.resized_width = g.resized_height = 40;
+    g.crop_left = g.crop_top = 4;
+    g.width = g.height = 32;
+    const auto left_of = [&](int columns, const std::string& file) {  // source columns < `columns` foreground
+        std::vector<std::uint8_t> rgb(20 * 20 * 3, 0);
+        for (int y = 0; y < 20; ++y)
+            for (int x = 0; x < columns; ++x) rgb[(y * 20 + x) * 3 + 1] = 255;
+        write_png_rgb(dir / file, 20, 20, rgb.data());
+        ForegroundMask m;
+        m.path = dir / file;
+        return batch::foreground_cells(m, "image.jpg", g, 4, 4);
+    };
+    // Source x < 9: model-input x + 4.5 < 18, x <= 13: 6 of cell 1's 8 columns; x < 7: 2 of 8.
+    const auto wide = left_of(9, "wide.png"), narrow = left_of(7, "narrow.png");
+    for (int p = 0; p < 16; ++p) {
+        CHECK(wide[p] == (p % 4 <= 1 ? 1 : 0));
+        CHECK(narrow[p] == (p % 4 == 0 ? 1 : 0));
+    }
+    // A mask of the grid's size is the cells as they are; a folder gives <stem>.png per input.
+    ForegroundMask cells;
+    cells.width = cells.height = 4;
+    cells.pixels = {1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    CHECK(batch::foreground_cells(cells, "x", g, 4, 4) == cells.pixels);
+    make_dirs(dir / "masks");
+    write_bytes(dir / "masks/image.png", read_bytes(dir / "wide.png"));
+    ForegroundMask folder;
+    folder.path = dir / "masks";
+    CHECK(batch::foreground_cells(folder, "/photos/image.jpg", g, 4, 4) == wide);
+    CHECK_THROWS_WITH(batch::foreground_cells(folder, "/photos/other.jpg", g, 4, 4),
+                      Catch::Contains("no mask") && Catch::Contains("other.png") && Catch::Contains("/photos/other.jpg"));
+    // Refused: another size, too few foreground patches, unreadable.
+    cells.width = 5;
+    cells.pixels.assign(20, 1);
+    CHECK_THROWS_WITH(batch::foreground_cells(cells, "x", g, 4, 4), Catch::Contains("is 5x4, not the size of x"));
+    cells.width = cells.height = 4;
+    cells.pixels.assign(16, 0);
+    cells.pixels[3] = cells.pixels[5] = 1;
+    CHECK_THROWS_WITH(batch::foreground_cells(cells, "x", g, 4, 4), Catch::Contains("fewer than 3 foreground patches"));
+    write_bytes(dir / "broken.png", "not a png");
+    ForegroundMask broken;
+    broken.path = dir / "broken.png";
+    CHECK_THROWS_AS(batch::foreground_cells(broken, "x", g, 4, 4), vitreg::Error);
+}
+
+TEST_CASE("dense --pca foreground --pca-mask: the masked picture, a missing mask the input's failure; --pca-dims files") {
+    TempDir dir;
+    std::string ppm = "P6\n56 56\n255\n";
+    for (int y = 0; y < 56; ++y)
+        for (int x = 0; x < 56; ++x) ppm += std::string(3, static_cast<char>((x * 7 + y * 3) % 256));
+    write_bytes(dir / "a.ppm", ppm);
+    write_bytes(dir / "b.ppm", ppm);
+    make_dirs(dir / "masks");
+    std::vector<std::uint8_t> rgb(56 * 56 * 3, 0);  // the left half foreground
+    for (int y = 0; y < 56; ++y)
+        for (int x = 0; x < 28; ++x) rgb[(y * 56 + x) * 3] = 1;
+    write_png_rgb(dir / "masks/a.png", 56, 56, rgb.data());
+    const Model m = Model::load(resolve_model_path("vitreg-untrained-s14-d192-reg4"));
+    DenseOptions o;
+    o.out_dir = dir / "out";
+    o.resize = ResizeSpec::parse("none");
+    o.pca = o.pca_foreground = true;
+    o.pca_mask.path = dir / "masks";
+    o.pca_dims = 4;
+    const auto s = dense_features(m, {dir / "a.ppm", dir / "b.ppm"}, o);
+    CHECK(s.ok == 1);
+    CHECK(s.failed == 1);
+    std::ifstream man(o.out_dir + "/manifest.jsonl");
+    std::string line;
+    std::getline(man, line);
+    const auto row = nlohmann::json::parse(line);
+    CHECK(row["shape"] == nlohmann::json::array({4, 4, 4}));
+    CHECK(row["pca_basis"] == "0.pca_basis.safetensors");
+    std::getline(man, line);
+    CHECK_THAT(nlohmann::json::parse(line)["error"].get<std::string>(), Catch::Contains("no mask") && Catch::Contains("b.png"));
+    const SafetensorsFile basis(o.out_dir + "/0.pca_basis.safetensors");
+    CHECK(tensor(basis, "components").size() == 4u * 192);
+    CHECK(tensor(basis, "mean").size() == 192u);
+    // The picture's right half (outside the mask, away from the edge's blend) is dimmed.
+    const Image picture = decode_image(o.out_dir + "/0.pca.png");
+    REQUIRE(picture.width == 112);
+    int bright = 0;
+    for (int y = 0; y < 56; ++y)
+        for (int x = 56 + 35; x < 112; ++x)
+            for (int ch = 0; ch < 3; ++ch) bright += picture.rgb[(y * 112 + x) * 3 + ch] > 255 * kBackgroundDim + 1;
+    CHECK(bright == 0);
+    // A mask is pca_foreground's mask: the cells of its own threshold, given as a grid-sized mask,
+    // draw the same picture byte for byte as no mask does.
+    DenseOptions concat;
+    concat.concat = true;
+    const Pixels px = load_pixels(dir / "a.ppm", ResizeSpec::parse("none"), m.config(), ImageLimits{});
+    const auto features = dense_array(m, px, concat);
+    const auto own = pca_foreground(PatchFeatures{features.data.data(), 4, 4}, 192).foreground;
+    std::vector<std::uint8_t> cells(4 * 4 * 3);
+    for (int p = 0; p < 16; ++p) cells[p * 3 + 2] = own[p] ? 255 : 0;
+    write_png_rgb(dir / "own.png", 4, 4, cells.data());
+    DenseOptions plain;
+    plain.resize = o.resize;
+    plain.pca = plain.pca_foreground = true;
+    plain.out_dir = dir / "unmasked";
+    CHECK(dense_features(m, {dir / "a.ppm"}, plain).ok == 1);
+    plain.out_dir = dir / "masked";
+    plain.pca_mask.path = dir / "own.png";
+    CHECK(dense_features(m, {dir / "a.ppm"}, plain).ok == 1);
+    CHECK(read_bytes(dir / "masked/0.pca.png") == read_bytes(dir / "unmasked/0.pca.png"));
+    CHECK(read_bytes(dir / "masked/0.pca.png") != read_bytes(o.out_dir + "/0.pca.png"));  // another mask, another picture
+    // A mask without --pca foreground is refused before anything runs.
+    o.pca_foreground = false;
+    CHECK_THROWS_WITH(o.check(m.config()), Catch::Contains("--pca-mask") && Catch::Contains("--pca foreground"));
 }

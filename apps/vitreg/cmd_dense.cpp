@@ -10,9 +10,9 @@ namespace vitreg::cli {
 void register_dense(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("dense", "per-patch feature grids of chosen layers, aligned to pixels");
     struct Args : BatchArgs {
-        std::string layers = "last", upsample = "none", dtype = "f32", scales = "1", grid, pca;
+        std::string layers = "last", upsample = "none", dtype = "f32", scales = "1", grid, pca, pca_mask;
         bool norm = false, concat = false, pca_joint = false, flip = false;
-        int window = 0, stride = 0;
+        int window = 0, stride = 0, pca_dims = 0;
         JbuOptions jbu;
         ArtifactRule rule;
     };
@@ -43,7 +43,16 @@ void register_dense(CLI::App& app, Command& run) {
                                 "sigmoid(2x), background dimmed), through the chosen --upsample")
                     ->expected(0, 1)
                     ->check(CLI::IsMember({"", "preview", "foreground"}));
-    cmd->add_flag("--pca-joint", a->pca_joint, "fit the PCA jointly over each --batch of images");
+    cmd->add_option("--pca-mask", a->pca_mask,
+                    "the foreground of --pca foreground: a mask PNG (nonzero = foreground) for every input, or a "
+                    "folder with <stem>.png per input; the image's, its model input's or its grid's size; a patch is "
+                    "foreground when at least half its pixels are");
+    cmd->add_option("--pca-dims", a->pca_dims,
+                    "write K principal components of the chosen layers side by side instead of every channel "
+                    "([h, w, K]), reduced before upsampling, with the basis in <row>.pca_basis.safetensors")
+        ->capture_default_str();
+    cmd->add_flag("--pca-joint", a->pca_joint,
+                  "fit the PCAs (the --pca picture, --pca-dims' reduction) jointly over each --batch of images");
     add_artifact_rule_args(*cmd, a->rule);
     cmd->get_option("--artifact-rule")
         ->description("write <row>.artifacts.npy, [layers, h, w] float32, 1 where the rule flags the patch: "
@@ -65,14 +74,16 @@ void register_dense(CLI::App& app, Command& run) {
             if (!a->grid.empty()) o.view.parse_grid(a->grid);
             o.jbu = a->jbu;
             o.half = a->dtype == "f16";
-            o.pca = pca_given || a->pca_joint;
+            o.pca_dims = a->pca_dims;
+            o.pca = pca_given || (a->pca_joint && a->pca_dims == 0);  // --pca-joint alone: the joint preview
+            o.pca_mask.path = a->pca_mask;
             o.pca_foreground = a->pca == "foreground";
             o.pca_joint = a->pca_joint;
             if (rule_given) o.artifact_rule = a->rule;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
             resolve_layers(o.layers, m.config().depth);  // a bad --layers or view fails before any output
-            o.check(m.config().patch);
+            o.check(m.config());
             const auto s = dense_features(m, inputs, o, ProgressBar());
             return report_batch(s.ok, s.failed, s.inputs, "dense features", shard_dir(o.out_dir, o.shard_index, o.shard_count));
         };

@@ -1,16 +1,31 @@
 #pragma once
 // Dense features for segmentation: per image, the patch tokens of chosen layers as a grid
 // aligned to the pixels they came from, streamed image by image.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "vitreg/analysis/artifact_rule.hpp"
+#include "vitreg/analysis/pca.hpp"
 #include "vitreg/batch_job.hpp"
 #include "vitreg/dense_upsample.hpp"
 #include "vitreg/dense_view.hpp"
 
 namespace vitreg {
+
+// The foreground of --pca foreground given by a mask (nonzero = foreground) instead of the first
+// component's threshold: a PNG for every input, a folder with one <stem>.png per input, or one
+// in-memory mask for every input. Its size is the source image's (it goes through the image's
+// resize and crop), the model input's, or the grid's; docs/design.md, "Dense features at resolution".
+struct ForegroundMask {
+    std::string path;                  // file or folder; empty: `pixels` when given
+    int width = 0, height = 0;         // of `pixels`
+    std::vector<std::uint8_t> pixels;  // [height, width]
+    bool given() const { return !path.empty() || !pixels.empty(); }
+    // "PATH" or "array WxH <digest>", for the run's identity.
+    std::string describe() const;
+};
 
 struct DenseOptions : BatchOptions {
     DenseOptions() { batch = 1; }  // dense arrays are large: one image per forward unless asked
@@ -28,6 +43,11 @@ struct DenseOptions : BatchOptions {
     // <row>.pca.png as DINOv3 draws it (pca_foreground in analysis/pca.hpp): whitened, sigmoid(2x),
     // background dimmed; per image; at the input's pixels through the chosen upsampler.
     bool pca_foreground = false;
+    ForegroundMask pca_mask;      // with pca_foreground: the foreground from a mask
+    // Reduce the written features to this many principal components (0: keep every channel),
+    // fitted per image, or over each batch with pca_joint, after the views are averaged and before
+    // upsampling: [h, w, K] whatever the layers, and <row>.pca_basis.safetensors beside.
+    int pca_dims = 0;
     // <row>.artifacts.npy beside the features: float32 [layers, grid_h, grid_w], 1 where this rule
     // flags the patch at each chosen layer (its own forward's grid; not with a view).
     std::optional<ArtifactRule> artifact_rule;
@@ -37,15 +57,28 @@ struct DenseOptions : BatchOptions {
     void parse_upsample(const std::string& text);
     // What parse_upsample reads back: "none", "bilinear:image", "jbu:x4", ...
     std::string upsample_text() const;
-    // Throws UsageError for options that contradict each other (the view's faults; JBU without upsampling).
+    // Throws UsageError for options that contradict each other (the view's faults; JBU without
+    // upsampling; a mask without --pca foreground).
     void check(int patch) const;
+    // check(c.patch), and the layers and pca_dims against the model: pca_dims in 1..(layers × dim).
+    void check(const Config& c) const;
 };
 
 // One image's dense array, as dense_features writes it (float32 here; `half` rounds what it writes).
 struct DenseArray {
     std::vector<std::int64_t> shape;
     std::vector<float> data;
+    PcaBasis basis;  // with pca_dims: the reduction's (k 0 otherwise)
 };
+// A reduction's basis as <row>.pca_basis.safetensors holds it, float32: "mean" [C], "components"
+// [K, C] (orthonormal rows), "explained_variance" [K] (over n − 1) and "explained_variance_ratio" [K]
+// (of the total variance); features ≈ mean + reduced · components.
+struct BasisTensor {
+    std::vector<std::int64_t> shape;
+    std::vector<float> values;
+};
+std::map<std::string, BasisTensor> pca_basis_tensors(const PcaBasis& basis);
+
 // The array dense_features writes for one preprocessed image (no PCA picture, no files).
 DenseArray dense_array(const Model& model, const Pixels& pixels, const DenseOptions& options);
 

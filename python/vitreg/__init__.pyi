@@ -54,7 +54,8 @@ class Model:
               threads: Optional[int] = None) -> Dict[str, Any]: ...
     def get_intermediate_layers(self, x: Pixels, n: Union[int, Sequence[int]] = 1, reshape: bool = False,
                                 return_class_token: bool = False, norm: bool = True) -> Tuple[Any, ...]: ...
-    def dense(self, image: Union[PathArg, Pixels], **kwargs: Any) -> npt.NDArray[Any]: ...
+    def dense(self, image: Union[PathArg, Pixels],
+              **kwargs: Any) -> Union[npt.NDArray[Any], Tuple[npt.NDArray[Any], Dict[str, npt.NDArray[np.float32]]]]: ...
 
 class ExplorePage:
     @property
@@ -75,7 +76,8 @@ def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', n
           concat: bool = False, upsample: str = 'none', window: int = 0, stride: int = 0,
           scales: Optional[Sequence[float]] = None, flip: bool = False, grid: Optional[Tuple[int, int]] = None,
           jbu_sigma_spatial: float = 1.0, jbu_sigma_range: float = 0.15, jbu_radius: int = 2, dtype: str = 'f32',
-          pca: Union[bool, str] = False, pca_joint: bool = False, mad_k: float = 10.0,
+          pca_dims: int = 0, pca: Union[bool, str] = False, pca_joint: bool = False,
+          pca_mask: Union[PathArg, npt.ArrayLike, None] = None, mad_k: float = 10.0,
           artifact_rule: Optional[str] = None, defects: Optional[PathArg] = None, defect_samples: int = 16384,
           defect_seed: int = 0, resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
           exif_transpose: bool = False, format: str = 'npy', batch: Optional[int] = None,

@@ -22,7 +22,7 @@ std::vector<Prepared> prepare(const Model& model, const std::string* paths, std:
             const std::string& path = paths[i];
             try {
                 Pixels px = load_pixels(path, resize, c, limits, &prepared[i].geometry);
-                check(px.height, px.width, path);
+                check(px.height, px.width, prepared[i].geometry, path);
                 prepared[i].pixels = std::move(px);
             } catch (const Error& e) {
                 prepared[i].error = e.what();
@@ -60,7 +60,7 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
                     const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
                     const BatchRunner& runner) {
     batch = std::max<std::size_t>(1, batch);
-    const InputCheck check = runner.check ? runner.check : [&](int h, int w, const std::string& name) {
+    const InputCheck check = runner.check ? runner.check : [&](int h, int w, const Geometry&, const std::string& name) {
         model.check_tokens(h, w, options.max_tokens, name);
     };
     struct Work {

@@ -26,8 +26,9 @@ struct Prepared {
     std::string error;  // when pixels is empty
 };
 
-// Throws UsageError naming `name` when an input of this size may not run (over max_tokens).
-using InputCheck = std::function<void(int height, int width, const std::string& name)>;
+// Throws UsageError naming `name` when an input of this size may not run (over max_tokens), or
+// when the job cannot use it (dense: its --pca-mask); `geometry` places it in its source image.
+using InputCheck = std::function<void(int height, int width, const Geometry& geometry, const std::string& name)>;
 
 // paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs `check` refuses
 // failed; never throws for a bad file.

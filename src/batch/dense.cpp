@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "chunked_job.hpp"
@@ -13,6 +14,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/analysis/pca.hpp"
 #include "core/resample.hpp"
+#include "pca_mask.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
@@ -57,7 +59,12 @@ std::string DenseOptions::upsample_text() const {
 
 void DenseOptions::check(int patch) const {
     view.check(patch);
-    if (pca_foreground && pca_joint) throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
+    if (pca_foreground && pca_joint && pca_dims == 0)
+        throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
+    if (pca_mask.given() && !pca_foreground)
+        throw UsageError("--pca-mask is the foreground of --pca foreground: add --pca foreground");
+    if (!pca_mask.path.empty() && !std::filesystem::exists(pca_mask.path))
+        throw UsageError("--pca-mask " + pca_mask.path + ": no such file or folder");
     if (artifact_rule && !view.plain())
         throw UsageError("--artifact-rule: the mask is of one forward's patch grid; leave out --window, --image-scales, "
                          "--flip and --grid");
@@ -71,6 +78,14 @@ void DenseOptions::check(int patch) const {
         throw UsageError("--jbu-sigma-spatial and --jbu-sigma-range must be above 0 and --jbu-radius in 0..16");
 }
 
+void DenseOptions::check(const Config& c) const {
+    check(c.patch);
+    const int channels = static_cast<int>(resolve_layers(layers, c.depth).size()) * c.dim;
+    if (pca_dims != 0 && (pca_dims < 1 || pca_dims > channels))
+        throw UsageError("--pca-dims " + std::to_string(pca_dims) + " must be in 1.." + std::to_string(channels) +
+                         " (the chosen layers' channels, side by side)");
+}
+
 namespace {
 
 // The image as RGB in [0, 1]: the normalization undone (JBU's guide).
@@ -82,19 +97,28 @@ GuideImage guide_of(const Pixels& px, const Config& c) {
     return g;
 }
 
+// Image b's patch grid of recorded layer slot l in a trace.
+const float* trace_grid(const Trace& t, int l, int b) {
+    return t.block_of(l, b) + static_cast<std::size_t>(t.patch_offset()) * t.dim;
+}
+
 // The rows of one image's dense array, made on demand: each layer's grid (or all layers' side
 // by side with concat) upsampled one output row at a time, so the array is never held whole.
+// With a PCA basis the layers side by side are first reduced to its K components, one plane
+// (docs/design.md, "Dense features at resolution": reduce, then upsample).
 class DenseRows {
 public:
-    // `layer_grid(l)`: layer l's [grid_h, grid_w, dim] patch grid.
-    template <class LayerGrid>
-    DenseRows(LayerGrid layer_grid, int layers, int dim, int grid_h, int grid_w, const Pixels& px, const Config& c,
-              const DenseOptions& o) {
+    // Image b of trace t (its grid: the views' average when it came from as_ran).
+    DenseRows(const Trace& t, int b, const PcaBasis* basis, const Pixels& px, const Config& c, const DenseOptions& o) {
+        const int grid_h = t.grid_h, grid_w = t.grid_w;
+        const std::size_t cells = static_cast<std::size_t>(grid_h) * grid_w;
+        if (basis) reduced_ = project_on(*basis, t.patch_features(b).data(), cells);
+        const auto layer_grid = [&](int l) { return basis ? reduced_.data() : trace_grid(t, l, b); };
+        const int layers = basis ? 1 : static_cast<int>(t.block_layers.size()), dim = basis ? basis->k : t.dim;
         int out_h = grid_h, out_w = grid_w;
         if (o.upsample == DenseOptions::Upsample::Image) out_h = px.height, out_w = px.width;
         if (o.upsample == DenseOptions::Upsample::Factor) out_h *= o.factor, out_w *= o.factor;
         const bool side_by_side = o.concat || layers == 1;
-        const std::size_t cells = static_cast<std::size_t>(grid_h) * grid_w;
         if (side_by_side && layers > 1) {  // one layer is read where it lies
             concatenated_.resize(cells * layers * dim);
             for (int l = 0; l < layers; ++l) {
@@ -130,15 +154,11 @@ public:
     std::size_t row_floats = 0;
 
 private:
+    std::vector<float> reduced_;  // [cells, K] with a basis
     std::vector<float> concatenated_;
     GuideImage guide_;
     std::vector<FeatureUpsampler> planes_;
 };
-
-// Image b's patch grid of recorded layer slot l in a trace.
-const float* trace_grid(const Trace& t, int l, int b) {
-    return t.block_of(l, b) + static_cast<std::size_t>(t.patch_offset()) * t.dim;
-}
 
 Probe dense_probe(const DenseOptions& o, int depth) {
     Probe probe;
@@ -195,10 +215,12 @@ void write_pca_png(const std::string& path, const Pixels& px, const Config& c, c
 
 // DINOv3's picture of one image's patch features at its pixels: the whitened components and
 // the foreground, upsampled as the features are (bilinear when they are not), then coloured.
-std::vector<float> foreground_picture(const Trace& t, int b, const Pixels& px, const Config& c, const DenseOptions& o) {
+// `mask`: the foreground cells (foreground_cells), or empty for the first component's threshold.
+std::vector<float> foreground_picture(const Trace& t, int b, const Pixels& px, const Config& c, const DenseOptions& o,
+                                      const std::vector<std::uint8_t>& mask) {
     const auto feats = t.patch_features(b);
     const int width = static_cast<int>(t.block_layers.size()) * t.dim, cells = t.grid_h * t.grid_w;
-    const PcaProjection pca = pca_foreground({feats.data(), t.grid_h, t.grid_w}, width);
+    const PcaProjection pca = pca_foreground({feats.data(), t.grid_h, t.grid_w}, width, mask);
     std::vector<float> grid(static_cast<std::size_t>(cells) * 4);
     for (int p = 0; p < cells; ++p) {
         std::copy(pca.whitened.begin() + p * 3, pca.whitened.begin() + (p + 1) * 3, grid.begin() + p * 4);
@@ -232,26 +254,52 @@ nlohmann::ordered_json geometry_json(const Geometry& g, int patch) {
             {"input_height", g.height}};
 }
 
+// Image b's features reduced by a basis fitted on it alone (fit_pca_basis), for --pca-dims without --pca-joint.
+PcaBasis image_basis(const Trace& t, int b, int k) {
+    const auto feats = t.patch_features(b);
+    return fit_pca_basis({{feats.data(), t.grid_h, t.grid_w}}, static_cast<int>(t.block_layers.size()) * t.dim, k);
+}
+
+void write_pca_basis(const std::string& path, const PcaBasis& b, const std::string& fit) {
+    const auto tensors = pca_basis_tensors(b);
+    std::map<std::string, ArrayRef> refs;
+    for (const auto& [name, t] : tensors) refs.emplace(name, ArrayRef{t.shape, t.values.data(), DType::F32});
+    write_safetensors(path, refs,
+                      {{"fit", fit},
+                       {"patches", std::to_string(b.patches)},
+                       {"total_variance", std::to_string(b.total_variance)},
+                       {"signs", "each component's largest-magnitude loading positive"}});
+}
+
 }  // namespace
+
+std::map<std::string, BasisTensor> pca_basis_tensors(const PcaBasis& b) {
+    const auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    std::vector<float> ratio;
+    for (const double v : b.explained_variance) ratio.push_back(b.total_variance > 0 ? static_cast<float>(v / b.total_variance) : 0.0f);
+    return {{"mean", {{b.dim}, floats(b.mean)}},
+            {"components", {{b.k, b.dim}, floats(b.components)}},
+            {"explained_variance", {{b.k}, floats(b.explained_variance)}},
+            {"explained_variance_ratio", {{b.k}, ratio}}};
+}
 
 DenseArray dense_array(const Model& model, const Pixels& pixels, const DenseOptions& o) {
     const Config& c = model.config();
-    o.check(c.patch);
+    o.check(c);
     const Probe probe = dense_probe(o, c.depth);
-    const int L = static_cast<int>(probe.block_layers.size());
-    Trace t;
-    DenseGrid g;
+    const ForwardOptions fwd{o.threads, o.max_tokens};
+    std::shared_ptr<const Trace> t;
     if (o.view.plain()) {
-        model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, probe, t, ForwardOptions{o.threads, o.max_tokens});
+        auto plain = std::make_shared<Trace>();
+        model.forward(pixels.chw.data(), 1, pixels.height, pixels.width, probe, *plain, fwd);
+        t = std::move(plain);
     } else {
         check_view_tokens(model, pixels.height, pixels.width, o.view, o.max_tokens, "image");
-        g = dense_grid(model, pixels, probe, o.view, ForwardOptions{o.threads, o.max_tokens});
+        t = as_ran(dense_grid(model, pixels, probe, o.view, fwd), probe.block_layers).trace;
     }
-    const int gh = o.view.plain() ? t.grid_h : g.height, gw = o.view.plain() ? t.grid_w : g.width;
-    const std::size_t plane = static_cast<std::size_t>(gh) * gw * c.dim;
-    const DenseRows rows([&](int l) { return o.view.plain() ? trace_grid(t, l, 0) : g.data.data() + l * plane; }, L, c.dim,
-                         gh, gw, pixels, c, o);
     DenseArray a;
+    if (o.pca_dims > 0) a.basis = image_basis(*t, 0, o.pca_dims);
+    const DenseRows rows(*t, 0, o.pca_dims > 0 ? &a.basis : nullptr, pixels, c, o);
     a.shape = rows.shape;
     a.data.resize(ArrayRef{a.shape, nullptr, DType::F32}.numel());
     rows.fill(0, a.data.size() / rows.row_floats, a.data.data());
@@ -264,7 +312,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.pca_joint && o.shard_count > 1)
         throw UsageError("--pca-joint fits one PCA over each batch, and shards split the batches differently from a "
                          "single run: use --pca (per image) with --shard");
-    o.check(c.patch);
+    o.check(c);
     Probe probe = dense_probe(o, c.depth);
     // The artifact mask (docs/design.md, "Artifact metrics"): the rule read off the same forward.
     std::optional<ArtifactRule> rule;
@@ -291,13 +339,24 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
                       : o.pca          ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
                                        : "none";
     if (rule) identity["artifact_rule"] = rule->to_json();
+    if (o.pca_mask.given()) identity["pca_mask"] = o.pca_mask.describe();
+    const std::string reduction_fit =
+        o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image";
+    const nlohmann::ordered_json reduction = {{"k", o.pca_dims}, {"fit", reduction_fit}};
+    if (o.pca_dims > 0) identity["pca_dims"] = reduction;
 
     batch::ChunkWork work;
+    // Inputs refused before they run (each one a failed row): too many tokens, a grid too small
+    // to fit a reduction on, a missing or unusable mask.
+    work.runner.check = [&](int h, int w, const Geometry& g, const std::string& name) {
+        if (o.view.plain()) model.check_tokens(h, w, o.max_tokens, name);
+        else check_view_tokens(model, h, w, o.view, o.max_tokens, name);
+        const int gh = o.view.grid_h > 0 ? o.view.grid_h : h / c.patch, gw = o.view.grid_w > 0 ? o.view.grid_w : w / c.patch;
+        if (o.pca_dims > 0 && gh * gw < 2) throw UsageError(name + ": --pca-dims needs a grid of at least 2 patches");
+        if (o.pca_mask.given()) batch::foreground_cells(o.pca_mask, name, g, gh, gw);
+    };
     if (!o.view.plain()) {
         // Each image through the view: its crops (per scale and flip) run as one batch each.
-        work.runner.check = [&](int h, int w, const std::string& name) {
-            check_view_tokens(model, h, w, o.view, o.max_tokens, name);
-        };
         work.runner.run = [&](const std::vector<batch::Prepared>& prepared, const ForwardOptions& fwd) {
             std::vector<batch::Ran> ran(prepared.size());
             for (std::size_t i = 0; i < prepared.size(); ++i)
@@ -307,8 +366,10 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         };
     }
     std::vector<PcaPreview> previews;  // the current batch's, by position in it
+    PcaBasis joint_basis;              // the current batch's, with pca_dims and pca_joint
     work.begin_batch = [&](const std::vector<batch::Prepared>& prepared, const std::vector<batch::Ran>& ran) {
-        if (!o.pca || o.pca_foreground) return;
+        const bool preview = o.pca && !o.pca_foreground, joint_reduction = o.pca_dims > 0 && o.pca_joint;
+        if (!preview && !joint_reduction) return;
         const std::size_t count = prepared.size();
         std::vector<std::vector<float>> feats(count);
         std::vector<PatchFeatures> all;
@@ -319,8 +380,10 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
             all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
             which.push_back(i);
         }
-        previews.assign(count, PcaPreview{});
         const int width = static_cast<int>(probe.block_layers.size()) * c.dim;
+        if (joint_reduction && !all.empty()) joint_basis = fit_pca_basis(all, width, o.pca_dims);
+        if (!preview) return;
+        previews.assign(count, PcaPreview{});
         if (o.pca_joint && !all.empty()) {
             const auto joint = pca_preview(all, width);
             for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
@@ -332,20 +395,29 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
                      const batch::Prepared& prepared, const batch::Ran& ran) {
         const Trace& t = *ran.trace;
         const Pixels& px = *prepared.pixels;
-        const DenseRows rows([&](int l) { return trace_grid(t, l, ran.index); }, static_cast<int>(t.block_layers.size()),
-                             t.dim, t.grid_h, t.grid_w, px, c, o);
+        PcaBasis own_basis;
+        if (o.pca_dims > 0 && !o.pca_joint) own_basis = image_basis(t, ran.index, o.pca_dims);
+        const PcaBasis* basis = o.pca_dims == 0 ? nullptr : o.pca_joint ? &joint_basis : &own_basis;
+        const DenseRows rows(t, ran.index, basis, px, c, o);
         const std::string stem = out + "/" + std::to_string(r);
         batch::write_array_rows(stem, "features", rows.shape, o.half ? DType::F16 : DType::F32, o.format,
                                 {{"source", row["path"].get<std::string>()}}, rows.row_floats,
                                 [&](std::size_t first, std::size_t count, float* to) { rows.fill(first, count, to); });
         if (o.pca_foreground) {
-            write_pca_png(stem + ".pca.png", px, c, foreground_picture(t, ran.index, px, c, o));
+            const auto mask = o.pca_mask.given()
+                                  ? batch::foreground_cells(o.pca_mask, row["path"].get<std::string>(), prepared.geometry, t.grid_h, t.grid_w)
+                                  : std::vector<std::uint8_t>{};
+            write_pca_png(stem + ".pca.png", px, c, foreground_picture(t, ran.index, px, c, o, mask));
         } else if (o.pca) {
             const auto& rgb = previews[in_batch].rgb;
             write_pca_png(stem + ".pca.png", px, c,
                           resample_hwc(rgb.data(), t.grid_h, t.grid_w, 3, linear_axis(t.grid_h, px.height), linear_axis(t.grid_w, px.width)));
         }
         if (rule) write_artifact_mask(stem + ".artifacts.npy", *rule, t, ran.index);
+        if (basis) {
+            write_pca_basis(stem + ".pca_basis.safetensors", *basis, reduction_fit);
+            row["pca_basis"] = std::to_string(r) + ".pca_basis.safetensors";
+        }
         row["file"] = std::to_string(r) + ext;
         row["shape"] = rows.shape;
         row["geometry"] = geometry_json(prepared.geometry, c.patch);
@@ -356,6 +428,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     nlohmann::json row_files{"{row}" + ext};
     if (o.pca || o.pca_foreground) row_files.push_back("{row}.pca.png");
     if (rule) row_files.push_back("{row}.artifacts.npy");
+    if (o.pca_dims > 0) row_files.push_back("{row}.pca_basis.safetensors");
     nlohmann::json info = {
         {"model", model.path()},
         {"config", to_json(c)},  // the whole configuration, as config_from_json reads it back
@@ -374,6 +447,8 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.method == UpsampleMethod::Jbu) info["jbu"] = jbu;
     if (!o.view.plain()) info["view"] = o.view.to_json();
     if (rule) info["artifact_rule"] = rule->to_json();
+    if (o.pca_dims > 0) info["pca_dims"] = reduction;
+    if (o.pca_mask.given()) info["pca_mask"] = o.pca_mask.describe();
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
                                       std::move(info));
 }

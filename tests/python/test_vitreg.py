@@ -275,6 +275,43 @@ def test_dense_shards_merge_to_what_the_command_writes(model, tmp_path):
         assert cli[name] == py[name], name
 
 
+def test_dense_pca_dims_equals_the_reference_reduction_and_pca_mask_takes_arrays(model, tmp_path):
+    import dense_reference
+    x = model.preprocess(os.path.join(ASSETS, "chelsea.png"), resize="154x126")
+    full = model.dense(x, layers="-2,-1", concat=True)                     # [9, 11, 384]
+    reduced, basis = model.dense(x, layers="-2,-1", pca_dims=5, upsample="x2")
+    assert reduced.shape == (18, 22, 5) and basis["components"].shape == (5, 384)
+    want = dense_reference.pca_reduce(torch.from_numpy(full.reshape(-1, 384)), 5)
+    cosines = (torch.from_numpy(basis["components"]).double() * want["components"]).sum(dim=1)
+    assert float(cosines.min()) > 1 - 1e-6                                 # same directions, same signs
+    assert relative_error(basis["explained_variance"], want["explained_variance"].numpy()) < 1e-5
+    # Reduced, then upsampled: the reference's reduced grid, bilinear x2.
+    up = ref.upsample_bilinear(want["reduced"].reshape(9, 11, 5), 18, 22, torch.float64)
+    assert relative_error(reduced, up.numpy()) < 1e-5
+    # The batch job: a joint fit over each batch is the reference's over both images' patches;
+    # pca_mask takes a bool array of the grid's size for every input.
+    images = [os.path.join(ASSETS, "chelsea.png"), os.path.join(ASSETS, "coffee.jpg")]
+    grid_mask = np.zeros((9, 11), dtype=bool)
+    grid_mask[2:7, 3:8] = True
+    s = vitreg.dense(model, images, str(tmp_path / "joint"), layers="-2,-1", resize="154x126", pca_dims=5,
+                     pca_joint=True, batch=2, pca="foreground", pca_mask=grid_mask)
+    assert s["ok"] == 2
+    both = np.concatenate([model.dense(path, layers="-2,-1", concat=True, resize="154x126").reshape(-1, 384)
+                           for path in images])
+    joint = dense_reference.pca_reduce(torch.from_numpy(both), 5)
+    written = np.concatenate([np.load(tmp_path / "joint" / f"{r}.npy").reshape(-1, 5) for r in range(2)])
+    assert relative_error(written, joint["reduced"].numpy()) < 1e-5
+    assert (tmp_path / "joint" / "1.pca.png").exists()
+    with pytest.raises(vitreg.UsageError, match="must be in 1..384"):
+        model.dense(x, layers="-2,-1", pca_dims=400)
+    # A mask with too few foreground patches is that input's failure (a row of the manifest).
+    s = vitreg.dense(model, images[:1], str(tmp_path / "few"), resize="154x126", pca="foreground",
+                     pca_mask=np.zeros((9, 11), dtype=np.uint8))
+    assert (s["ok"], s["failed"]) == (0, 1)
+    with open(tmp_path / "few" / "manifest.jsonl") as f:
+        assert "fewer than 3 foreground patches" in json.loads(f.readline())["error"]
+
+
 def test_model_dense_returns_the_array_the_command_writes(model, tmp_path):
     image = os.path.join(ASSETS, "chelsea.png")
     options = {"layers": "-2,-1", "norm": True, "window": 84, "stride": 56, "scales": [0.5, 1.0], "flip": True,

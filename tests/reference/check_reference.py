@@ -2120,8 +2120,29 @@ def check_study():
           and c["summary"]["int8_per_tensor_cls_cosine"] is None else 1, 0)
 
 
+def check_pca_reduce():
+    """dense_reference.pca_reduce (SVD of the centred patches) against the covariance's eigenvectors
+    (torch.linalg.eigh) written out here, and its reconstruction error against the variance it
+    leaves out; both with fewer patches than channels and more."""
+    import dense_reference as dense
+    g = torch.Generator().manual_seed(44)
+    for n, c, k in ((30, 50, 4), (200, 12, 5)):
+        x = torch.randn(n, c, generator=g, dtype=torch.float64) @ torch.diag(torch.linspace(3, 0.1, c, dtype=torch.float64))
+        fit = dense.pca_reduce(x, k)
+        values, vectors = torch.linalg.eigh(torch.cov(x.T))            # ascending
+        axes = vectors[:, -k:].flip(1).T
+        signs = torch.sign(axes.gather(1, axes.abs().argmax(dim=1, keepdim=True)))
+        check(f"pca_reduce {n}x{c}: components = the covariance's eigenvectors, signed", max_diff(fit["components"], axes * signs), 1e-10)
+        check(f"pca_reduce {n}x{c}: explained variance = its eigenvalues", max_diff(fit["explained_variance"], values[-k:].flip(0)), 1e-10)
+        back = fit["mean"] + fit["reduced"] @ fit["components"]
+        discarded = values.sum() - values[-k:].sum()
+        check(f"pca_reduce {n}x{c}: reconstruction error / (n - 1) = the variance left out",
+              abs(float(((x - back) ** 2).sum()) / (n - 1) - float(discarded)), 1e-9)
+
+
 def main():
     torch.set_num_threads(1)
+    check_pca_reduce()
     check_design_attention_values()
     check_design_resampling()
     check_alternative_forward()

@@ -1,7 +1,7 @@
 """Dense features at resolution (docs/design.md, "Dense features at resolution"), written from
 the definitions and sharing no code with vitreg's C++: the sliding-window paste, multi-scale and
-flip averaging on one grid, bilinear upsampling (F.interpolate) and joint bilateral upsampling
-(Kopf et al. 2007). Everything is float64.
+flip averaging on one grid, bilinear upsampling (F.interpolate), joint bilateral upsampling
+(Kopf et al. 2007) and the --pca-dims reduction. Everything is float64.
 
 A "patch forward" is a callable images [B,3,H,W] -> [B,L,h,w,D]: the patch tokens of the chosen
 layers of each image, as a grid (see `patch_forward`)."""
@@ -119,3 +119,25 @@ def upsample_jbu(features, guide, height, width, sigma_spatial=1.0, sigma_range=
             total += wq[..., None] * features[ic][:, jc]
             weight += wq
     return total / weight[..., None]
+
+
+def pca_reduce(features, k):
+    """The reduction of `vitreg dense --pca-dims K`: features [n, C] (one row per patch, the
+    chosen layers side by side) centred on their mean; the components are the right singular
+    vectors of the centred matrix with the k largest singular values (torch.linalg.svd), each
+    signed so that its entry of largest magnitude is positive; explained variance s^2 / (n - 1),
+    its ratio to the total variance; reduced = (x - mean) @ components^T. Returns a dict of
+    float64 tensors: mean [C], components [k, C], explained_variance [k],
+    explained_variance_ratio [k], reduced [n, k]."""
+    x = torch.as_tensor(features, dtype=torch.float64)
+    n = x.shape[0]
+    mean = x.mean(dim=0)
+    centred = x - mean
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)
+    components = vh[:k].clone()
+    for c in range(k):
+        if components[c, components[c].abs().argmax()] < 0:
+            components[c] = -components[c]
+    variance = s ** 2 / (n - 1)
+    return {"mean": mean, "components": components, "explained_variance": variance[:k],
+            "explained_variance_ratio": variance[:k] / variance.sum(), "reduced": centred @ components.T}

@@ -34,6 +34,24 @@ struct PcaProjection {
 // first component's positive side, oriented by the border). Throws UsageError for a mask of the
 // wrong size or with fewer than 3 foreground patches.
 PcaProjection pca_foreground(const PatchFeatures& image, int dim, const std::vector<std::uint8_t>& mask = {});
+// A K-component PCA of patch features (dense --pca-dims; docs/design.md, "Dense features at
+// resolution"): every patch of the given images centred on their mean, the K eigenvectors of the
+// covariance with the largest eigenvalues (variance over n - 1 patches, as sklearn's PCA), each
+// signed so that its largest-magnitude loading (the first on ties) is positive. Components past
+// the patches' rank carry no variance (any orthonormal completion).
+struct PcaBasis {
+    int dim = 0, k = 0;
+    long long patches = 0;                    // fitted on
+    std::vector<double> mean;                 // [dim]
+    std::vector<double> components;           // [k, dim], orthonormal rows
+    std::vector<double> explained_variance;   // [k], descending
+    double total_variance = 0;                // over all dim directions
+};
+// Throws UsageError for k outside 1..dim or fewer than 2 patches.
+PcaBasis fit_pca_basis(const std::vector<PatchFeatures>& images, int dim, int k);
+// `count` rows [count, dim] → [count, k]: (x − mean) · componentsᵀ.
+std::vector<float> project_on(const PcaBasis& basis, const float* rows, std::size_t count);
+
 // The picture's colour of one pixel: sigmoid(2·x) per component, times 1 on the foreground and
 // `kBackgroundDim` on the background (`foreground` in [0, 1] blends where it was resampled).
 constexpr float kBackgroundDim = 0.2f;
