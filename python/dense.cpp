@@ -68,9 +68,9 @@ py::object model_dense(const PyModel& self, const py::object& image, const py::k
         a = dense_array(self.model, px, d);
     }
     const std::vector<py::ssize_t> shape(a.shape.begin(), a.shape.end());
-    py::array out = owning_array(std::move(a.data), shape);
-    // float16 as the file stores it: numpy's astype rounds to nearest even, as vitreg's writer does.
-    if (d.half) out = out.attr("astype")("float16");
+    // float16 as the file stores it: the half bits, viewed as numpy's float16 without a copy.
+    py::array out = d.half ? py::array(owning_array(std::move(a.half), shape).attr("view")("float16"))
+                           : py::array(owning_array(std::move(a.data), shape));
     if (d.pca_dims == 0) return std::move(out);
     py::dict basis;  // what <row>.pca_basis.safetensors holds
     for (auto& [name, t] : pca_basis_tensors(a.basis))

@@ -399,6 +399,15 @@ TEST_CASE("dense reduction (--pca-dims): the reduction equals the reference's, a
     const auto up = dense_array(m, px, o);
     CHECK(up.shape == std::vector<std::int64_t>{44, 36, 6});
     CHECK(relative_error(up.data, tensor(want, "both_reduced_image")) < 1e-5);
+    // f16 (what Model.dense returns): the same array narrowed as the writer narrows, no float32 kept.
+    o.half = true;
+    const auto half = dense_array(m, px, o);
+    CHECK(half.data.empty());
+    REQUIRE(half.half.size() == up.data.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < up.data.size(); ++i) differ += half.half[i] != float_to_half(up.data[i]);
+    CHECK(differ == 0);
+    o.half = false;
     // K outside 1..channels is refused with the range.
     o.pca_dims = 129;
     CHECK_THROWS_WITH(o.check(m.config()), Catch::Contains("--pca-dims 129 must be in 1..128"));

@@ -1,6 +1,7 @@
 #pragma once
 // Dense features for segmentation: per image, the patch tokens of chosen layers as a grid
 // aligned to the pixels they came from, streamed image by image.
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,10 +65,12 @@ struct DenseOptions : BatchOptions {
     void check(const Config& c) const;
 };
 
-// One image's dense array, as dense_features writes it (float32 here; `half` rounds what it writes).
+// One image's dense array, as dense_features writes it: float32 in `data`, or with the options'
+// `half` IEEE half bits in `half` (rounded as the writer rounds), `data` then empty.
 struct DenseArray {
     std::vector<std::int64_t> shape;
     std::vector<float> data;
+    std::vector<std::uint16_t> half;
     PcaBasis basis;  // with pca_dims: the reduction's (k 0 otherwise)
 };
 // A reduction's basis as <row>.pca_basis.safetensors holds it, float32: "mean" [C], "components"

@@ -10,6 +10,7 @@
 #include "chunked_job.hpp"
 #include "feature_table.hpp"
 #include "feature_upsampler.hpp"
+#include "core/half_rows.hpp"
 #include "core/parse_number.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/analysis/pca.hpp"
@@ -301,8 +302,22 @@ DenseArray dense_array(const Model& model, const Pixels& pixels, const DenseOpti
     if (o.pca_dims > 0) a.basis = image_basis(*t, 0, o.pca_dims);
     const DenseRows rows(*t, 0, o.pca_dims > 0 ? &a.basis : nullptr, pixels, c, o);
     a.shape = rows.shape;
-    a.data.resize(ArrayRef{a.shape, nullptr, DType::F32}.numel());
-    rows.fill(0, a.data.size() / rows.row_floats, a.data.data());
+    const std::size_t numel = ArrayRef{a.shape, nullptr, DType::F32}.numel(), row_count = numel / rows.row_floats;
+    if (!o.half) {
+        a.data.resize(numel);
+        rows.fill(0, row_count, a.data.data());
+        return a;
+    }
+    // f16: narrowed block by block as the writer does, so the float32 array is never held whole
+    // (a 2048 x 2048 x 384 output is 3.2 GB in f16, 6.4 GB in f32).
+    a.half.resize(numel);
+    const std::size_t block = std::min(row_count, std::max<std::size_t>(1, (std::size_t{4} << 20) / rows.row_floats));
+    std::vector<float> scratch(block * rows.row_floats);
+    for (std::size_t first = 0; first < row_count; first += block) {
+        const std::size_t count = std::min(block, row_count - first);
+        rows.fill(first, count, scratch.data());
+        floats_to_half(scratch.data(), count * rows.row_floats, a.half.data() + first * rows.row_floats);
+    }
     return a;
 }
 
