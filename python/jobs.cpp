@@ -130,8 +130,6 @@ py::dict dense(const PyModel& model, const py::object& inputs, const py::object&
     if (rule_given) d.artifact_rule = rule;
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
-    resolve_layers(d.layers, model.model.config().depth);  // a bad layers spec or view fails before any output
-    d.check(model.model.config());
     const auto paths = input_list(inputs);
     BatchSummary s;
     {

@@ -82,8 +82,6 @@ void register_dense(CLI::App& app, Command& run) {
             if (rule_given) o.artifact_rule = a->rule;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
-            resolve_layers(o.layers, m.config().depth);  // a bad --layers or view fails before any output
-            o.check(m.config());
             const auto s = dense_features(m, inputs, o, ProgressBar());
             return report_batch(s.ok, s.failed, s.inputs, "dense features", shard_dir(o.out_dir, o.shard_index, o.shard_count));
         };

@@ -55,7 +55,7 @@ struct Repair {
     RepairKind kind = RepairKind::Inpaint;
     std::string layers;  // inpaint (default "last") and registers (default "all"): resolve_layers
     int shifts = 0;      // denoise: K
-    bool median = false; // denoise: the median of the K grids instead of their mean
+    bool median = false; // denoise: the split's noise by medians instead of means
     bool zero = false;   // registers=zero
     std::string file;    // debias, registers=mean, inpaint=directions
     std::shared_ptr<const RepairCalibration> calibration;  // read from `file`

@@ -214,9 +214,9 @@ void write_defects(const DefectDirections& d, const std::string& dir) {
 }
 
 DefectDirections read_defects(const std::string& path) {
-    const std::string file = std::filesystem::is_directory(path) ? path + "/defects.safetensors" : path;
-    DefectDirectionRows u = read_defect_direction_rows(file);
+    const std::string file = defects_file(path);
     const auto f = open_tensor_file(file, ConfigOverrides{});
+    DefectDirectionRows u = defect_direction_rows(*f, file);
     if (!f->has("singular_values"))
         throw Error(file + ": not a defects file (no tensor 'singular_values'; write one with vitreg defects)");
     const TensorView& s = f->get("singular_values");

@@ -327,7 +327,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.pca_joint && o.shard_count > 1)
         throw UsageError("--pca-joint fits one PCA over each batch, and shards split the batches differently from a "
                          "single run: use --pca (per image) with --shard");
-    o.check(c);
+    o.check(c);  // a bad layer list, view or option combination fails before any output
     Probe probe = dense_probe(o, c.depth);
     // The artifact mask (docs/design.md, "Artifact metrics"): the rule read off the same forward.
     std::optional<ArtifactRule> rule;
@@ -350,14 +350,12 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     if (o.method == UpsampleMethod::Jbu) identity["jbu"] = jbu;
     if (!o.view.plain()) identity["view"] = o.view.to_json();
     identity["dtype"] = dtype;
-    identity["pca"] = o.pca_foreground ? "foreground per image"
-                      : o.pca          ? (o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image")
-                                       : "none";
+    // How the PCAs (the picture's, the reduction's) are fitted.
+    const std::string pca_fit = o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image";
+    identity["pca"] = o.pca_foreground ? "foreground per image" : o.pca ? pca_fit : "none";
     if (rule) identity["artifact_rule"] = rule->to_json();
     if (o.pca_mask.given()) identity["pca_mask"] = o.pca_mask.describe();
-    const std::string reduction_fit =
-        o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image";
-    const nlohmann::ordered_json reduction = {{"k", o.pca_dims}, {"fit", reduction_fit}};
+    const nlohmann::ordered_json reduction = {{"k", o.pca_dims}, {"fit", pca_fit}};
     if (o.pca_dims > 0) identity["pca_dims"] = reduction;
 
     batch::ChunkWork work;
@@ -430,7 +428,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         }
         if (rule) write_artifact_mask(stem + ".artifacts.npy", *rule, t, ran.index);
         if (basis) {
-            write_pca_basis(stem + ".pca_basis.safetensors", *basis, reduction_fit);
+            write_pca_basis(stem + ".pca_basis.safetensors", *basis, pca_fit);
             row["pca_basis"] = std::to_string(r) + ".pca_basis.safetensors";
         }
         row["file"] = std::to_string(r) + ext;

@@ -9,11 +9,18 @@
 
 namespace vitreg {
 
+std::string defects_file(const std::string& path) {
+    return std::filesystem::is_directory(path) ? path + "/defects.safetensors" : path;
+}
+
 DefectDirectionRows read_defect_direction_rows(const std::string& path) {
-    const std::string file = std::filesystem::is_directory(path) ? path + "/defects.safetensors" : path;
-    const auto f = open_tensor_file(file, ConfigOverrides{});
-    if (!f->has("directions")) throw Error(file + ": not a defects file (no tensor 'directions'; write one with vitreg defects)");
-    const TensorView& u = f->get("directions");
+    const std::string file = defects_file(path);
+    return defect_direction_rows(*open_tensor_file(file, ConfigOverrides{}), file);
+}
+
+DefectDirectionRows defect_direction_rows(const TensorFile& f, const std::string& file) {
+    if (!f.has("directions")) throw Error(file + ": not a defects file (no tensor 'directions'; write one with vitreg defects)");
+    const TensorView& u = f.get("directions");
     if (u.shape.size() != 2 || u.shape[0] < 1 || u.shape[1] < 1)
         throw Error(file + ": tensor 'directions' has shape " + u.shape_string() + " (expected [layers, n])");
     DefectDirectionRows d;

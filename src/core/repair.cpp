@@ -1,6 +1,8 @@
 #include "vitreg/repair.hpp"
 
 #include <cstdlib>
+#include <tuple>
+#include <utility>
 
 #include "core/defect_direction_rows.hpp"
 #include "core/parse_number.hpp"
@@ -19,6 +21,14 @@ bool looks_like_layers(const std::string& text) {
     for (const auto& item : split(text, ','))
         if (!parse_integer(item, -4096, 4096)) return false;
     return true;
+}
+
+// "FILE[:LAYERS]" as (FILE, LAYERS): the layers after the last ':' when they read as a layer list
+// (a path may hold ':' itself); LAYERS empty when there are none.
+std::pair<std::string, std::string> file_and_layers(const std::string& spec) {
+    const auto colon = spec.rfind(':');
+    if (colon != std::string::npos && looks_like_layers(spec.substr(colon + 1))) return {spec.substr(0, colon), spec.substr(colon + 1)};
+    return {spec, ""};
 }
 
 std::shared_ptr<const RepairCalibration> read_calibration(const std::string& word, const std::string& file) {
@@ -41,13 +51,9 @@ Repair Repair::parse(const std::string& word) {
         r.kind = RepairKind::Inpaint;
         r.layers = "last";
         if (starts_with(value, "directions:") || value == "directions") {
-            // FILE[:LAYERS], the layers after the last ':' when they read as a layer list.
-            r.file = value.size() > 11 ? value.substr(11) : "";
-            const auto colon = r.file.rfind(':');
-            if (colon != std::string::npos && looks_like_layers(r.file.substr(colon + 1))) {
-                r.layers = r.file.substr(colon + 1);
-                r.file.resize(colon);
-            }
+            std::string layers;
+            std::tie(r.file, layers) = file_and_layers(value.size() > 11 ? value.substr(11) : "");
+            if (!layers.empty()) r.layers = layers;
             if (r.file.empty()) throw UsageError("@" + word + ": names no defects file (expected @inpaint=directions:FILE[:LAYERS], FILE from vitreg defects)");
             try {
                 r.directions = std::make_shared<const DefectDirectionRows>(read_defect_direction_rows(r.file));
@@ -83,12 +89,7 @@ Repair Repair::parse(const std::string& word) {
             if (value != "zero" && !looks_like_layers(layers))
                 throw UsageError("@" + word + ": '" + layers + "' is not a layer list (last, all or i,j,...)");
         } else if (starts_with(value, "mean:")) {
-            r.file = value.substr(5);
-            const auto colon = r.file.rfind(':');
-            if (colon != std::string::npos && looks_like_layers(r.file.substr(colon + 1))) {
-                layers = r.file.substr(colon + 1);
-                r.file.resize(colon);
-            }
+            std::tie(r.file, layers) = file_and_layers(value.substr(5));
             r.calibration = read_calibration(word, r.file);
         } else {
             throw UsageError("@" + word + ": expected @registers=mean:FILE[:LAYERS] or @registers=zero[:LAYERS]");

@@ -6,15 +6,7 @@
 
 namespace vitreg {
 
-float median_of(std::vector<float> v) {
-    if (v.empty()) return 0.0f;
-    const std::size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-    const float hi = v[mid];
-    if (v.size() % 2) return hi;
-    const float lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-    return 0.5f * (lo + hi);
-}
+float median_of(std::vector<float> v) { return v.empty() ? 0.0f : median_in_place(v); }
 
 RobustSpread robust_spread(const std::vector<float>& values) {
     RobustSpread s;

@@ -6,6 +6,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_reduce.h>
 
+#include "core/robust_outliers.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -15,14 +16,6 @@ namespace {
 struct Observation {
     int view, position, content;
 };
-
-double median_in_place(std::vector<double>& v) {
-    const std::size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-    const double hi = v[mid];
-    if (v.size() % 2) return hi;
-    return 0.5 * (*std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid)) + hi);
-}
 
 // Each observation's weight, by its grid position: 1 / (1 + (|noise(g)| / typical)²), typical
 // the median of |noise| over the grid, and at least kShiftMinWeight (all 1 while the noise is 0).
