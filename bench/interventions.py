@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""How far each intervention moves a trained softmax checkpoint (the seed's retrofit and
-eviction claims, docs/design.md, "Interventions and the study"), on the trained family's held-out images.
+"""How far each intervention moves a trained softmax checkpoint, on the trained family's held-out
+images: the retrofit (vitreg's own expectation) and eviction (window safety, docs/design.md,
+"References" [Xiao2024]) rows of docs/design.md, "The study's property table"; the
+interventions themselves as docs/design.md, "Interventions and the study" defines them.
 
 Sink logits are calibrated (`vitreg calibrate-sink`) on the even-numbered held-out images and
 every configuration is measured on the odd-numbered ones, so calibration and evaluation never

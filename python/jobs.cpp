@@ -211,7 +211,9 @@ Returns a dict: inputs, ok, failed, out.)");
                           keywords(Keyword{"sink_alpha", decimal(defaults.rules.sink_alpha)},
                                    Keyword{"timing_images", py::int_(defaults.timing_images)},
                                    Keyword{"threads", py::int_(0)}),
-                      R"(The study of `vitreg study` (docs/study.md): the seed's property table measured per configuration.
+                      R"(The study of `vitreg study` (docs/study.md): the property table measured per configuration.
+Its rows compare softmax, registers, softmax-1 and sinks; what each rests on: docs/design.md,
+"The study's property table".
 
 configs  'MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8][@evict=LIST][@ttr=K:NEURONS]', or a list.
 images   files, folders or '@list.txt' (even-numbered images calibrate, odd-numbered evaluate).

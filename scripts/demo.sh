@@ -2,7 +2,8 @@
 # The main job on the embedded default: vitreg's trained family (weights/vitreg-fmnist-*: the
 # same small ViT trained with softmax, softmax + 4 registers, softmax-1, softmax-1 + 4 registers
 # and a learned sink) side by side on the in-distribution samples in assets/indist
-# (out/demo/compare/, and the explorer page out/demo/explore.html), the seed's property table
+# (out/demo/compare/, and the explorer page out/demo/explore.html), the property table of
+# softmax, registers, softmax-1 and sinks (docs/design.md, "The study's property table")
 # measured on the family's 100 held-out images (out/demo/study/), plus the features of
 # assets/images (out/demo/features/).
 set -euo pipefail

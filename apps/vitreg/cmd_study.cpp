@@ -1,5 +1,6 @@
-// vitreg study CONFIG... --images IMAGE... -o OUT_DIR: the seed's property table measured on
-// every configuration (docs/study.md): study.html, study.json and study.csv.
+// vitreg study CONFIG... --images IMAGE... -o OUT_DIR: the property table of softmax, registers,
+// softmax-1 and sinks (docs/design.md, "The study's property table") measured on every
+// configuration (docs/study.md): study.html, study.json and study.csv.
 #include <unistd.h>
 
 #include <iomanip>
@@ -56,8 +57,9 @@ void print_table(const nlohmann::json& study) {
 }  // namespace
 
 void register_study(CLI::App& app, Command& run) {
-    auto* cmd = app.add_subcommand("study", "the seed's property table (how heads do nothing, sum of weights, cost, massive "
-                                            "activations, int8, eviction, retrofit, mass vs keys) measured per configuration");
+    auto* cmd = app.add_subcommand("study", "the property table of softmax, registers, softmax-1 and sinks (how heads do "
+                                            "nothing, sum of weights, cost, massive activations, int8, eviction, retrofit, "
+                                            "mass vs keys) measured per configuration");
     struct Args {
         std::vector<std::string> models, images;
         std::string out, sizes, labels;

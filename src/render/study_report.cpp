@@ -155,6 +155,8 @@ struct Property {
     const char* anchor;  // the figure's section
     const char* how;     // how to read the row
 };
+// The rows, and the published work or derivation each rests on: docs/design.md, "The study's
+// property table".
 const Property kProperties[] = {
     {"How heads do nothing", "fig-heads",
      "The share of heads that dump their attention on one key (with that key's kind underneath), that abstain (mean "
@@ -180,7 +182,8 @@ const Property kProperties[] = {
      "and with those sinks and each head's sink key evicted; near 1 means no retraining is needed."},
     {"Mass vs number of keys", "fig-mass-tokens",
      "Mean mass \u03a3p at the smallest \u2192 largest size and its drift from the uniform-logit prediction "
-     "\u03c3(z + log L); softmax stays at 1, and a drift near 0 means the gate's midpoint moves as \u2212log L, as the seed predicts."},
+     "\u03c3(z + log L); softmax stays at 1, and a drift near 0 means the heads keep their logits as L grows, so the gate's "
+     "midpoint moves as \u2212log L."},
     {"Abstaining query / the null slot", "fig-abstaining",
      "The largest null-slot weight (abstention) of any query, and where; its figure sets the query's weights beside "
      "softmax's on the same keys. A dash for softmax, which cannot abstain."},
@@ -357,7 +360,8 @@ std::string study_html(const json& study) {
                 "sink logits fitted on the calibration half, and those sinks with each head's sink key evicted.",
                 body);
     }
-    // 8. The seed's Figure 2: mass against the number of keys, per head.
+    // 8. Mass against the number of keys, per head, beside σ(z + log L), the mass of fixed logits
+    //    (vitreg's own derivation: docs/design.md, "The study's property table").
     {
         std::ostringstream b;
         for (std::size_t k = 0; k < nk; ++k) {
@@ -433,13 +437,15 @@ std::string study_html(const json& study) {
                 }
             b << "</div>\n";
         }
-        section(figs, "fig-mass-tokens", 8, "Mass vs number of keys (the seed's Figure 2, measured)",
-                "The seed predicts the gate's midpoint drifts as \u2212log L: with a fixed logit z the mass follows "
-                "m(L) = \u03c3(z + log L) (dashed, through the smallest size's point); dots joined: the measured mean mass per size. "
+        section(figs, "fig-mass-tokens", 8, "Mass vs number of keys, measured against fixed logits",
+                "A head whose logit z does not change with the number of keys L has mass m(L) = \u03c3(z + log L) (derived from "
+                "the normalizer's definition), so its gate's midpoint drifts as \u2212log L. Dashed: that curve through the "
+                "smallest size's point; dots joined: the measured mean mass per size. "
                 "Each panel's y axis spans its own values.",
                 b.str());
     }
-    // 9. The seed's Figure 1 from a real head.
+    // 9. The abstaining query from a real head: the null slot of softmax-1 (Miller 2023,
+    //    docs/design.md, "References" [Miller2023]) or of a sink, beside softmax on the same keys.
     {
         std::ostringstream b;
         const json& images = at(study, "images");
@@ -474,7 +480,7 @@ std::string study_html(const json& study) {
             b << "<div class=\"cell\"><h3>" << html_escape(names[k]) << "</h3>\n" << svg_bars(bars, id) << "</div>\n";
         }
         if (b.tellp() == 0) b << "<p class=\"na\">No configuration can abstain (all run softmax).</p>\n";
-        section(figs, "fig-abstaining", 9, "Abstaining query (the seed's Figure 1, from a real head)",
+        section(figs, "fig-abstaining", 9, "Abstaining query: the null slot of a real head (Miller 2023)",
                 "The query with the largest abstention: its six largest key weights, the null slot and the rest, beside the same query's "
                 "weights when the checkpoint runs with softmax (which has no null slot).",
                 b.str());

@@ -1,7 +1,8 @@
 #pragma once
-// The seed's property table, measured (docs/study.md): how heads do nothing, what attention
-// weights sum to, the added cost, massive activations, INT8 viability, window safety,
-// retrofits, mass against the number of keys and the abstaining query, for any set of
+// The property table of softmax, registers, softmax-1 and sinks, measured (docs/study.md; the
+// work each row rests on: docs/design.md, "The study's property table"): how heads do nothing,
+// what attention weights sum to, the added cost, massive activations, INT8 viability, window
+// safety, retrofits, mass against the number of keys and the abstaining query, for any set of
 // configurations on the same images. The result is study.json's content (a documented format
 // other tools read), so C++, the command and Python see the same keys.
 #include <cstddef>

@@ -1,6 +1,6 @@
 #pragma once
 // The report of `vitreg study` (docs/study.md): one self-contained HTML page, no script, the
-// seed's property table first (one row per property, one column per configuration, each cell a
+// property table first (one row per property, one column per configuration, each cell a
 // link to its figure), then the figures as inline SVG.
 #include <nlohmann/json.hpp>
 #include <string>
