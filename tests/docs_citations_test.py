@@ -157,7 +157,7 @@ def main():
         paths = [base] if base.is_file() else sorted(base.rglob("*"))
         for path in paths:
             if (not path.is_file() or path.suffix not in SUFFIXES or path.resolve() == pathlib.Path(__file__).resolve()
-                    or "fixtures" in path.parts and path.suffix != ".py"):
+                    or "fixtures" in path.parts and path.suffix != ".py" or "node_modules" in path.parts):
                 continue
             try:
                 text = path.read_text(encoding="utf-8")
