@@ -147,7 +147,7 @@ int panel_width(Isa isa, int n) {
 
 // Fills p with B [k, n], at(row, col) giving each element. p's storage is reused when it is
 // large enough, so repacking per layer (attention's keys and values) allocates nothing.
-// p's shape and kernel for B [k, n], and its storage (at least that large, contents left as they are).
+// p's shape and kernel for B [k, n], and its storage (at least that large; its contents are not kept).
 float* start_panels(PackedMatrix& p, int k, int n, Isa isa) {
     p.k = k;
     p.n = n;
