@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) into build-fuzz/ and runs each one.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET=15] [TARGET...]      targets: safetensors torch config image list
-# Corpora grow in build-fuzz/corpus/<target>/ (seeded from fuzz/seeds and fuzz/regressions);
-# an input that crashes lands in build-fuzz/findings/<target>/ and the script exits 1. Copy it
+# VITREG_FUZZ_BUILD=DIR runs the fuzzers of a build configured with -DVITREG_FUZZ=ON already (the
+# test suite's sanitized build, whose tests share them) instead of configuring build-fuzz/.
+# Corpora grow in BUILD/corpus/<target>/ (seeded from fuzz/seeds and fuzz/regressions);
+# an input that crashes lands in BUILD/findings/<target>/ and the script exits 1. Copy it
 # to fuzz/regressions/<target>/ when fixed: the test suite replays that folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,20 +13,24 @@ shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(safetensors torch config image list)
 
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DVITREG_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build-fuzz -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
+build="${VITREG_FUZZ_BUILD:-build-fuzz}"
+if [[ -z "${VITREG_FUZZ_BUILD:-}" ]]; then
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DVITREG_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DVITREG_BUILD_APPS=OFF -DVITREG_BUILD_TESTS=OFF -DVITREG_BUILD_PYTHON=OFF >/dev/null
+fi
+cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" >/dev/null
 
 status=0
 for t in "${targets[@]}"; do
-  corpus="build-fuzz/corpus/$t" findings="build-fuzz/findings/$t"
+  corpus="$build/corpus/$t" findings="$build/findings/$t"
   mkdir -p "$corpus" "$findings"
-  log="build-fuzz/fuzz-$t.log"
+  log="$build/fuzz-$t.log"
   # libFuzzer sizes its inputs after the largest file it is given; the image regressions hold a
   # 194 KB decompression bomb, which must not make every mutated image that long.
   max_len=()
   [[ $t == image ]] && max_len=(-max_len=4096)
   # -rss_limit_mb: a hostile input must be refused long before it costs this much.
-  if build-fuzz/fuzz/fuzz_"$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 "${max_len[@]}" \
+  if "$build"/fuzz/fuzz_"$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 "${max_len[@]}" \
        -artifact_prefix="$findings/" "$corpus" "fuzz/seeds/$t" $(test -d "fuzz/regressions/$t" && echo "fuzz/regressions/$t") \
        >"$log" 2>&1; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")

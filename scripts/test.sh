@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what it needs, then
 #   1. builds (Release) and runs every test;
-#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and runs the tests of
-#      vitreg's own code there (any report fails the run);
-#   3. builds the libFuzzer targets and runs each briefly (scripts/fuzz.sh; longer runs: docs/reliability.md).
+#   2. builds once more with clang, AddressSanitizer + UndefinedBehaviorSanitizer and libFuzzer's
+#      coverage, and runs the tests of vitreg's own code there (any report fails the run);
+#   3. runs each libFuzzer target of that same build briefly (scripts/fuzz.sh; longer runs:
+#      docs/reliability.md).
+# Each stage's wall time is printed at its end (docs/testing.md keeps a table of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stage_start=$SECONDS
+stage() {  # the stage just finished, and how long it took
+  echo "== $1: $((SECONDS - stage_start)) s =="
+  stage_start=$SECONDS
+}
 scripts/setup.sh --tests
+stage "setup"
 scripts/build.sh
+stage "build (Release)"
 (cd build && ctest --output-on-failure -j2)
+stage "tests (Release)"
 
 echo "== sanitizers: ASan + UBSan =="
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITREG_SANITIZE=ON >/dev/null
+CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVITREG_FUZZ=ON >/dev/null
 cmake --build build-asan -j2
+stage "build (clang, ASan + UBSan + fuzzers)"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
@@ -22,6 +33,8 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
 # and the qemu-user test (ASan's shadow memory does not fit qemu's guest address space; the same
 # kernels run sanitized natively, each forced by VITREG_ISA in test_vector_loops and test_gemm).
 (cd build-asan && ctest --output-on-failure -j2 -E '^(reference_selfcheck|fixtures_reproducible|find_package|docs|slurm|qemu_cpus)$')
+stage "tests (sanitized)"
 
 echo "== fuzz smoke =="
-scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"
+VITREG_FUZZ_BUILD=build-asan scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"
+stage "fuzz smoke"
