@@ -162,7 +162,8 @@ struct Config {
     bool mlp_norm = false;        // a LayerNorm on the MLP's hidden activation before fc2 / w3 (EVA-02's scale_mlp)
     Pool pool = Pool::Token;      // the model's own pooled feature: CLS, or the mean of the patches
     bool fc_norm = false;         // pooled = fc_norm(mean of the patch tokens) (timm global_pool='avg')
-    int proj_dim = 0;             // E > 0: a projection proj [D, E], embedding = norm(CLS)·proj (CLIP)
+    int proj_dim = 0;             // E > 0: a projection proj [D, E], embedding = the head's input·proj
+                                  // (CLIP: norm(CLS), or the pooled feature when pool is not Token)
     // The eval transform (--resize eval): shortest side to floor(input_size / crop_pct) with
     // `interpolation`, then a center crop of input_size, by the rules of `pipeline`. DINOv2's
     // 256 -> 224 is crop_pct 0.875; CLIP's is 1.

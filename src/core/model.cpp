@@ -177,6 +177,8 @@ struct Model::Impl {
                  const ShiftedStreams* shifted = nullptr) const;
     Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
                  const std::uint8_t* evicted, const Probe* probe, Trace* trace, const ShiftedStreams* shifted) const;
+    // f.embedding: the head's input (the model's own pooled feature) times proj.
+    void project(Features& f) const;
 };
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
@@ -699,18 +701,28 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                            trace->pool_attention.empty() ? nullptr
                                                          : trace->pool_attention.data() + static_cast<std::size_t>(b) * c.heads * N);
     if (!P) f.cls = f.pooled;
-    if (c.proj_dim > 0) {
-        f.embedding_dim = c.proj_dim;
-        f.embedding.resize(static_cast<std::size_t>(batch) * c.proj_dim);
-        // Row by row in one fixed order: an image's embedding does not depend on its batch.
-        for (int b = 0; b < batch; ++b)
-            for (int e = 0; e < c.proj_dim; ++e) {
-                double acc = 0;
-                for (int d = 0; d < D; ++d) acc += static_cast<double>(f.cls[static_cast<std::size_t>(b) * D + d]) * proj(d, e);
-                f.embedding[static_cast<std::size_t>(b) * c.proj_dim + e] = static_cast<float>(acc);
-            }
-    }
+    if (c.proj_dim > 0) project(f);
     return f;
+}
+
+// What the head projects: the class token when the model pools it (through fc_norm where the norm
+// comes after the pool: open_clip's final_ln_after_pool, timm's fc_norm with token pooling), else
+// the pooled feature (the patch mean, or the attention pool's output).
+void Model::Impl::project(Features& f) const {
+    const Config& c = config;
+    const int D = c.dim;
+    const bool token = c.pool == Pool::Token && c.class_token;
+    std::vector<float> head_input = token ? f.cls : f.pooled;
+    if (token && c.fc_norm) kernels::layer_norm(head_input.data(), f.batch, D, fc_norm, c.eps, head_input.data());
+    f.embedding_dim = c.proj_dim;
+    f.embedding.resize(static_cast<std::size_t>(f.batch) * c.proj_dim);
+    // Row by row in one fixed order: an image's embedding does not depend on its batch.
+    for (int b = 0; b < f.batch; ++b)
+        for (int e = 0; e < c.proj_dim; ++e) {
+            double acc = 0;
+            for (int d = 0; d < D; ++d) acc += static_cast<double>(head_input[static_cast<std::size_t>(b) * D + d]) * proj(d, e);
+            f.embedding[static_cast<std::size_t>(b) * c.proj_dim + e] = static_cast<float>(acc);
+        }
 }
 
 }  // namespace vitreg

@@ -3,6 +3,8 @@
 // `vision_model.*`, and HF's SigLIP tower, which has CLIP's names but no class token and an
 // attention-pool (MAP) head. Canonical names on the left; `proj` is [D, E] as OpenCLIP stores it
 // (HF's visual_projection.weight is its transpose).
+#include "core/checkpoint/config_keys.hpp"
+#include "core/checkpoint/open_clip_keys.hpp"
 #include "core/checkpoint/source.hpp"
 #include "vitreg/error.hpp"
 
@@ -41,6 +43,73 @@ std::optional<std::string> hf_tower_prefix(const TensorFile& f, bool class_token
     return prefix;
 }
 
+// OpenAI's weights run QuickGELU: open_clip's config says, and without one OpenAI's is assumed.
+// vision_cfg.act_kwargs reach nn.GELU: {"approximate": "tanh"} is GELU's tanh form.
+void open_clip_activation(Config& c, const SideFiles& side, Notes& notes) {
+    if (c.mlp == MlpKind::SwiGlu) return;
+    if (const auto* q = dig(side.open_clip, {"model_cfg", "quick_gelu"})) {
+        if (!q->is_boolean()) throw ConfigError(side.open_clip_file + ": 'model_cfg.quick_gelu' is not true or false");
+        if (q->get<bool>()) c.mlp = MlpKind::QuickGelu;
+    } else if (side.open_clip.is_null()) {
+        c.mlp = MlpKind::QuickGelu;
+        notes.add(NoteTopic::Activation, "no open_clip_config.json beside the weights: assumed OpenAI's QuickGELU");
+    }
+    const auto* vision = side.vision_cfg();
+    const auto* kwargs = vision ? dig(*vision, {"act_kwargs"}) : nullptr;
+    if (!kwargs) return;
+    const auto* approximate = dig(*kwargs, {"approximate"});
+    const bool gelu_form = c.mlp == MlpKind::Gelu && kwargs->is_object() && kwargs->size() == 1 && approximate &&
+                           (*approximate == "tanh" || *approximate == "none");
+    if (!gelu_form)
+        throw ConfigError(side.open_clip_file + ": model_cfg.vision_cfg.act_kwargs = " + quoted_value(*kwargs) +
+                          " is not a setting vitreg runs (it runs nn.GELU's {\"approximate\": \"tanh\"} or \"none\")");
+    if (*approximate == "tanh") c.mlp = MlpKind::GeluTanh;
+}
+
+void open_clip_check_keys(const SideFiles& side) {
+    const auto* model = dig(side.open_clip, {"model_cfg"});
+    if (!model) return;
+    check_config_keys(*model, open_clip_model_keys(), side.open_clip_file, "model_cfg.", "open_clip's model_cfg");
+    if (const auto* vision = side.vision_cfg())
+        check_config_keys(*vision, open_clip_vision_keys(), side.open_clip_file, "model_cfg.vision_cfg.",
+                          "open_clip's CLIPVisionCfg");
+}
+
+bool vision_flag(const SideFiles& side, const char* key) {
+    const auto* vision = side.vision_cfg();
+    const auto* v = vision ? dig(*vision, {key}) : nullptr;
+    if (!v) return false;
+    if (!v->is_boolean()) throw ConfigError(side.open_clip_file + ": 'model_cfg.vision_cfg." + key + "' is not true or false");
+    return v->get<bool>();
+}
+
+// final_ln_after_pool: ln_post normalizes the pooled feature only, as timm's fc_norm does, and
+// the tokens leave the blocks unnormalized (open_clip's VisionTransformer._pool).
+void open_clip_side_names(const SideFiles& side, NameTable& t) {
+    if (!vision_flag(side, "final_ln_after_pool")) return;
+    for (auto& [canonical, stored] : t.top)
+        if (canonical == "norm.") canonical = "fc_norm.";
+}
+
+// pool_type: what `encode_image` projects, the class token ('tok') or the mean of the patches
+// ('avg'); 'none' projects every token, which is no one feature. norm_kwargs: ln_post's and the
+// blocks' eps.
+void open_clip_read_config(Config& c, const SideFiles& side, Notes&) {
+    const auto* vision = side.vision_cfg();
+    if (!vision) return;
+    const std::string file = side.open_clip_file;
+    const nlohmann::json pool = dig(*vision, {"pool_type"}) ? *dig(*vision, {"pool_type"}) : nlohmann::json("tok");
+    if (pool == "tok") c.pool = Pool::Token;  // (with final_ln_after_pool the tensors alone would say avg)
+    else if (pool == "avg") c.pool = Pool::Avg;
+    else
+        throw ConfigError(file + ": model_cfg.vision_cfg.pool_type = " + quoted_value(pool) +
+                          " is not a setting vitreg runs (it runs \"tok\" and \"avg\": one embedding per image)");
+    if (const auto* n = dig(*vision, {"norm_kwargs"})) {
+        check_config_keys(*n, {{"eps"}}, file, "model_cfg.vision_cfg.norm_kwargs.", "LayerNorm's keyword arguments");
+        if (const auto* eps = dig(*n, {"eps"})) c.eps = static_cast<float>(json_number(*eps, file, "model_cfg.vision_cfg.norm_kwargs.eps"));
+    }
+}
+
 }  // namespace
 
 Source open_clip_source() {
@@ -72,20 +141,13 @@ Source open_clip_source() {
         return t;
     };
     s.side_files = SideFormat::OpenClipConfig;
+    s.check_keys = open_clip_check_keys;
+    s.side_names = open_clip_side_names;
+    s.read_config = open_clip_read_config;
     s.family = [](const Config&, const SideFiles&) { return Family::Clip; };
     s.pos_interp = [](const Config&, const SideFiles&) { return PosInterp::Antialias; };  // resize_pos_embed
     s.pipeline = PixelPipeline::OpenClip;
-    // OpenAI's weights run QuickGELU: open_clip's config says, and without one OpenAI's is assumed.
-    s.activation = [](Config& c, const SideFiles& side, Notes& notes) {
-        if (c.mlp == MlpKind::SwiGlu) return;
-        if (const auto* q = dig(side.open_clip, {"model_cfg", "quick_gelu"})) {
-            if (!q->is_boolean()) throw ConfigError(side.open_clip_file + ": 'model_cfg.quick_gelu' is not true or false");
-            if (q->get<bool>()) c.mlp = MlpKind::QuickGelu;
-        } else if (side.open_clip.is_null()) {
-            c.mlp = MlpKind::QuickGelu;
-            notes.add(NoteTopic::Activation, "no open_clip_config.json beside the weights: assumed OpenAI's QuickGELU");
-        }
-    };
+    s.activation = open_clip_activation;
     return s;
 }
 
@@ -112,11 +174,7 @@ Source hf_clip_source() {
     s.family = [](const Config&, const SideFiles&) { return Family::Clip; };
     // CLIPVisionConfig's default is QuickGELU.
     s.activation = [](Config& c, const SideFiles& side, Notes&) {
-        if (c.mlp == MlpKind::SwiGlu) return;
-        const std::string act = side.cfg_str("hidden_act").value_or("quick_gelu");
-        if (act != "gelu" && act != "quick_gelu")
-            throw ConfigError(side.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu or quick_gelu)");
-        if (act == "quick_gelu") c.mlp = MlpKind::QuickGelu;
+        if (c.mlp != MlpKind::SwiGlu) c.mlp = hf_activation(side, "quick_gelu");
     };
     return s;
 }
@@ -148,13 +206,7 @@ Source hf_siglip_source() {
     s.family = [](const Config&, const SideFiles&) { return Family::Siglip; };
     // SiglipVisionConfig's default, which a SiglipModel's vision_config may leave out.
     s.activation = [](Config& c, const SideFiles& side, Notes&) {
-        if (c.mlp == MlpKind::SwiGlu) return;
-        const std::string act = side.cfg_str("hidden_act").value_or("gelu_pytorch_tanh");
-        const bool tanh = act == "gelu_pytorch_tanh" || act == "gelu_new", quick = act == "quick_gelu";
-        if (!tanh && !quick && act != "gelu")
-            throw ConfigError(side.cfg_file + ": hidden_act '" + act + "' (vitreg runs gelu, gelu_pytorch_tanh or quick_gelu)");
-        if (quick) c.mlp = MlpKind::QuickGelu;
-        if (tanh) c.mlp = MlpKind::GeluTanh;
+        if (c.mlp != MlpKind::SwiGlu) c.mlp = hf_activation(side, "gelu_pytorch_tanh");
     };
     return s;
 }

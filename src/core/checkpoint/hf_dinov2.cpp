@@ -43,6 +43,10 @@ Source hf_dinov2_source() {
     // "Reference semantics").
     s.pos_interp = [](const Config& c, const SideFiles&) { return c.registers > 0 ? PosInterp::Antialias : PosInterp::Size; };
     s.pipeline = PixelPipeline::HF;
+    // Dinov2Config's hidden_act (default gelu); its SwiGLU FFN gates with SiLU whatever it says.
+    s.activation = [](Config& c, const SideFiles& side, Notes&) {
+        if (c.mlp != MlpKind::SwiGlu) c.mlp = hf_activation(side, "gelu");
+    };
     return s;
 }
 

@@ -86,6 +86,15 @@ std::optional<long> SideFiles::vision_count(const char* key) const {
     return json_count(*v, open_clip_file, std::string("model_cfg.vision_cfg.") + key);
 }
 
+MlpKind hf_activation(const SideFiles& side, const std::string& fallback) {
+    const std::string act = side.cfg_str("hidden_act").value_or(fallback);
+    if (act == "gelu") return MlpKind::Gelu;
+    if (act == "quick_gelu") return MlpKind::QuickGelu;
+    if (act == "gelu_pytorch_tanh" || act == "gelu_new") return MlpKind::GeluTanh;
+    throw ConfigError(side.cfg_file + ": hidden_act = \"" + act +
+                      "\" is not a setting vitreg runs (it runs gelu, quick_gelu, gelu_pytorch_tanh and gelu_new)");
+}
+
 SideFiles read_side_files(const Source& source, const std::string& dir, const std::string& weights_file, int depth_limit) {
     SideFiles s;
     s.cfg_file = dir + "/config.json";
@@ -239,6 +248,7 @@ void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes
         else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
     }
     if (src.activation && !(activation_stated && c.mlp != MlpKind::SwiGlu)) src.activation(c, side, notes);
+    if (src.read_config) src.read_config(c, side, notes);
     if (auto v = side.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
     // The eval transform.
     apply_open_clip_preprocess(side, c, notes);

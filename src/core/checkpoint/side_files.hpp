@@ -51,6 +51,11 @@ SideFiles read_side_files(const Source& source, const std::string& dir, const st
 // asked for it (nor checked, nor noted).
 void apply_side_files(const Source& source, const SideFiles& side, Config& c, Notes& notes, bool activation_stated);
 
+// HF config.json's hidden_act, an ACT2FN name in transformers: gelu (exact), quick_gelu, and
+// gelu_pytorch_tanh or gelu_new (GELU's tanh form). `fallback` where the config leaves it out (the
+// config class's default). Any other name is refused with the file, the key and the value.
+MlpKind hf_activation(const SideFiles& side, const std::string& fallback);
+
 // Reading JSON configs.
 nlohmann::json read_config_json(const std::string& path, int max_depth);
 // A value at `path` in a JSON object, or null when any step is missing.

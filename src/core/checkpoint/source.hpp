@@ -43,8 +43,14 @@ struct Source {
     PosInterp (*pos_interp)(const Config& c, const SideFiles& side) = nullptr;
     std::optional<PixelPipeline> pipeline;      // none: timm's for the timm families, else torchvision's
     void (*pixel_defaults)(Config& c) = nullptr;  // after the family's
+    // Refuses a key of its configs that it neither reads nor knows to be inert (config_keys.hpp).
+    void (*check_keys)(const SideFiles& side) = nullptr;
+    // Names its configs decide (open_clip's final_ln_after_pool moves ln_post after the pool).
+    void (*side_names)(const SideFiles& side, NameTable& t) = nullptr;
     // The activation its config files state or its origin implies (SwiGLU comes from the tensors).
     void (*activation)(Config& c, const SideFiles& side, Notes& notes) = nullptr;
+    // What its own configs state beyond the keys every source shares (open_clip's pool_type, eps).
+    void (*read_config)(Config& c, const SideFiles& side, Notes& notes) = nullptr;
     // timm's `head` [E, D] may be the CLIP projection (true for a CLIP tower).
     bool (*head_is_projection)(const Config& c, const SideFiles& side) = nullptr;
     // What the source alone knows once the files have spoken: heads (when nothing stated them)
