@@ -32,7 +32,7 @@ struct Runs {
 // timm's VisionTransformer (vision_transformer.py): vitreg runs its pre-norm Block with the fused
 // qkv Attention, the fc1/fc2 Mlp and LayerNorm, learned positions over a PatchEmbed.
 constexpr Runs kVisionTransformer[] = {
-    {"act_layer", R"(["gelu","gelu_tanh","quick_gelu"])", "the MLP's activation"},
+    {"act_layer", R"(["gelu","gelu_tanh","quick_gelu"])", "an MLP activation other than GELU, its tanh form and QuickGELU"},
     {"mlp_layer", R"(["Mlp"])", "a gated MLP under VisionTransformer's names"},
     {"norm_layer", R"(["layernorm"])", "RMSNorm"},
     {"embed_norm_layer", "[null]", "a norm in the patch embedding"},
