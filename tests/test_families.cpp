@@ -8,6 +8,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/timm_architectures.hpp"
 #include "test_support.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
@@ -38,6 +39,16 @@ std::vector<float> smooth(int h, int w) {
     return x;
 }
 
+// A copy of a fixture folder under `dir` with one of its JSON configs edited.
+std::string folder_with(const TempDir& dir, const std::string& name, const char* source, const std::string& file,
+                        const std::function<void(json&)>& edit) {
+    const std::string d = dir / name;
+    REQUIRE(std::system(("cp -r '" + fixture(source) + "' '" + d + "'").c_str()) == 0);
+    json j = json::parse(read_bytes(d + "/" + file));
+    edit(j);
+    write_bytes(d + "/" + file, j.dump());
+    return d;
+}
 
 }  // namespace
 
@@ -409,16 +420,9 @@ TEST_CASE("pooled and embedding of an image do not depend on its batch or the th
 
 TEST_CASE("a config naming a model vitreg does not run is refused by that name, never read as a neighbour") {
     // Each family's neighbour: the same tensor names, a config that says something else.
-    TempDir dir;
+    TempDir tmp;
     const auto folder_with = [&](const std::string& name, const char* source, const std::string& file,
-                                 const std::function<void(json&)>& edit) {
-        const std::string d = dir / name;
-        REQUIRE(std::system(("cp -r '" + fixture(source) + "' '" + d + "'").c_str()) == 0);
-        json j = json::parse(read_bytes(d + "/" + file));
-        edit(j);
-        write_bytes(d + "/" + file, j.dump());
-        return d;
-    };
+                                 const std::function<void(json&)>& edit) { return ::folder_with(tmp, name, source, file, edit); };
     // SigLIP's names beside CLIP's tensors (a SiglipModel folder has HF CLIP's names, save the class
     // token): the config wins, and the tensors do not match it.
     const std::string siglip = folder_with("siglip", kHfClip, "config.json", [](json& j) {
@@ -459,12 +463,12 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
     // A timm ViT's name beside Eva's tensors; EVA-02's post-norm giant, whose tensors have the
     // pre-norm blocks' names.
     const std::string vit_eva =
-        folder_with("vit_eva", "models/timm_eva02_small", "config.json", [](json& j) { j["architecture"] = "vit_small_patch14_224"; });
-    CHECK_THROWS_WITH(Checkpoint(vit_eva), Catch::Contains("timm architecture 'vit_small_patch14_224' does not match the tensors "
-                                                           "beside it (timm Eva names)"));
+        folder_with("vit_eva", "models/timm_eva02_small", "config.json", [](json& j) { j["architecture"] = "vit_small_patch16_224"; });
+    CHECK_THROWS_WITH(Checkpoint(vit_eva), Catch::Contains("timm architecture 'vit_small_patch16_224' (timm's VisionTransformer) "
+                                                           "does not match the tensors beside it (timm Eva names)"));
     const std::string enormous = folder_with("enormous", "models/timm_eva02_clip", "config.json",
                                              [](json& j) { j["architecture"] = "eva02_enormous_patch14_clip_224"; });
-    CHECK_THROWS_WITH(Checkpoint(enormous), Catch::Contains("has post-norm blocks (use_post_norm)"));
+    CHECK_THROWS_WITH(Checkpoint(enormous), Catch::Contains("sets use_post_norm = true (timm's definition): post-norm blocks"));
     // An open_clip config whose tower is timm's.
     const std::string timm_tower = folder_with("timm_tower", kOpenClip, "open_clip_config.json", [](json& j) {
         j["model_cfg"]["vision_cfg"]["timm_model_name"] = "vit_so400m_patch14_siglip_384";
@@ -475,6 +479,81 @@ TEST_CASE("a config naming a model vitreg does not run is refused by that name, 
                            "models/hf_siglip_full", "models/hf_dinov3", "models/hf_dinov3_gated", "models/timm_eva02_small",
                            "models/timm_eva02_base", "models/timm_eva02_clip", "models/timm_siglip"})
         CHECK_NOTHROW(Checkpoint(fixture(ok)));
+}
+
+TEST_CASE("timm's definitions: what an architecture sets applies under model_args, unknown names are refused") {
+    TempDir dir;
+    const char* kSiglip = "models/timm_siglip";  // SigLIP's shape; its config states act_layer='gelu_tanh'
+    const auto siglip_as = [&](const std::string& arch, const json& act) {
+        return folder_with(dir, arch + act.dump(), kSiglip, "config.json", [&](json& j) {
+            j["architecture"] = arch;
+            j["model_args"].erase("act_layer");
+            if (!act.is_null()) j["model_args"]["act_layer"] = act;
+        });
+    };
+    // timm's SigLIP 2 towers set act_layer='gelu_tanh' in their definition, which hub configs do
+    // not repeat; its SigLIP 1 towers build nn.GELU.
+    const std::string siglip2 = siglip_as("vit_base_patch32_siglip_256", nullptr);
+    const std::string siglip1 = siglip_as("vit_base_patch16_siglip_256", nullptr);
+    CHECK(Checkpoint(siglip2).config().mlp == MlpKind::GeluTanh);
+    CHECK(Checkpoint(siglip1).config().mlp == MlpKind::Gelu);
+    // model_args over the definition, as timm's dict(model_args, **kwargs).
+    const std::string stated_gelu = siglip_as("vit_base_patch32_siglip_256", "gelu");
+    CHECK(Checkpoint(stated_gelu).config().mlp == MlpKind::Gelu);
+    // The forward follows: the fixture's own features (gelu_tanh stated; the reference's in
+    // test_parity), not exact GELU's.
+    const Model tanh = Model::load(siglip2), exact = Model::load(siglip1), fixture_model = Model::load(fixture(kSiglip));
+    const int p = tanh.config().patch;
+    const auto x = smooth(2 * p, 2 * p);
+    const auto patches = [&](const Model& m) { return m.forward(x.data(), 1, 2 * p, 2 * p).patches; };
+    CHECK(patches(tanh) == patches(fixture_model));
+    CHECK(relative_error(patches(tanh), patches(exact)) > 1e-5);
+
+    // A name timm does not define: refused by the file, the key and the value.
+    const std::string xyz =
+        folder_with(dir, "xyz", kDeit3, "config.json", [](json& j) { j["architecture"] = "vit_base_patch16_xyz_224"; });
+    CHECK_THROWS_WITH(Checkpoint(xyz), Catch::StartsWith(xyz + "/config.json: architecture 'vit_base_patch16_xyz_224' is not a ViT "
+                                                               "that timm's vision_transformer.py, deit.py or eva.py defines"));
+    // An argument vitreg does not run, set by the definition or by model_args: refused by key and value.
+    const std::string pe = folder_with(dir, "pe", "models/timm_eva02_small", "config.json",
+                                       [](json& j) { j["architecture"] = "vit_pe_core_base_patch16_224"; });
+    CHECK_THROWS_WITH(Checkpoint(pe), Catch::StartsWith(pe + "/config.json: timm architecture 'vit_pe_core_base_patch16_224' sets "
+                                                             "attn_type = \"rope\" (timm's definition)"));
+    const std::string aimv2 =
+        folder_with(dir, "aimv2", kDeit3, "config.json", [](json& j) { j["architecture"] = "aimv2_large_patch14_224"; });
+    CHECK_THROWS_WITH(Checkpoint(aimv2), Catch::Contains("sets act_layer = \"silu\" (timm's definition)"));
+    const std::string qk_norm = folder_with(dir, "qk_norm", kDeit3, "config.json", [](json& j) { j["model_args"]["qk_norm"] = true; });
+    CHECK_THROWS_WITH(Checkpoint(qk_norm), Catch::Contains("timm architecture 'deit3_small_patch16_224' sets qk_norm = true (model_args)"));
+    // What the definition builds must be what the tensors hold; model_args may say otherwise.
+    const std::string reg4 =
+        folder_with(dir, "reg4", kDeit3, "config.json", [](json& j) { j["architecture"] = "vit_small_patch14_reg4_dinov2"; });
+    CHECK_THROWS_WITH(Checkpoint(reg4), Catch::Contains("config.json: timm architecture 'vit_small_patch14_reg4_dinov2' reg_tokens "
+                                                        "(timm's definition) is stated as 4 but the tensors say 0"));
+    const std::string reg0 = folder_with(dir, "reg0", kDeit3, "config.json", [](json& j) {
+        j["architecture"] = "vit_small_patch14_reg4_dinov2";
+        j["model_args"]["reg_tokens"] = 0;
+    });
+    CHECK_NOTHROW(Checkpoint(reg0));
+}
+
+TEST_CASE("timm's table: every architecture runs or is refused by an argument's name") {
+    int refused = 0;
+    std::vector<std::string> names = source::timm_architecture_names();
+    CHECK(std::is_sorted(names.begin(), names.end()));
+    for (const auto& name : names) {
+        try {
+            source::timm_architecture(json{{"architecture", name}}, "config.json");
+        } catch (const ConfigError& e) {
+            ++refused;
+            INFO(e.what());
+            CHECK(std::string(e.what()).find("which vitreg does not run") != std::string::npos);
+        }
+    }
+    CHECK(refused > 0);
+    CHECK(refused < static_cast<int>(names.size()));
+    for (const char* runs : {"vit_base_patch16_224", "vit_so400m_patch16_siglip_256", "eva02_large_patch14_448",
+                             "vit_base_patch16_clip_quickgelu_224", "deit3_base_patch16_224", "vit_large_patch14_reg4_dinov2"})
+        CHECK_NOTHROW(source::timm_architecture(json{{"architecture", runs}}, "config.json"));
 }
 
 TEST_CASE("SigLIP's probe query: the attention-pool head's rows, recomputed here from its weights") {

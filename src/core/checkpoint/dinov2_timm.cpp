@@ -11,8 +11,6 @@ namespace {
 
 const char* const kMarker = "patch_embed.proj.weight";
 
-bool vision_transformer(const std::string& architecture) { return !starts_with(architecture, "eva"); }
-
 // Stated by a timm hub config, or told by the tensors (docs/design.md, "Families").
 Family timm_family(const Config& c, const SideFiles& side, bool flags_tell_timm) {
     const std::string& a = side.architecture;
@@ -30,7 +28,7 @@ Source timm_vision_transformer(const std::string& name) {
     Source s;
     s.name = name;
     s.side_files = SideFormat::TimmHubConfig;
-    s.timm_class = vision_transformer;
+    s.timm_class = "VisionTransformer";
     s.timm_names = "timm VisionTransformer names";
     s.activation = timm_activation;
     s.head_is_projection = clip_head;

@@ -2,8 +2,8 @@
 // refused by its name, never guessed at from the tensor names (a SigLIP folder has CLIP's names).
 #include <algorithm>
 
-#include "core/affix.hpp"
 #include "core/checkpoint/source.hpp"
+#include "core/checkpoint/timm_architectures.hpp"
 #include "core/file_kind.hpp"
 #include "vitreg/error.hpp"
 
@@ -13,8 +13,7 @@ namespace {
 
 const char* const kRuns =
     "vitreg runs HF model_type dinov2, dinov2_with_registers, dinov3_vit, clip, clip_vision_model, siglip and "
-    "siglip_vision_model; timm's vit_*, "
-    "deit_*, deit3_*, eva02_* and eva_* architectures; open_clip's own ViT towers";
+    "siglip_vision_model; the timm architectures of docs/families.md; open_clip's own ViT towers";
 
 // The HF source whose config.json names `name` among its model types or architectures.
 const Source* hf_source(const std::string& name, std::vector<std::string> Source::*names) {
@@ -23,21 +22,6 @@ const Source* hf_source(const std::string& name, std::vector<std::string> Source
         if (std::find(list.begin(), list.end(), name) != list.end()) return &s;
     }
     return nullptr;
-}
-
-// timm names the family first; these variants change what the tensors mean (an attention-pool
-// head, a distillation token, rotary positions).
-std::string unknown_timm_architecture(const std::string& a) {
-    if (starts_with(a, "eva02_") || starts_with(a, "eva_")) {
-        // eva02_enormous: post-norm blocks (use_post_norm), the same tensor names in another order
-        if (contains(a, "enormous")) return "has post-norm blocks (use_post_norm), which vitreg does not run";
-        return {};
-    }
-    const bool family = starts_with(a, "vit_") || starts_with(a, "deit_") || starts_with(a, "deit3_");
-    if (!family) return "is not a ViT vitreg runs";
-    for (const char* v : {"distilled", "rope"})
-        if (a.find(v) != std::string::npos) return "is a " + std::string(v) + " variant, which vitreg does not run";
-    return {};
 }
 
 }  // namespace
@@ -61,14 +45,13 @@ void refuse_unknown_model(const std::string& dir, const Source* matched, int dep
             for (const auto& a : *arch)
                 if (a.is_string())
                     check("architectures names", a.get<std::string>(), hf_source(a.get<std::string>(), &Source::hf_architectures));
-        if (const auto* a = dig(j, {"architecture"}); a && a->is_string()) {
-            const std::string name = a->get<std::string>();
-            const std::string why = unknown_timm_architecture(name);
-            if (!why.empty()) throw ConfigError(cfg_file + ": timm architecture '" + name + "' " + why + " (" + kRuns + ")");
-            // timm's model classes name their tensors apart: the config and the tensors must tell the same class.
-            if (matched && matched->timm_class && !matched->timm_class(name))
-                throw ConfigError(cfg_file + ": timm architecture '" + name + "' does not match the tensors beside it (" +
-                                  matched->timm_names + ")");
+        if (j.contains("architecture")) {
+            // timm's definitions tell what the name builds (refused: a name they do not define, an
+            // argument vitreg does not run); its model classes name their tensors apart.
+            const TimmArchitecture a = timm_architecture(j, cfg_file);
+            if (matched && !matched->timm_class.empty() && matched->timm_class != a.model_class)
+                throw ConfigError(cfg_file + ": timm architecture '" + a.name + "' (timm's " + a.model_class +
+                                  ") does not match the tensors beside it (" + matched->timm_names + ")");
         }
     }
     const std::string clip_file = dir + "/open_clip_config.json";

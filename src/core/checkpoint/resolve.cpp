@@ -2,7 +2,8 @@
 // sources"). The tensors' shapes are facts; then what the model is (positions, family); over the
 // source's defaults go the configs beside the weights, then the file's metadata, then what only the
 // source can tell (unstated heads, a stored rotary base), then the user's overrides; last, whatever
-// was stated must agree with the tensors.
+// was stated must agree with the tensors. A timm hub config's architecture states what timm's
+// definition builds (timm_architectures.inc), its model_args over that, its own global_pool over both.
 #include <algorithm>
 
 #include "core/affix.hpp"
@@ -243,14 +244,25 @@ void agree(const std::string& file, const std::string& what, long stated, long f
                           std::to_string(from_tensors));
 }
 
+// What a timm architecture builds (model_args over timm's definition) must be what the tensors hold.
+void agree_timm(const SideFiles& side, const Config& c) {
+    const auto& a = *side.timm_model;
+    const auto check = [&](const std::string& key, long from_tensors) {
+        const auto* v = side.timm_arg(key);
+        if (v && (v->is_boolean() || v->is_number_integer()))
+            agree(side.cfg_file, "timm architecture '" + a.name + "' " + key + " (" + a.origin(key) + ")",
+                  v->is_boolean() ? v->get<bool>() : v->get<long>(), from_tensors);
+    };
+    check("class_token", c.class_token);
+    check(a.model_class == "Eva" ? "num_reg_tokens" : "reg_tokens", c.registers);
+}
+
 // Whatever the metadata or the configs state must agree with the tensors and make a model.
 void check_consistency(const Checkpoint& ck, const SideFiles& side, const Metadata& meta, Config& c) {
     using source::dig;
     using source::json_count;
     const std::string& fpath = ck.path();
-    if (!side.architecture.empty() && c.family == Family::Siglip && c.class_token)
-        throw ConfigError(side.cfg_file + ": timm architecture '" + side.architecture +
-                          "' is a SigLIP tower, which has no class token, but the tensors beside it have one");
+    if (side.timm_model) agree_timm(side, c);
     if (c.heads <= 0 || c.dim % c.heads != 0)
         throw ConfigError(fpath + ": " + std::to_string(c.heads) + " heads do not divide the width " + std::to_string(c.dim));
     c.head_dim = c.dim / c.heads;

@@ -60,6 +60,12 @@ std::array<float, 3> json_triple(const nlohmann::json& v, const std::string& fil
 const nlohmann::json* SideFiles::vision_cfg() const { return dig(open_clip, {"model_cfg", "vision_cfg"}); }
 const nlohmann::json* SideFiles::pretrained() const { return dig(timm, {"pretrained_cfg"}); }
 
+const nlohmann::json* SideFiles::timm_arg(const std::string& key) const {
+    if (!timm_model) return nullptr;
+    const auto& v = timm_model->arg(key);
+    return v.is_null() ? nullptr : &v;
+}
+
 std::optional<long> SideFiles::cfg_int(const std::string& key) const {
     if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
     if (!cfg[key].is_number_integer() || cfg[key].get<long>() < 0)
@@ -126,14 +132,23 @@ SideFiles read_side_files(const Source& source, const std::string& dir, const st
             }
             break;
     }
-    if (const auto* a = dig(s.timm, {"architecture"})) {
-        if (!a->is_string()) throw ConfigError(s.cfg_file + ": 'architecture' is not a string");
-        s.architecture = a->get<std::string>();
+    if (s.timm.contains("architecture")) {
+        s.timm_model = timm_architecture(s.timm, s.cfg_file);
+        s.architecture = s.timm_model->name;
     }
     return s;
 }
 
 namespace {
+
+// timm's num_heads: model_args', or the definition's where its embed_dim is the tensors' width (a
+// definition of another width describes other tensors: its heads would be a guess).
+const nlohmann::json* timm_heads(const SideFiles& side, const Config& c) {
+    const auto* n = side.timm_arg("num_heads");
+    if (!n || side.timm_model->stated("num_heads")) return n;
+    const auto* width = side.timm_arg("embed_dim");
+    return width && width->is_number_integer() && width->get<long>() == c.dim ? n : nullptr;
+}
 
 // A named filter (open_clip's and timm's "interpolation"); "random" is a training transform.
 void apply_interpolation(const nlohmann::json* v, const std::string& where, Config& c, Notes& notes) {
@@ -227,12 +242,12 @@ void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes
         if (c.dim % head_width)
             throw ConfigError(side.open_clip_file + ": head_width " + std::to_string(head_width) + " does not divide the width " +
                               std::to_string(c.dim));
-    } else if (const auto* n = dig(side.timm, {"model_args", "num_heads"})) {
-        c.heads = static_cast<int>(json_count(*n, side.cfg_file, "model_args.num_heads"));
+    } else if (const auto* n = timm_heads(side, c)) {
+        c.heads = static_cast<int>(json_count(*n, side.cfg_file, "num_heads"));
     }
     if (c.positions == Positions::RopeEva) {
-        if (const auto* r = dig(side.timm, {"model_args", "ref_feat_shape"})) {
-            const std::string key = "model_args.ref_feat_shape";
+        if (const auto* r = side.timm_arg("ref_feat_shape")) {
+            const std::string key = "ref_feat_shape";
             if (r->is_array() && r->size() == 2)
                 c.rope_ref_grid = {static_cast<int>(json_count((*r)[0], side.cfg_file, key)),
                                    static_cast<int>(json_count((*r)[1], side.cfg_file, key))};
@@ -242,14 +257,17 @@ void apply_side_files(const Source& src, const SideFiles& side, Config& c, Notes
     }
     if (c.positions == Positions::RopeAxial)
         if (auto t = side.cfg_float("rope_theta")) c.rope_theta = static_cast<float>(*t);
-    // timm's global_pool (an attention-pool head stays the model's own pooled feature).
-    if (const auto* g = dig(side.timm, {"global_pool"}); g && g->is_string() && c.pool != Pool::Map) {
-        if (g->get<std::string>() == "avg") c.pool = Pool::Avg;
-        else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
-    }
+    // timm's global_pool: the architecture's, then the hub config's own (an attention-pool head
+    // stays the model's own pooled feature).
+    for (const auto* g : {side.timm_arg("global_pool"), dig(side.timm, {"global_pool"})})
+        if (g && g->is_string() && c.pool != Pool::Map) {
+            if (g->get<std::string>() == "avg") c.pool = Pool::Avg;
+            else if (g->get<std::string>() == "token" && c.class_token) c.pool = Pool::Token;
+        }
     if (src.activation && !(activation_stated && c.mlp != MlpKind::SwiGlu)) src.activation(c, side, notes);
     if (src.read_config) src.read_config(c, side, notes);
     if (auto v = side.cfg_float("layer_norm_eps")) c.eps = static_cast<float>(*v);
+    if (const auto* e = side.timm_arg("norm_eps")) c.eps = static_cast<float>(json_number(*e, side.cfg_file, "norm_layer eps"));
     // The eval transform.
     apply_open_clip_preprocess(side, c, notes);
     apply_hf_preprocessor(side, c);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/timm_architectures.hpp"
 #include "vitreg/config.hpp"
 
 namespace vitreg::source {
@@ -31,6 +32,7 @@ struct SideFiles {
     std::string preprocessor_file;
     nlohmann::json preprocessor;    // or null
     std::string architecture;       // timm's architecture, or ""
+    std::optional<TimmArchitecture> timm_model;  // what it builds, model_args applied (when named)
 
     const nlohmann::json* vision_cfg() const;  // open_clip's model_cfg.vision_cfg
     const nlohmann::json* pretrained() const;  // timm's pretrained_cfg
@@ -39,6 +41,8 @@ struct SideFiles {
     std::optional<long> cfg_int(const std::string& key) const;
     std::optional<double> cfg_float(const std::string& key) const;
     std::optional<std::string> cfg_str(const std::string& key) const;
+    // An argument of the timm architecture (model_args over timm's definition), or null.
+    const nlohmann::json* timm_arg(const std::string& key) const;
 };
 
 struct Source;

@@ -30,9 +30,9 @@ struct Source {
     bool reads_preprocessor = false;  // preprocessor_config.json (HF's image processors)
     // HF sources: the config.json model_type and architectures that name this source's tensors.
     std::vector<std::string> hf_model_types, hf_architectures;
-    // timm sources: whether a timm architecture name is this source's model class, and how a
-    // refusal names the tensors (the config and the tensors must tell the same class).
-    bool (*timm_class)(const std::string& architecture) = nullptr;
+    // timm sources: the timm model class whose names the tensors carry (timm_architectures.inc's),
+    // and how a refusal names them (the config and the tensors must tell the same class).
+    std::string timm_class;
     std::string timm_names;
     // How the pos_embed rows are told in an error ("1+M*M": a class-token row first).
     std::string pos_rows = "1+M*M";

@@ -31,11 +31,13 @@ NameTable eva_names(const TensorFile& f, const std::string& prefix) {
     return t;
 }
 
-// The tensors cannot say: timm's model definitions do. Every eva02_* rotates (and has SwiGLU);
-// EVA-01's eva_* does not (nor has SwiGLU).
+// The tensors cannot say: timm's model definitions do (use_rot_pos_emb). Without them: EVA-02
+// rotates (and has SwiGLU), EVA-01 does not (nor has SwiGLU).
 Positions eva_positions(const Config& c, const SideFiles& side, Notes& notes) {
-    if (starts_with(side.architecture, "eva02_")) return Positions::RopeEva;
-    if (!side.architecture.empty()) return Positions::Learned;
+    if (side.timm_model) {
+        const auto* rope = side.timm_arg("use_rot_pos_emb");
+        return rope && rope->is_boolean() && rope->get<bool>() ? Positions::RopeEva : Positions::Learned;
+    }
     const bool swiglu = c.mlp == MlpKind::SwiGlu;
     notes.add(NoteTopic::Positions, std::string("no timm config.json names the architecture: ") +
                                         (swiglu ? "EVA-02's rotary positions assumed (its SwiGLU MLP)"
@@ -58,7 +60,7 @@ Source timm_eva_source() {
     };
     s.names = eva_names;
     s.side_files = SideFormat::TimmHubConfig;
-    s.timm_class = [](const std::string& architecture) { return starts_with(architecture, "eva"); };
+    s.timm_class = "Eva";
     s.timm_names = "timm Eva names";
     s.family = [](const Config&, const SideFiles&) { return Family::Eva; };
     s.positions = eva_positions;

@@ -1,15 +1,12 @@
 #include "core/checkpoint/timm_rules.hpp"
 
-#include "core/affix.hpp"
 
 namespace vitreg::source {
 
 void timm_activation(Config& c, const SideFiles& side, Notes&) {
-    if (c.mlp == MlpKind::SwiGlu || side.architecture.empty()) return;
-    const auto* act = dig(side.timm, {"model_args", "act_layer"});
-    const std::string named = act && act->is_string() ? act->get<std::string>() : "";
-    if (contains(side.architecture, "quickgelu") || named == "quick_gelu") c.mlp = MlpKind::QuickGelu;
-    if (named == "gelu_tanh") c.mlp = MlpKind::GeluTanh;
+    if (c.mlp == MlpKind::SwiGlu) return;
+    // (timm_architecture refused any other name; Eva has no act_layer: its Mlp builds nn.GELU)
+    if (const auto* act = side.timm_arg("act_layer")) c.mlp = parse_enum<MlpKind>(act->get<std::string>());
 }
 
 PosInterp timm_pos_interp(const Config& c, const SideFiles& side) {

@@ -5,7 +5,7 @@
 
 namespace vitreg::source {
 
-// timm builds nn.GELU unless the architecture or model_args names another (its SigLIP towers included).
+// timm's act_layer: model_args', else the architecture's definition (its SigLIP 2 towers: gelu_tanh).
 void timm_activation(Config& c, const SideFiles& side, Notes& notes);
 // timm's resample_abs_pos_embed antialiases; a dinov2 hub file without registers resamples with an offset.
 PosInterp timm_pos_interp(const Config& c, const SideFiles& side);
