@@ -186,8 +186,8 @@ TEST_CASE("config: a bad value is refused naming its key, an unknown name with t
         CHECK_THROWS_WITH(config_from_json(j), Catch::Contains(message));
     };
     refused("attention", "relu", "config key 'attention': unknown attention kind 'relu' (expected softmax, softmax1 or sink)");
-    refused("pos_interp", "nearest", "unknown position interpolation 'nearest' (expected offset, antialias or size)");
-    refused("family", "vit", "config key 'family': unknown family 'vit' (expected dinov2, dinov3, timm, clip, siglip or eva)");
+    refused("pos_interp", "nearest", "unknown position interpolation 'nearest' (expected offset, antialias, size or corners)");
+    refused("family", "vit", "config key 'family': unknown family 'vit' (expected dinov2, dinov3, timm, clip, siglip, eva or torchvision)");
     refused("act", "relu", "(expected gelu, quick_gelu, swiglu or gelu_tanh)");
     refused("positions", "rope", "(expected learned, rope-axial or rope-eva)");
     refused("pool", "max", "(expected token, avg or map)");
@@ -220,7 +220,7 @@ TEST_CASE("config: each enum's table names, parses and lists its choices", "[con
     CHECK(enum_names<AttentionKind>() == std::vector<std::string>{"softmax", "softmax1", "sink"});
     CHECK(enum_choices<PixelPipeline>(" | ", " | ") == "torchvision | timm | hf | open_clip");
     CHECK_THROWS_WITH(parse_attention_kind("relu"), "unknown attention kind 'relu' (expected softmax, softmax1 or sink)");
-    CHECK_THROWS_WITH(parse_pos_interp("x"), "unknown position interpolation 'x' (expected offset, antialias or size)");
+    CHECK_THROWS_WITH(parse_pos_interp("x"), "unknown position interpolation 'x' (expected offset, antialias, size or corners)");
     CHECK_THROWS_WITH(parse_pixel_pipeline("x"), "unknown pipeline 'x' (expected torchvision, timm, hf or open_clip)");
     CHECK_THROWS_WITH(parse_resize_filter("x"), "unknown resize filter 'x' (nearest, box, bilinear, hamming, bicubic or lanczos)");
     CHECK_THROWS_AS(parse_enum<Pool>("max"), UsageError);
@@ -251,8 +251,8 @@ TEST_CASE("config: apply_config_metadata refuses a bad value as the checkpoint l
     refused("image_mean", "1,2", "m.safetensors: metadata 'image_mean' = '1,2' is not three numbers");
     refused("image_std", "1,,2", "m.safetensors: metadata 'image_std' = '1,,2' is not three comma-separated numbers");
     refused("attention", "relu", "m.safetensors: metadata unknown attention kind 'relu' (expected softmax, softmax1 or sink)");
-    refused("pos_interp", "x", "m.safetensors: metadata unknown position interpolation 'x' (expected offset, antialias or size)");
-    refused("family", "vit", "m.safetensors: metadata family='vit' (expected dinov2, dinov3, timm, clip, siglip or eva)");
+    refused("pos_interp", "x", "m.safetensors: metadata unknown position interpolation 'x' (expected offset, antialias, size or corners)");
+    refused("family", "vit", "m.safetensors: metadata family='vit' (expected dinov2, dinov3, timm, clip, siglip, eva or torchvision)");
     refused("act", "swiglu", "m.safetensors: metadata act='swiglu' (expected gelu, quick_gelu or gelu_tanh)");
     refused("positions", "rope", "m.safetensors: metadata positions='rope' (expected learned, rope-axial or rope-eva)");
     refused("rope_ref_grid", "16", "m.safetensors: metadata rope_ref_grid='16' is not two counts H,W");

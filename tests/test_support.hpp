@@ -54,6 +54,26 @@ private:
     std::string path_;
 };
 
+// A torch hub cache of its own: TORCH_HOME points at a fresh folder for this object's life (the
+// old value restored after), and checkpoints() is its hub/checkpoints.
+class TorchHome {
+public:
+    TorchHome() : saved_(std::getenv("TORCH_HOME") ? std::getenv("TORCH_HOME") : ""), had_(std::getenv("TORCH_HOME")) {
+        std::system(("mkdir -p '" + checkpoints() + "'").c_str());
+        ::setenv("TORCH_HOME", home_.path().c_str(), 1);
+    }
+    ~TorchHome() {
+        if (had_) ::setenv("TORCH_HOME", saved_.c_str(), 1);
+        else ::unsetenv("TORCH_HOME");
+    }
+    std::string checkpoints() const { return home_ / "hub/checkpoints"; }
+
+private:
+    TempDir home_;
+    std::string saved_;
+    bool had_;
+};
+
 inline std::string read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});

@@ -225,14 +225,10 @@ TEST_CASE("every truncation and byte flip of a PyTorch file is an error or a fil
 }
 
 TEST_CASE("torch hub names resolve in $TORCH_HOME and nothing is downloaded", "[torch][hub]") {
-    TempDir home;
-    const std::string checkpoints = home / "hub/checkpoints";
-    REQUIRE(std::system(("mkdir -p '" + checkpoints + "'").c_str()) == 0);
+    TorchHome home;
+    const std::string checkpoints = home.checkpoints();
     write_bytes(checkpoints + "/dinov2_vits14_reg4_pretrain.pth", read_bytes(torch_fixture("dinov2_f32.pth")));
     write_bytes(checkpoints + "/my_vit.pth", read_bytes(torch_fixture("dinov2_f32.pth")));
-    const char* saved_home = std::getenv("TORCH_HOME");
-    const std::string saved = saved_home ? saved_home : "";
-    ::setenv("TORCH_HOME", home.path().c_str(), 1);
 
     CHECK(resolve_model_path("dinov2_vits14_reg4") == checkpoints + "/dinov2_vits14_reg4_pretrain.pth");
     CHECK(resolve_model_path("my_vit") == checkpoints + "/my_vit.pth");
@@ -260,7 +256,6 @@ TEST_CASE("torch hub names resolve in $TORCH_HOME and nothing is downloaded", "[
     CHECK_THROWS_WITH(Model::load(resolve_model_path("dinov2_vitb14")), Catch::Contains("dinov2_vitb14_pretrain.pth: not a PyTorch checkpoint"));
     if (saved_xdg_env) ::setenv("XDG_CACHE_HOME", saved_xdg.c_str(), 1);
     else ::unsetenv("XDG_CACHE_HOME");
-    if (saved_home) ::setenv("TORCH_HOME", saved.c_str(), 1);
 }
 
 TEST_CASE("DINOv3's torch hub files: the HF folder's features, the unused k bias masked, the hashed hub name", "[torch][hub]") {
@@ -291,17 +286,11 @@ TEST_CASE("DINOv3's torch hub files: the HF folder's features, the unused k bias
         }
     }
 
-    TempDir home;
-    const std::string checkpoints = home / "hub/checkpoints";
-    REQUIRE(std::system(("mkdir -p '" + checkpoints + "'").c_str()) == 0);
+    TorchHome home;
+    const std::string checkpoints = home.checkpoints();
     write_bytes(checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth", read_bytes(torch_fixture("dinov3_hub.pth")));
-    const char* saved_home = std::getenv("TORCH_HOME");
-    const std::string saved = saved_home ? saved_home : "";
-    ::setenv("TORCH_HOME", home.path().c_str(), 1);
     CHECK(resolve_model_path("dinov3_vits16") == checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth");
     CHECK_THROWS_WITH(resolve_model_path("dinov3_vitb16"),
                       Catch::Contains("dinov3_vitb16: not in the torch hub cache") && Catch::Contains("_pretrain_*.pth") &&
                           Catch::Contains("torch.hub.load('facebookresearch/dinov3', 'dinov3_vitb16')"));
-    if (saved_home) ::setenv("TORCH_HOME", saved.c_str(), 1);
-    else ::unsetenv("TORCH_HOME");
 }

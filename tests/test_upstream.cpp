@@ -35,11 +35,11 @@ TEST_CASE("open_clip's own VisionTransformer: embedding, pooled feature and toke
         const Features out = m.forward(input.data(), batch, c["height"].get<int>(), c["width"].get<int>(), ForwardOptions{2});
         const double embedding = relative_error(out.embedding, tensor(f, "embedding"));
         const double patches = relative_error(out.patches, tensor(f, "patches"));
+        INFO("embedding " << embedding << ", patches " << patches);
         CHECK(embedding < kTolerance);
         CHECK(patches < kTolerance);
         const std::string pooled_is = c["pooled_is"].get<std::string>();
         if (!pooled_is.empty()) CHECK(relative_error(pooled_is == "cls" ? out.cls : out.pooled, tensor(f, "pooled")) < kTolerance);
-        UNSCOPED_INFO("embedding " << embedding << ", patches " << patches);
     }
 }
 
@@ -123,4 +123,41 @@ TEST_CASE("HF config.json: hidden_act is read, and an activation vitreg does not
         CHECK(Checkpoint(with_act(source, "quick_gelu")).config().mlp == MlpKind::QuickGelu);
         CHECK(Checkpoint(with_act(source, "gelu")).config().mlp == MlpKind::Gelu);
     }
+}
+
+TEST_CASE("torchvision's own VisionTransformer: its safetensors and .pth, native and interpolate_embeddings' grid") {
+    const auto index = fixture_json("upstream/torchvision/cases.json");
+    REQUIRE(index["cases"].size() >= 2);
+    for (const std::string file : {"upstream/torchvision/vit_tiny.safetensors", "upstream/torchvision/vit_tiny.pth"}) {
+        const Model m = Model::load(fixture(file));
+        CHECK(m.config().family == Family::Torchvision);
+        CHECK(m.config().pos_interp == PosInterp::Corners);
+        CHECK(m.config().interpolation == ResizeFilter::Bilinear);
+        CHECK(m.config().crop_pct == Approx(224.0 / 256.0));
+        for (const auto& c : index["cases"]) {
+            INFO(index["commit"].get<std::string>() << ": " << file << ", case " << c["name"].get<std::string>());
+            const SafetensorsFile f(fixture(c["expected"].get<std::string>()));
+            const auto input = tensor(f, "input");
+            const int batch = static_cast<int>(f.get("input").shape[0]);
+            const Features out = m.forward(input.data(), batch, c["height"].get<int>(), c["width"].get<int>(), ForwardOptions{2});
+            const double cls = relative_error(out.cls, tensor(f, "cls")), patches = relative_error(out.patches, tensor(f, "patches"));
+            INFO("cls " << cls << ", patches " << patches);
+            CHECK(cls < kTolerance);
+            CHECK(patches < kTolerance);
+        }
+    }
+}
+
+TEST_CASE("torch hub names: torchvision's vit_* (NAME-HASH.pth) and DINO's dino_vit* (its release names)") {
+    TorchHome home;
+    const std::string checkpoints = home.checkpoints();
+    write_bytes(checkpoints + "/vit_b_16-c867db91.pth", read_bytes(fixture("upstream/torchvision/vit_tiny.pth")));
+    write_bytes(checkpoints + "/dino_deitsmall16_pretrain.pth", read_bytes(fixture("torch/dinov2_f32.pth")));
+    CHECK(resolve_model_path("vit_b_16") == checkpoints + "/vit_b_16-c867db91.pth");
+    CHECK(Model::load(resolve_model_path("vit_b_16")).config().family == Family::Torchvision);
+    CHECK(resolve_model_path("dino_vits16") == checkpoints + "/dino_deitsmall16_pretrain.pth");
+    CHECK_THROWS_WITH(resolve_model_path("vit_l_16"), Catch::Contains("vit_l_16: not in the torch hub cache") &&
+                                                          Catch::Contains("vit_l_16-*.pth") &&
+                                                          Catch::Contains("torch.hub.load('pytorch/vision', 'vit_l_16')"));
+    CHECK_THROWS_WITH(resolve_model_path("dino_vitb8"), Catch::Contains("torch.hub.load('facebookresearch/dino:main', 'dino_vitb8')"));
 }

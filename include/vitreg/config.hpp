@@ -28,6 +28,7 @@ enum class PosInterp {
     Offset,     // dinov2 without registers: scale factor (h0+0.1)/M, bicubic A=-0.75
     Antialias,  // dinov2 registers / timm: size, antialiased bicubic A=-0.5
     Size,       // HF Dinov2Model: size, bicubic A=-0.75
+    Corners,    // torchvision's interpolate_embeddings: size, bicubic A=-0.75, align_corners=True
 };
 
 // The MLP's activation: fc1 -> act -> fc2, or SwiGLU's gated pair (w12 -> silu(x1)*x2 -> w3).
@@ -40,7 +41,7 @@ enum class MlpKind {
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
 // never branches on it; it reads the flags below (docs/design.md, "Families").
-enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva };
+enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva, Torchvision };
 
 // What the model's own head reads (timm's global_pool).
 enum class Pool {
@@ -79,7 +80,10 @@ template <>
 struct EnumTable<PosInterp> {
     static constexpr const char* what = "position interpolation";
     static constexpr EnumName<PosInterp> names[] = {
-        {PosInterp::Offset, "offset"}, {PosInterp::Antialias, "antialias"}, {PosInterp::Size, "size"}};
+        {PosInterp::Offset, "offset"},
+        {PosInterp::Antialias, "antialias"},
+        {PosInterp::Size, "size"},
+        {PosInterp::Corners, "corners"}};
 };
 template <>
 struct EnumTable<MlpKind> {
@@ -94,7 +98,8 @@ struct EnumTable<Family> {
     static constexpr const char* what = "family";
     static constexpr EnumName<Family> names[] = {{Family::Dinov2, "dinov2"}, {Family::Dinov3, "dinov3"},
                                                  {Family::Timm, "timm"},     {Family::Clip, "clip"},
-                                                 {Family::Siglip, "siglip"}, {Family::Eva, "eva"}};
+                                                 {Family::Siglip, "siglip"}, {Family::Eva, "eva"},
+                                                 {Family::Torchvision, "torchvision"}};
 };
 template <>
 struct EnumTable<Pool> {

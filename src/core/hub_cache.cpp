@@ -35,6 +35,29 @@ bool is_name_part(const std::string& s) {
     return true;
 }
 
+// DINO's hub entry points save their weights under the names of the original release.
+const std::pair<const char*, const char*> kDinoFiles[] = {{"dino_vits16", "dino_deitsmall16_pretrain.pth"},
+                                                          {"dino_vits8", "dino_deitsmall8_pretrain.pth"},
+                                                          {"dino_vitb16", "dino_vitbase16_pretrain.pth"},
+                                                          {"dino_vitb8", "dino_vitbase8_pretrain.pth"}};
+
+// The first (in name order) NAME + `infix` + *.pth in dir: the weights' dataset and hash, which
+// DINOv3 (NAME_pretrain_lvd1689m-08c60483.pth) and torchvision (vit_b_16-c867db91.pth) keep.
+std::optional<std::string> hashed_file(const std::string& dir, const std::string& stem) {
+    std::vector<std::string> hashed;
+    if (DIR* d = opendir(dir.c_str())) {
+        while (const dirent* e = readdir(d)) {
+            const std::string f = e->d_name;
+            if (f.size() > stem.size() + 4 && f.compare(0, stem.size(), stem) == 0 && f.compare(f.size() - 4, 4, ".pth") == 0 &&
+                is_file(dir + "/" + f))
+                hashed.push_back(dir + "/" + f);
+        }
+        closedir(d);
+    }
+    if (hashed.empty()) return std::nullopt;
+    return *std::min_element(hashed.begin(), hashed.end());
+}
+
 }  // namespace
 
 bool looks_like_hub_id(const std::string& spec) {
@@ -78,31 +101,26 @@ std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::st
         return std::nullopt;
     }
     const std::string dir = torch_hub_checkpoints_dir();
-    for (const std::string& candidate : {dir + "/" + name + "_pretrain.pth", dir + "/" + name + ".pth"})
+    std::vector<std::string> candidates = {dir + "/" + name + "_pretrain.pth", dir + "/" + name + ".pth"};
+    for (const auto& [hub, file] : kDinoFiles)
+        if (name == hub) candidates.push_back(dir + "/" + file);
+    for (const auto& candidate : candidates)
         if (is_file(candidate)) return candidate;
-    // DINOv3 keeps the weights' dataset and hash in the name: NAME_pretrain_lvd1689m-08c60483.pth.
-    std::vector<std::string> hashed;
-    if (DIR* d = opendir(dir.c_str())) {
-        const std::string stem = name + "_pretrain_";
-        while (const dirent* e = readdir(d)) {
-            const std::string f = e->d_name;
-            if (f.size() > stem.size() + 4 && f.compare(0, stem.size(), stem) == 0 && f.compare(f.size() - 4, 4, ".pth") == 0 &&
-                is_file(dir + "/" + f))
-                hashed.push_back(dir + "/" + f);
-        }
-        closedir(d);
-    }
-    if (!hashed.empty()) return *std::min_element(hashed.begin(), hashed.end());
+    for (const std::string& stem : {name + "_pretrain_", name + "-"})
+        if (auto file = hashed_file(dir, stem)) return file;
     if (looked)
-        *looked = "not in the torch hub cache (no " + name + "_pretrain.pth, " + name + "_pretrain_*.pth nor " + name +
-                  ".pth in " + dir + ")";
+        *looked = "not in the torch hub cache (no " + name + "_pretrain.pth, " + name + "_pretrain_*.pth, " + name + "-*.pth nor " +
+                  name + ".pth in " + dir + ")";
     return std::nullopt;
 }
 
 std::string torch_hub_repository(const std::string& name) {
-    static const std::regex dinov2("dinov2_vit[sblg]14(_reg4)?"), dinov3("dinov3_vit(s|splus|b|l|hplus|7b)16");
+    static const std::regex dinov2("dinov2_vit[sblg]14(_reg4)?"), dinov3("dinov3_vit(s|splus|b|l|hplus|7b)16"),
+        dino("dino_vit[sb](16|8)"), torchvision("vit_[bl]_(16|32)|vit_h_14");
     if (std::regex_match(name, dinov2)) return "facebookresearch/dinov2";
     if (std::regex_match(name, dinov3)) return "facebookresearch/dinov3";
+    if (std::regex_match(name, dino)) return "facebookresearch/dino:main";
+    if (std::regex_match(name, torchvision)) return "pytorch/vision";
     return "";
 }
 

@@ -23,14 +23,18 @@ std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::strin
 // $XDG_CACHE_HOME/torch, else ~/.cache/torch (as torch.hub.get_dir()).
 std::string torch_hub_checkpoints_dir();
 
-// The file torch.hub.load keeps for entry point `name` ("dinov2_vits14_reg4", "dinov3_vits16"):
-// NAME_pretrain.pth (DINOv2's naming), NAME_pretrain_DATASET-HASH.pth (DINOv3's: the first in
-// name order when several are kept) or NAME.pth in torch_hub_checkpoints_dir(). nullopt when
+// The file torch.hub.load keeps for entry point `name` ("dinov2_vits14_reg4", "dinov3_vits16",
+// "dino_vits16", "vit_b_16"): NAME_pretrain.pth (DINOv2's naming), NAME.pth, DINO's release names
+// (dino_deitsmall16_pretrain.pth for dino_vits16, ...), NAME_pretrain_DATASET-HASH.pth (DINOv3's)
+// or NAME-HASH.pth (torchvision's), the first in name order when several are kept, in
+// torch_hub_checkpoints_dir(). nullopt when
 // `name` is not a plain name or no such file is there; `looked` then says where the search went.
 std::optional<std::string> torch_hub_checkpoint(const std::string& name, std::string* looked);
 
 // The repository of a known torch hub entry point (facebookresearch/dinov2 for dinov2_vit{s,b,l,g}14
-// with an optional _reg4, facebookresearch/dinov3 for dinov3_vit{s,s+,b,l,h+,7b}16), or "": the names
+// with an optional _reg4, facebookresearch/dinov3 for dinov3_vit{s,s+,b,l,h+,7b}16,
+// facebookresearch/dino:main for dino_vit{s,b}{16,8}, pytorch/vision for vit_{b,l}_{16,32} and
+// vit_h_14), or "": the names
 // whose missing file gets a fetch command in the error.
 std::string torch_hub_repository(const std::string& name);
 

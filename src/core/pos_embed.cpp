@@ -15,6 +15,8 @@ ResampleAxis axis_for(int M, int out, PosInterp mode) {
             return cubic_axis(M, out, static_cast<float>(M) / static_cast<float>(out));
         case PosInterp::Antialias:
             return cubic_antialias_axis(M, out);
+        case PosInterp::Corners:
+            return cubic_corners_axis(M, out);
     }
     return {};
 }

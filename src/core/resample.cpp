@@ -20,22 +20,36 @@ float cubic_kernel(float x, float a) {
 
 }  // namespace
 
-ResampleAxis cubic_axis(int in, int out, float src_per_dst) {
+namespace {
+
+// The four taps of a bicubic (A = -0.75) sample at source coordinate `real`, clamped to the input.
+ResampleTaps cubic_taps(float real, int in) {
     constexpr float A = -0.75f;
-    ResampleAxis axis(out);
-    for (int i = 0; i < out; ++i) {
-        const float real = src_per_dst * (static_cast<float>(i) + 0.5f) - 0.5f;
-        const float fl = std::floor(real);
-        const int idx = static_cast<int>(fl);
-        const float t = real - fl;
-        const float w[4] = {cubic_kernel(t + 1.0f, A), cubic_kernel(t, A), cubic_kernel(1.0f - t, A),
-                            cubic_kernel(2.0f - t, A)};
-        auto& taps = axis[i];
-        for (int k = 0; k < 4; ++k) {
-            taps.index.push_back(std::clamp(idx - 1 + k, 0, in - 1));
-            taps.weight.push_back(w[k]);
-        }
+    const float fl = std::floor(real);
+    const int idx = static_cast<int>(fl);
+    const float t = real - fl;
+    const float w[4] = {cubic_kernel(t + 1.0f, A), cubic_kernel(t, A), cubic_kernel(1.0f - t, A), cubic_kernel(2.0f - t, A)};
+    ResampleTaps taps;
+    for (int k = 0; k < 4; ++k) {
+        taps.index.push_back(std::clamp(idx - 1 + k, 0, in - 1));
+        taps.weight.push_back(w[k]);
     }
+    return taps;
+}
+
+}  // namespace
+
+ResampleAxis cubic_axis(int in, int out, float src_per_dst) {
+    ResampleAxis axis(out);
+    for (int i = 0; i < out; ++i) axis[i] = cubic_taps(src_per_dst * (static_cast<float>(i) + 0.5f) - 0.5f, in);
+    return axis;
+}
+
+ResampleAxis cubic_corners_axis(int in, int out) {
+    // PyTorch's scale for align_corners (0 for a single output).
+    const float scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+    ResampleAxis axis(out);
+    for (int i = 0; i < out; ++i) axis[i] = cubic_taps(scale * static_cast<float>(i), in);
     return axis;
 }
 

@@ -16,6 +16,9 @@ using ResampleAxis = std::vector<ResampleTaps>;  // one entry per output index
 // bicubic, align_corners=False, antialias=False, A = -0.75, taps clamped to [0, in-1].
 // `src_per_dst` is the coordinate scale: in/out for a size, 1/scale_factor for a factor.
 ResampleAxis cubic_axis(int in, int out, float src_per_dst);
+// bicubic, align_corners=True, antialias=False, A = -0.75: source i·(in−1)/(out−1), so the
+// corner samples land on the corner inputs (torchvision's interpolate_embeddings).
+ResampleAxis cubic_corners_axis(int in, int out);
 // bilinear, align_corners=False, antialias=False: source (i + 0.5)·in/out − 0.5 clamped at 0,
 // the two neighbours clamped to [0, in-1].
 ResampleAxis linear_axis(int in, int out);

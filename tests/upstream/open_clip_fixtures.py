@@ -18,9 +18,7 @@ import types
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "reference"))
-import vit_reference as ref  # noqa: E402  (its safetensors writer only)
+from upstream_util import FIXTURES, randomize, write_expected, write_index, write_weights
 
 # Each case: open_clip_config.json's vision_cfg beyond the shared shape, and model_cfg's quick_gelu.
 SHAPE = {"image_size": 32, "patch_size": 8, "width": 32, "layers": 2, "head_width": 8, "mlp_ratio": 4.0}
@@ -75,15 +73,6 @@ def build(transformer, vision, quick_gelu):
         output_tokens=True)
 
 
-def randomize(model, generator):
-    """Every tensor random: LayerNorm weights and LayerScale near 1, the rest small."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=generator, dtype=torch.float64).to(p.dtype)
-            ones = name.endswith(("ln_pre.weight", "ln_post.weight", "ln_1.weight", "ln_2.weight", "gamma"))
-            p.copy_(1.0 + 0.2 * noise if ones else 0.2 * noise if p.dim() < 2 else noise / p.shape[-1] ** 0.5)
-
-
 def upstream_keys(src):
     """The keys open_clip's configs may hold, read from model.py's source (importing it needs the
     whole package): CLIPVisionCfg's fields and CLIP.__init__'s arguments."""
@@ -99,10 +88,9 @@ def upstream_keys(src):
 
 def make_case(transformer, name, vision, quick_gelu, out, generator):
     model = build(transformer, vision, quick_gelu).eval()
-    randomize(model, generator)
+    randomize(model, generator, ("ln_pre.weight", "ln_post.weight", "ln_1.weight", "ln_2.weight", "gamma"))
     folder = os.path.join(out, name)
-    weights = {"visual." + k: v.detach().float() for k, v in model.state_dict().items()}
-    ref.write_safetensors(os.path.join(folder, "open_clip_model.safetensors"), weights, "F32")
+    write_weights(os.path.join(folder, "open_clip_model.safetensors"), model.state_dict(), "visual.")
     config = {"model_cfg": {"embed_dim": EMBED, "quick_gelu": quick_gelu, "vision_cfg": {**SHAPE, **vision}}}
     with open(os.path.join(folder, "open_clip_config.json"), "w") as f:
         json.dump(config, f, indent=1, sort_keys=True)
@@ -114,8 +102,8 @@ def make_case(transformer, name, vision, quick_gelu, out, generator):
         pooled, tokens = model._pool(x)
         embedding, tokens_again = model(pixels.double())
     assert torch.equal(tokens, tokens_again)
-    ref.write_safetensors(os.path.join(folder, "expected.safetensors"),
-                          {"input": pixels, "pooled": pooled, "embedding": embedding, "patches": tokens}, "F32")
+    write_expected(os.path.join(folder, "expected.safetensors"),
+                   {"input": pixels, "pooled": pooled, "embedding": embedding, "patches": tokens})
     return {"name": name, "model": f"upstream/open_clip/{name}", "expected": f"upstream/open_clip/{name}/expected.safetensors",
             "height": SHAPE["image_size"], "width": SHAPE["image_size"],
             # which vitreg output holds open_clip's pooled feature before the projection
@@ -127,15 +115,12 @@ def main():
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     src, commit = sys.argv[1], sys.argv[2]
-    out = sys.argv[3] if len(sys.argv) == 4 else os.path.join(HERE, "..", "fixtures", "upstream", "open_clip")
+    out = sys.argv[3] if len(sys.argv) == 4 else os.path.join(FIXTURES, "open_clip")
     transformer = import_tower(src)
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(53)
     rows = [make_case(transformer, name, vision, quick, out, generator) for name, (vision, quick) in CASES.items()]
-    with open(os.path.join(out, "cases.json"), "w") as f:
-        json.dump({"upstream": "mlfoundations/open_clip", "commit": commit, "torch": torch.__version__,
-                   "keys": upstream_keys(src), "cases": rows}, f, indent=1)
-        f.write("\n")
+    write_index(out, "mlfoundations/open_clip", commit, rows, keys=upstream_keys(src))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Source hf_clip_source();     // clip.cpp
 Source hf_siglip_source();   // clip.cpp
 Source open_clip_source();   // clip.cpp
 Source dinov3_hub_source();  // dinov3.cpp
+Source torchvision_source();  // torchvision.cpp
 Source timm_eva_source();    // timm_eva.cpp
 Source timm_reg_source();    // dinov2_timm.cpp
 Source dinov2_source();      // dinov2_timm.cpp: timm's names, the last resort
@@ -23,6 +24,7 @@ const std::vector<Source>& sources() {
         hf_siglip_source(),
         open_clip_source(),
         dinov3_hub_source(),
+        torchvision_source(),
         timm_eva_source(),
         timm_reg_source(),
         dinov2_source(),

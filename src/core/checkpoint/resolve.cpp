@@ -336,7 +336,7 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     if (!src)
         throw CheckpointError(path() + ": not a ViT checkpoint vitreg knows (no 'patch_embed.proj.weight', "
                                        "'embeddings.patch_embeddings.projection.weight', 'embeddings.patch_embeddings.weight', "
-                                       "'vision_model.embeddings.patch_embedding.weight' nor 'visual.conv1.weight')");
+                                       "'vision_model.embeddings.patch_embedding.weight', 'visual.conv1.weight' nor 'conv_proj.weight')");
     const SideFiles side = source::read_side_files(*src, dir, path(), depth_limit);
     if (src->check_keys) src->check_keys(side);
     names_ = std::make_shared<source::NameTable>(src->names(*file_, prefix_));
