@@ -2,14 +2,16 @@
 """The keys of transformers' config classes for the HF sources vitreg reads, at given commits,
 found by parsing the source with `ast` (nothing of transformers is imported or run).
 
-    python3 tests/upstream/hf_config_keys.py TRANSFORMERS_REPO COMMIT [OLDER_COMMIT ...] [--out FILE]
+    python3 tests/upstream/hf_config_keys.py TRANSFORMERS_REPO COMMIT [--since DATE] [--out FILE]
 
 TRANSFORMERS_REPO is a git directory of huggingface/transformers (bare is fine); files are read
-with `git show COMMIT:path`. The keys of each class are the union over the commits: the newest
-(COMMIT) and older ones whose config.json files are still on the hub (transformers v4 wrote every
-generic PretrainedConfig key, and Dinov2WithRegistersConfig first had interpolate_antialias and
-interpolate_offset). FILE defaults to tests/fixtures/upstream/transformers_keys.json, which
-tests/test_hf_config.cpp holds vitreg's tables (src/core/checkpoint/hf_config_keys.cpp) to.
+with `git show REV:path`. The keys of each class are the union over every version of its file up
+to COMMIT, since DATE (default 2021-05-12, when CLIP, the oldest of these classes, came): a
+config.json on the hub carries the keys of the version that wrote it (v4 wrote every generic
+PretrainedConfig key; CLIPVisionConfig had `dropout` until 2023, Dinov2WithRegistersConfig first
+had interpolate_antialias and interpolate_offset). FILE defaults to
+tests/fixtures/upstream/transformers_keys.json, which tests/test_hf_config.cpp holds vitreg's
+tables (src/core/checkpoint/hf_config_keys.cpp) to.
 
 A class's keys: its annotated attributes (v5's dataclass fields, ClassVar aside), its __init__
 parameters (v4), the `self.NAME = ...` it sets and the `kwargs.pop/get("NAME")` it takes in
@@ -146,33 +148,43 @@ def generation_keys(repo, commit):
     return keys
 
 
-def collect(repo, commits):
+def history(repo, commit, since, paths):
+    """COMMIT and every commit before it since `since` that changed one of `paths`, newest first."""
+    log = subprocess.run(["git", "-C", repo, "log", "--format=%H", f"--since={since}", commit, "--", *paths],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [commit] + [c for c in log if c != commit]
+
+
+def collect(repo, commit, since):
     classes = {}
     for name, (class_names, paths, modeling) in CLASSES.items():
-        keys, found, read = {}, [], set()
-        for commit in commits:
+        keys, versions, read = {}, 0, set()
+        for rev in history(repo, commit, since, paths + ((modeling,) if modeling else ())):
             for path in paths:
-                source = show(repo, commit, path)
-                cls = find_class(ast.parse(source), class_names) if source else None
+                source = show(repo, rev, path)
+                try:
+                    cls = find_class(ast.parse(source), class_names) if source else None
+                except SyntaxError:
+                    cls = None
                 if cls is None:
                     continue
                 for k, d in class_keys(cls).items():
                     if k not in keys or keys[k] is NO_DEFAULT:
                         keys[k] = d
-                found.append({"commit": commit, "file": path})
-                if modeling and (m := show(repo, commit, modeling)):
+                versions += 1
+                if modeling and (m := show(repo, rev, modeling)):
                     read |= modeling_keys(m)
                 break
-        if not found:
-            sys.exit(f"{name}: not found at {', '.join(commits)}")
-        entry = {"found": found, "keys": sorted(keys),
+        if not versions:
+            sys.exit(f"{name}: not found at {commit}")
+        entry = {"files": list(paths), "versions": versions, "keys": sorted(keys),
                  "defaults": {k: d for k, d in sorted(keys.items()) if d is not NO_DEFAULT}}
         if modeling:
             entry["modeling"] = sorted(read - set(keys))
         classes[name] = entry
     gen = {}
-    for commit in commits:
-        for k, d in generation_keys(repo, commit).items():
+    for rev in history(repo, commit, since, [p for p, _ in GENERATION]):
+        for k, d in generation_keys(repo, rev).items():
             gen.setdefault(k, d)
     classes["generation"] = {"keys": sorted(gen), "defaults": dict(sorted(gen.items()))}
     return classes
@@ -184,13 +196,18 @@ def main(argv):
         i = argv.index("--out")
         out = argv[i + 1]
         del argv[i:i + 2]
-    if len(argv) < 2:
+    since = "2021-05-12"
+    if "--since" in argv:
+        i = argv.index("--since")
+        since = argv[i + 1]
+        del argv[i:i + 2]
+    if len(argv) != 2:
         sys.exit(__doc__)
-    repo, commits = argv[0], argv[1:]
-    full = [subprocess.run(["git", "-C", repo, "rev-parse", c], capture_output=True, text=True, check=True).stdout.strip()
-            for c in commits]
-    fixture = {"upstream": "huggingface/transformers", "commit": full[0], "older_commits": full[1:],
-               "classes": collect(repo, full)}
+    repo = argv[0]
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", argv[1]], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    fixture = {"upstream": "huggingface/transformers", "commit": commit, "since": since,
+               "classes": collect(repo, commit, since)}
     with open(out, "w") as f:
         json.dump(fixture, f, indent=1, sort_keys=False)
         f.write("\n")

@@ -35,6 +35,8 @@ std::vector<ConfigKey> generic_keys() {
                           "tie_word_embeddings", "chunk_size_feed_forward", "is_encoder_decoder", "is_decoder",
                           "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder", "is_composition",
                           "attribute_map", "base_config_key", "sub_configs", "base_model_pp_plan", "base_model_tp_plan",
+                          "base_model_ep_plan", "distributed_config", "has_no_defaults_at_init",
+                          "ignore_keys_at_rope_validation",
                           "finetuning_task", "id2label", "label2id", "num_labels", "problem_type", "tokenizer_class",
                           "prefix", "bos_token_id", "pad_token_id", "eos_token_id", "sep_token_id",
                           "decoder_start_token_id", "task_specific_params"})
@@ -107,6 +109,7 @@ const HfKeyTable& hf_clip_vision_keys() {
             {"hidden_size"}, {"intermediate_size"}, {"projection_dim"}, {"num_hidden_layers"}, {"num_attention_heads"},
             {"image_size"}, {"patch_size"}, {"hidden_act"}, {"layer_norm_eps"}, kChannels, kPreQuantization,
             inert("attention_dropout"), inert("initializer_range"), inert("initializer_factor"),
+            inert("dropout"),  // until 2023; the openai/clip-* files carry it
         },
         {"CLIPVisionConfig"});
     return t;
