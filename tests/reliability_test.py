@@ -374,11 +374,12 @@ class Limits(unittest.TestCase):
         return path
 
     def hf_config(self, deep):
-        """A copy of the HF fixture whose config.json carries an extra value nested `deep` levels."""
+        """A copy of the HF fixture whose config.json carries a value nested `deep` levels (under
+        task_specific_params, a key transformers has and vitreg ignores: an unknown one is refused)."""
         folder = os.path.join(self.tmp, "hf")
         shutil.copytree(os.path.join(ROOT, "tests", "fixtures", "models", "hf_reg2"), folder)
         config = json.loads(read_bytes(os.path.join(folder, "config.json")))
-        config["extra"] = json.loads("[" * deep + "]" * deep)
+        config["task_specific_params"] = json.loads("[" * deep + "]" * deep)
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(config, f)
         return os.path.join(folder, "config.json")

@@ -4,6 +4,7 @@
 // attention-pool (MAP) head. Canonical names on the left; `proj` is [D, E] as OpenCLIP stores it
 // (HF's visual_projection.weight is its transpose).
 #include "core/checkpoint/config_keys.hpp"
+#include "core/checkpoint/hf_config_keys.hpp"
 #include "core/checkpoint/open_clip_keys.hpp"
 #include "core/checkpoint/source.hpp"
 #include "vitreg/error.hpp"
@@ -171,6 +172,7 @@ Source hf_clip_source() {
     };
     s.hf_model_types = {"clip", "clip_vision_model"};
     s.hf_architectures = {"CLIPModel", "CLIPVisionModel", "CLIPVisionModelWithProjection"};
+    s.check_keys = [](const SideFiles& side) { check_hf_keys(side, hf_clip_vision_keys(), &hf_clip_keys()); };
     s.family = [](const Config&, const SideFiles&) { return Family::Clip; };
     // CLIPVisionConfig's default is QuickGELU.
     s.activation = [](Config& c, const SideFiles& side, Notes&) {
@@ -203,6 +205,7 @@ Source hf_siglip_source() {
     };
     s.hf_model_types = {"siglip", "siglip_vision_model"};
     s.hf_architectures = {"SiglipModel", "SiglipVisionModel"};
+    s.check_keys = [](const SideFiles& side) { check_hf_keys(side, hf_siglip_vision_keys(), &hf_siglip_keys()); };
     s.family = [](const Config&, const SideFiles&) { return Family::Siglip; };
     // SiglipVisionConfig's default, which a SiglipModel's vision_config may leave out.
     s.activation = [](Config& c, const SideFiles& side, Notes&) {

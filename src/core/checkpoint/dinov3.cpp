@@ -3,6 +3,7 @@
 // halves w1/w2, a masked k bias). Both rotate q and k by the patches' positions (no pos_embed).
 #include <cmath>
 
+#include "core/checkpoint/hf_config_keys.hpp"
 #include "core/checkpoint/timm_rules.hpp"
 #include "vitreg/error.hpp"
 
@@ -91,6 +92,7 @@ Source hf_dinov3_source() {
     s.reads_preprocessor = true;
     s.hf_model_types = {"dinov3_vit"};
     s.hf_architectures = {"DINOv3ViTModel"};
+    s.check_keys = [](const SideFiles& side) { check_hf_keys(side, hf_dinov3_keys(), nullptr); };
     s.pipeline = PixelPipeline::HF;
     // DINOv3ViTImageProcessorFast: squash to 224x224, bilinear, ImageNet's mean and std (the hub's
     // eval transform is DINOv2's: short side 256 bicubic, crop 224).

@@ -1,5 +1,6 @@
 // HF transformers' Dinov2Model / Dinov2WithRegistersModel (and their image classifiers): `embeddings.*`,
 // `encoder.layer.i.*` with query, key and value apart; hyper-parameters in the sibling config.json.
+#include "core/checkpoint/hf_config_keys.hpp"
 #include "core/checkpoint/source.hpp"
 
 namespace vitreg::source {
@@ -35,6 +36,7 @@ Source hf_dinov2_source() {
         return t;
     };
     s.side_files = SideFormat::HfConfig;
+    s.check_keys = [](const SideFiles& side) { check_hf_keys(side, hf_dinov2_keys(), nullptr); };
     s.hf_model_types = {"dinov2", "dinov2_with_registers"};
     s.hf_architectures = {"Dinov2Model", "Dinov2WithRegistersModel", "Dinov2ForImageClassification",
                           "Dinov2WithRegistersForImageClassification"};

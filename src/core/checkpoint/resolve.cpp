@@ -244,6 +244,54 @@ void agree(const std::string& file, const std::string& what, long stated, long f
                           std::to_string(from_tensors));
 }
 
+void agree(const std::string& file, const std::string& what, bool stated, bool from_tensors) {
+    const auto said = [](bool b) { return std::string(b ? "true" : "false"); };
+    if (stated != from_tensors)
+        throw ConfigError(file + ": " + what + " is stated as " + said(stated) + " but the tensors say " + said(from_tensors));
+}
+
+// HF config.json's switches: transformers builds each Linear with bias=<switch> (DINOv3 one per
+// projection, its q, k and v stored apart), the gated MLP and SigLIP's head from them; and the
+// MLP's width from intermediate_size, or Dinov2's mlp_ratio (modeling_dinov2.py's Dinov2MLP and
+// Dinov2SwiGLUFFN). Each must say what the tensors hold.
+void agree_hf_config(const Checkpoint& ck, const SideFiles& side, const Config& c) {
+    struct Switch {
+        const char* key;
+        std::string canonical;
+        int part;  // of q|k|v, or -1: any
+    };
+    const Switch switches[] = {
+        {"qkv_bias", "blocks.0.attn.qkv.bias", -1},
+        {"query_bias", "blocks.0.attn.qkv.bias", 0},
+        {"key_bias", "blocks.0.attn.qkv.bias", 1},
+        {"value_bias", "blocks.0.attn.qkv.bias", 2},
+        {"proj_bias", "blocks.0.attn.proj.bias", -1},
+        {"mlp_bias", c.mlp == MlpKind::SwiGlu ? "blocks.0.mlp.w3.bias" : "blocks.0.mlp.fc2.bias", -1},
+        {"use_swiglu_ffn", "blocks.0.mlp.w12.weight", -1},
+        {"use_gated_mlp", "blocks.0.mlp.w12.weight", -1},
+        {"vision_use_head", "attn_pool.latent", -1},
+    };
+    for (const auto& s : switches) {
+        const auto stated = side.cfg_bool(s.key);
+        if (!stated) continue;
+        bool held = ck.has(s.canonical);
+        if (held && s.part >= 0) {
+            const auto parts = ck.parts(s.canonical);
+            held = static_cast<std::size_t>(s.part) < parts.size() && parts[s.part] != nullptr;
+        }
+        agree(side.cfg_file, s.key, *stated, held);
+    }
+    if (auto v = side.cfg_int("intermediate_size")) agree(side.cfg_file, "intermediate_size", *v, c.mlp_hidden);
+    if (auto r = side.cfg_float("mlp_ratio")) {
+        auto hidden = static_cast<long>(c.dim * *r);
+        if (c.mlp == MlpKind::SwiGlu) hidden = (static_cast<long>(hidden * 2.0 / 3) + 7) / 8 * 8;
+        agree(side.cfg_file, "the MLP width of mlp_ratio " + side.cfg["mlp_ratio"].dump(), hidden, c.mlp_hidden);
+    }
+    // The learned positions' grid (rotary ones are built from image_size).
+    if (auto v = side.cfg_int("image_size"); v && c.positions != Positions::RopeAxial && *v / c.patch != c.grid)
+        agree(side.cfg_file, "image_size", *v, c.native_size());
+}
+
 // What a timm architecture builds (model_args over timm's definition) must be what the tensors hold.
 void agree_timm(const SideFiles& side, const Config& c) {
     const auto& a = *side.timm_model;
@@ -276,11 +324,8 @@ void check_consistency(const Checkpoint& ck, const SideFiles& side, const Metada
     if (auto v = side.cfg_int("num_hidden_layers")) agree(side.cfg_file, "num_hidden_layers", *v, c.depth);
     if (auto v = side.cfg_int("patch_size")) agree(side.cfg_file, "patch_size", *v, c.patch);
     if (auto v = side.cfg_int("num_register_tokens")) agree(side.cfg_file, "num_register_tokens", *v, c.registers);
-    for (const char* gated : {"use_swiglu_ffn", "use_gated_mlp"})
-        if (side.cfg.is_object() && side.cfg.contains(gated) && side.cfg[gated].is_boolean())
-            agree(side.cfg_file, gated, side.cfg[gated].get<bool>(), c.mlp == MlpKind::SwiGlu);
+    if (side.cfg.is_object()) agree_hf_config(ck, side, c);
     if (side.top.is_object()) {  // a two-tower model's config.json
-        if (auto v = side.cfg_int("image_size")) agree(side.cfg_file, "image_size", *v, c.native_size());
         const auto* e = dig(side.cfg, {"projection_dim"}) ? dig(side.cfg, {"projection_dim"}) : dig(side.top, {"projection_dim"});
         if (e && c.proj_dim) agree(side.cfg_file, "projection_dim", json_count(*e, side.cfg_file, "projection_dim"), c.proj_dim);
     }

@@ -85,6 +85,12 @@ std::optional<std::string> SideFiles::cfg_str(const std::string& key) const {
     return cfg[key].get<std::string>();
 }
 
+std::optional<bool> SideFiles::cfg_bool(const std::string& key) const {
+    if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return std::nullopt;
+    if (!cfg[key].is_boolean()) throw ConfigError(cfg_file + ": '" + key + "' is not true or false");
+    return cfg[key].get<bool>();
+}
+
 std::optional<long> SideFiles::vision_count(const char* key) const {
     const auto* vision = vision_cfg();
     const auto* v = vision ? dig(*vision, {key}) : nullptr;
@@ -100,6 +106,24 @@ MlpKind hf_activation(const SideFiles& side, const std::string& fallback) {
     throw ConfigError(side.cfg_file + ": hidden_act = \"" + act +
                       "\" is not a setting vitreg runs (it runs gelu, quick_gelu, gelu_pytorch_tanh and gelu_new)");
 }
+
+namespace {
+
+// A v4 CLIPConfig's vision_config_dict wins over vision_config (configuration_clip.py): what it
+// states is read, and a value unlike vision_config's is refused with both.
+void merge_vision_config_dict(SideFiles& s) {
+    const auto* d = dig(s.top, {"vision_config_dict"});
+    if (!d) return;
+    if (!d->is_object() || !s.cfg.is_object()) throw ConfigError(s.cfg_file + ": 'vision_config_dict' is not an object");
+    for (const auto& [key, value] : d->items()) {
+        if (s.cfg.contains(key) && s.cfg[key] != value)
+            throw ConfigError(s.cfg_file + ": vision_config_dict." + key + " = " + value.dump() + " but vision_config." + key +
+                              " = " + s.cfg[key].dump() + "; transformers reads the first, vitreg refuses the contradiction");
+        s.cfg[key] = value;
+    }
+}
+
+}  // namespace
 
 SideFiles read_side_files(const Source& source, const std::string& dir, const std::string& weights_file, int depth_limit) {
     SideFiles s;
@@ -118,6 +142,7 @@ SideFiles read_side_files(const Source& source, const std::string& dir, const st
                     if (!s.top["vision_config"].is_object()) throw ConfigError(s.cfg_file + ": 'vision_config' is not an object");
                     s.cfg = s.top["vision_config"];
                 }
+                merge_vision_config_dict(s);
             }
             if (source.reads_preprocessor && is_file(s.preprocessor_file))
                 s.preprocessor = read_config_json(s.preprocessor_file, depth_limit);

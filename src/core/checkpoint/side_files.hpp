@@ -41,6 +41,7 @@ struct SideFiles {
     std::optional<long> cfg_int(const std::string& key) const;
     std::optional<double> cfg_float(const std::string& key) const;
     std::optional<std::string> cfg_str(const std::string& key) const;
+    std::optional<bool> cfg_bool(const std::string& key) const;
     // An argument of the timm architecture (model_args over timm's definition), or null.
     const nlohmann::json* timm_arg(const std::string& key) const;
 };
