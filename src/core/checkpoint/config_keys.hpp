@@ -4,6 +4,7 @@
 // name, as the upstream constructors refuse it (open_clip's config dataclasses raise TypeError),
 // so that a setting added upstream later is heard of, not ignored.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,8 +18,10 @@ enum class KeyUse {
 };
 
 struct ConfigKey {
+    ConfigKey(std::string key_, KeyUse use_ = KeyUse::Read, std::vector<nlohmann::json> runs_ = {})
+        : key(std::move(key_)), use(use_), runs(std::move(runs_)) {}
     std::string key;
-    KeyUse use = KeyUse::Read;
+    KeyUse use;
     std::vector<nlohmann::json> runs;  // KeyUse::Runs: the values vitreg runs (JSON null stands for absent)
 };
 
