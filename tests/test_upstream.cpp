@@ -84,9 +84,11 @@ TEST_CASE("open_clip configs: every vision_cfg key read, inert or refused by nam
                                                     {"scale_attn_inner", true},   {"scale_attn", true},
                                                     {"scale_fc", true},           {"block_type", "custom"},
                                                     {"pos_embed_type", "rope"},   {"pool_type", "none"}};
-    for (const auto& [key, value] : refused) {
+    for (const auto& entry : refused) {
+        const std::string key = entry.first;  // (clang 14 lets no lambda capture a structured binding)
+        const json& value = entry.second;
         INFO(key);
-        CHECK_THROWS_WITH(Checkpoint(with(std::string("refused_") + key, [&](json& m) { m["vision_cfg"][key] = value; })),
+        CHECK_THROWS_WITH(Checkpoint(with("refused_" + key, [&](json& m) { m["vision_cfg"][key] = value; })),
                           Catch::Contains(file + "vision_cfg." + key + " = " + value.dump() + " is not a setting vitreg runs"));
     }
     CHECK_THROWS_WITH(Checkpoint(with("act_kwargs", [](json& m) { m["vision_cfg"]["act_kwargs"] = {{"alpha", 2}}; })),

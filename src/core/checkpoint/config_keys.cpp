@@ -15,7 +15,9 @@ std::string quoted_value(const nlohmann::json& v) {
 void check_config_keys(const nlohmann::json& object, const std::vector<ConfigKey>& keys, const std::string& file,
                        const std::string& where, const std::string& what) {
     if (!object.is_object()) return;
-    for (const auto& [name, value] : object.items()) {
+    for (const auto& item : object.items()) {
+        const std::string& name = item.key();
+        const nlohmann::json& value = item.value();
         const auto rule = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.key == name; });
         const std::string said = file + ": " + where + name + " = " + quoted_value(value);
         if (rule == keys.end())
