@@ -43,3 +43,7 @@ void check_dino_cases(const std::string& upstream, std::size_t at_least) {
 TEST_CASE("DINOv2's own DinoVisionTransformer: hub .pth, ViT-S +- registers and ViT-g's SwiGLU, native and non-square") {
     check_dino_cases("dinov2", 6);
 }
+
+TEST_CASE("DINOv3's own DinoVisionTransformer: hub .pth, ViT-S, S+'s SwiGLU and 7B's shape, any grid") {
+    check_dino_cases("dinov3", 6);
+}

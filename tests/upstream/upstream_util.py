@@ -58,15 +58,15 @@ def exact_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
     return scores.softmax(dim=-1) @ v
 
 
-def stand_in(owner, name, value, what):
+def stand_in(owner, name, value, what, how):
     """Put `value` where this torch lacks owner.name (a torch 2 API), and say so."""
     if not hasattr(owner, name):
         setattr(owner, name, value)
-        print(f"torch {torch.__version__} lacks {what}: {getattr(value, '__name__', 'a stand-in')} stands in")
+        print(f"torch {torch.__version__} lacks {what}: {how} stands in")
 
 
 def stand_in_sdpa():
-    stand_in(torch.nn.functional, "scaled_dot_product_attention", exact_sdpa, "F.scaled_dot_product_attention")
+    stand_in(torch.nn.functional, "scaled_dot_product_attention", exact_sdpa, "F.scaled_dot_product_attention", "exact_sdpa")
 
 
 def import_checkout(root, package):
