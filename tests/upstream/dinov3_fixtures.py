@@ -26,8 +26,8 @@ import types
 
 import torch
 
-from upstream_util import (checkout_args, dino_case, dino_inputs, import_checkout, randomize, stand_in, stand_in_sdpa,
-                           write_index)
+from upstream_util import (checkout_args, dino_case, dino_inputs, hub_model, import_checkout, randomize, stand_in,
+                           stand_in_sdpa, write_index)
 
 # hub builder -> the shape it is built at. The 7B's width 80 (2 heads of 40) makes swiglu64's
 # alignment bite: int(3 * 80 * 2 / 3) = 160 rounds up to 192.
@@ -51,22 +51,6 @@ def import_dinov3(checkout):
     return backbones, vits
 
 
-def build(backbones, vits, name):
-    """The hub builder's model at SHAPE[name]; the settings it passed, for the record."""
-    real, seen = vits.DinoVisionTransformer, {}
-
-    def small(**kwargs):
-        seen.update(kwargs, **SHAPE[name])
-        return real(**seen)
-
-    vits.DinoVisionTransformer = small
-    try:
-        model = getattr(backbones, name)(pretrained=False)
-    finally:
-        vits.DinoVisionTransformer = real
-    return model.eval(), {k: v for k, v in seen.items() if k != "device"}
-
-
 def main():
     checkout, commit, out = checkout_args(__doc__, "dinov3")
     backbones, vits = import_dinov3(checkout)
@@ -75,7 +59,7 @@ def main():
     pixels = dino_inputs(out, SIZES, generator)
     rows, settings = [], {}
     for name in SHAPE:
-        model, settings[name] = build(backbones, vits, name)
+        model, settings[name] = hub_model(getattr(backbones, name), vits, SHAPE[name])
         randomize(model, generator, ("norm1.weight", "norm2.weight", "norm.weight", "gamma"))
         rows += dino_case(out, "dinov3", name, model, "x_storage_tokens", pixels)
     write_index(out, "facebookresearch/dinov3", commit, rows, settings=settings)

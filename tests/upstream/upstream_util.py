@@ -108,3 +108,32 @@ def dino_case(out, upstream, name, model, extra_key, pixels):
                      "height": x.shape[2], "width": x.shape[3], "registers": outputs["registers"].shape[1]})
     write_expected(os.path.join(out, name + ".safetensors"), expected)
     return rows
+
+
+def hub_model(builder, vits, shape, **builder_kwargs):
+    """The model a hub builder makes (its own settings), at a small `shape`: vits.DinoVisionTransformer
+    is wrapped while the builder runs. Returns the model and every argument it was built with."""
+    real, seen = vits.DinoVisionTransformer, {}
+
+    def small(**kwargs):
+        seen.update(kwargs, **shape)
+        return real(**seen)
+
+    vits.DinoVisionTransformer = small
+    try:
+        model = builder(pretrained=False, **builder_kwargs)
+    finally:
+        vits.DinoVisionTransformer = real
+    return model.eval(), {k: described(v) for k, v in seen.items() if k != "device"}
+
+
+def described(value):
+    """A builder argument as JSON: plain values as they are, classes and partials by name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [described(v) for v in value]
+    if hasattr(value, "func"):  # functools.partial
+        args = ", ".join(f"{k}={described(v)}" for k, v in sorted(value.keywords.items()))
+        return f"{described(value.func)}({args})"
+    return getattr(value, "__name__", type(value).__name__)
