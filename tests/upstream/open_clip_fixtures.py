@@ -18,7 +18,7 @@ import types
 
 import torch
 
-from upstream_util import FIXTURES, randomize, write_expected, write_index, write_weights
+from upstream_util import checkout_args, randomize, stand_in_sdpa, write_expected, write_index, write_weights
 
 # Each case: open_clip_config.json's vision_cfg beyond the shared shape, and model_cfg's quick_gelu.
 SHAPE = {"image_size": 32, "patch_size": 8, "width": 32, "layers": 2, "head_width": 8, "mlp_ratio": 4.0}
@@ -33,24 +33,12 @@ CASES = {
 }
 
 
-def exact_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """torch 2's F.scaled_dot_product_attention in eval, which Debian's torch 1.13 lacks: the same
-    maths (softmax(q k^T * scale + mask) v), written out."""
-    assert dropout_p == 0.0 and not is_causal
-    scores = (q @ k.transpose(-2, -1)) * (q.shape[-1] ** -0.5 if scale is None else scale)
-    if attn_mask is not None:
-        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-    return scores.softmax(dim=-1) @ v
-
-
 def import_tower(src):
     """open_clip.transformer without open_clip/__init__.py (which imports every model family)."""
     package = types.ModuleType("open_clip")
     package.__path__ = [os.path.join(src, "open_clip")]
     sys.modules["open_clip"] = package
-    if not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
-        torch.nn.functional.scaled_dot_product_attention = exact_sdpa
-        print("torch", torch.__version__, "lacks scaled_dot_product_attention: exact_sdpa stands in")
+    stand_in_sdpa()
     import open_clip.transformer as transformer  # noqa: E402
     return transformer
 
@@ -112,10 +100,7 @@ def make_case(transformer, name, vision, quick_gelu, out, generator):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        sys.exit(__doc__)
-    src, commit = sys.argv[1], sys.argv[2]
-    out = sys.argv[3] if len(sys.argv) == 4 else os.path.join(FIXTURES, "open_clip")
+    src, commit, out = checkout_args(__doc__, "open_clip")
     transformer = import_tower(src)
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(53)
