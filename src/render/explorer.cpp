@@ -6,6 +6,7 @@
 
 #include "vitreg/error.hpp"
 #include "vitreg/analysis/rollout.hpp"
+#include "vitreg/render/label_text.hpp"
 #include "vitreg/render/views.hpp"
 
 namespace vitreg::render {
@@ -201,7 +202,7 @@ cv::Mat render_view(const Exploration& e, const ViewState& s) {
     const auto cut = text.find(" | norm");
     const std::string lines[2] = {text.substr(0, cut), cut == std::string::npos ? "" : text.substr(cut + 3)};
     for (int i = 0; i < 2; ++i)
-        cv::putText(out, lines[i], cv::Point(6, height - kStatusHeight + 17 + 18 * i), cv::FONT_HERSHEY_SIMPLEX, 0.42,
+        cv::putText(out, drawable_label(lines[i]), cv::Point(6, height - kStatusHeight + 17 + 18 * i), cv::FONT_HERSHEY_SIMPLEX, 0.42,
                     cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
     return out;
 }

@@ -7,6 +7,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "vitreg/error.hpp"
+#include "vitreg/render/label_text.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::render {
@@ -40,9 +41,12 @@ std::string format_value(float v) {
     return buf;
 }
 
+// Every label is drawn and measured as the font can draw it (label_text.hpp).
 void put_text(cv::Mat& m, const std::string& text, cv::Point at, double scale = 0.45, const cv::Scalar& c = kInk) {
-    cv::putText(m, text, at, kFont, scale, c, 1, cv::LINE_AA);
+    cv::putText(m, drawable_label(text), at, kFont, scale, c, 1, cv::LINE_AA);
 }
+
+cv::Size text_size(const std::string& text, double scale) { return cv::getTextSize(drawable_label(text), kFont, scale, 1, nullptr); }
 
 }  // namespace
 
@@ -85,7 +89,7 @@ void outline_cells(cv::Mat& canvas, int gh, int gw, const std::vector<std::pair<
 }
 
 void caption(cv::Mat& tile, const std::string& text) {
-    const cv::Size size = cv::getTextSize(text, kFont, 0.4, 1, nullptr);
+    const cv::Size size = text_size(text, 0.4);
     cv::Mat band = tile(cv::Rect(0, 0, std::min(tile.cols, size.width + 8), std::min(tile.rows, size.height + 8)));
     band *= 0.35;
     put_text(tile, text, cv::Point(4, size.height + 3), 0.4, kWhite);
@@ -115,8 +119,8 @@ namespace {
 std::vector<std::string> wrap(const std::string& text, int width, double scale) {
     std::vector<std::string> lines;
     std::string line;
-    auto fits = [&](const std::string& s) { return cv::getTextSize(s, kFont, scale, 1, nullptr).width <= width; };
-    for (char c : text) {
+    auto fits = [&](const std::string& s) { return text_size(s, scale).width <= width; };
+    for (char c : drawable_label(text)) {
         if (c == '\n') {
             lines.push_back(line);
             line.clear();
@@ -146,7 +150,7 @@ cv::Mat labelled_grid(const std::vector<std::vector<cv::Mat>>& tiles, const std:
         }
     }
     int label_w = 0;
-    for (const auto& l : row_labels) label_w = std::max(label_w, cv::getTextSize(l, kFont, 0.45, 1, nullptr).width + 12);
+    for (const auto& l : row_labels) label_w = std::max(label_w, text_size(l, 0.45).width + 12);
     constexpr double kScale = 0.45;
     constexpr int kLine = 17;
     std::vector<std::vector<std::string>> headers;
@@ -157,7 +161,7 @@ cv::Mat labelled_grid(const std::vector<std::vector<cv::Mat>>& tiles, const std:
     }
     const int pad = 6, head = static_cast<int>(header_lines) * kLine + 6, title_h = title.empty() ? 0 : 28;
     const int width = std::max(label_w + static_cast<int>(cols) * (tw + pad) + pad,
-                               cv::getTextSize(title, kFont, 0.6, 1, nullptr).width + 2 * pad);
+                               text_size(title, 0.6).width + 2 * pad);
     const int height = title_h + head + static_cast<int>(tiles.size()) * (th + pad) + pad;
     cv::Mat out(height, width, CV_8UC3, kWhite);
     if (!title.empty()) put_text(out, title, cv::Point(pad, 20), 0.6);
