@@ -23,5 +23,5 @@ mkdir -p "$tmp/webp_unit"
 # heldout/ comes from the training recipe (weights/recipe), not from this generator.
 /usr/bin/python3 "$root/tests/fixtures_match.py" "$tmp" "$root/tests/fixtures" --exclude make_fixtures.py \
   --exclude make_torch_files.py --exclude make_dense_set.py --exclude make_photo_fixtures.py --exclude make_defects.py --exclude make_repair_fixtures.py --exclude make.py --exclude __pycache__ --exclude heldout \
-  --exclude open_clip --exclude dinov2 --exclude dinov3 --exclude transformers_keys.json
+  --exclude open_clip --exclude dinov2 --exclude dinov3 --exclude timm --exclude transformers_keys.json
 echo "fixtures match the reference generator"
