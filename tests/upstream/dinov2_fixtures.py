@@ -21,10 +21,8 @@ the builder's): width 64 in 1 head (a hub .pth states no heads; vitreg takes the
 """
 import os
 
-import torch
 
-from upstream_util import (checkout_args, dino_case, dino_inputs, hub_model, import_checkout, randomize, stand_in_sdpa,
-                           write_index)
+from upstream_util import checkout_args, import_checkout, make_dino_fixtures, stand_in_sdpa
 
 BUILDERS = ("dinov2_vits14", "dinov2_vits14_reg", "dinov2_vitg14")  # vit_giant2: SwiGLU (fused, without xFormers plain)
 SHAPE = dict(embed_dim=64, depth=2, num_heads=1, mlp_ratio=2)
@@ -49,15 +47,8 @@ def import_dinov2(checkout):
 def main():
     checkout, commit, out = checkout_args(__doc__, "dinov2")
     backbones, vits = import_dinov2(checkout)
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(53)
-    pixels = dino_inputs(out, SIZES, generator)
-    rows, settings = [], {}
-    for name in BUILDERS:
-        model, settings[name] = hub_model(getattr(backbones, name), vits, SHAPE, img_size=56)
-        randomize(model, generator, ("norm1.weight", "norm2.weight", "norm.weight", "gamma"))
-        rows += dino_case(out, "dinov2", name, model, "x_norm_regtokens", pixels)
-    write_index(out, "facebookresearch/dinov2", commit, rows, settings=settings)
+    make_dino_fixtures(out, "dinov2", "facebookresearch/dinov2", commit, backbones, vits, SIZES,
+                       {name: (SHAPE, {"img_size": 56}) for name in BUILDERS}, "x_norm_regtokens")
 
 
 if __name__ == "__main__":

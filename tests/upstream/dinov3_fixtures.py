@@ -26,8 +26,7 @@ import types
 
 import torch
 
-from upstream_util import (checkout_args, dino_case, dino_inputs, hub_model, import_checkout, randomize, stand_in,
-                           stand_in_sdpa, write_index)
+from upstream_util import checkout_args, import_checkout, make_dino_fixtures, stand_in, stand_in_sdpa
 
 # hub builder -> the shape it is built at. The 7B's width 80 (2 heads of 40) makes swiglu64's
 # alignment bite: int(3 * 80 * 2 / 3) = 160 rounds up to 192.
@@ -54,15 +53,8 @@ def import_dinov3(checkout):
 def main():
     checkout, commit, out = checkout_args(__doc__, "dinov3")
     backbones, vits = import_dinov3(checkout)
-    torch.manual_seed(0)
-    generator = torch.Generator().manual_seed(53)
-    pixels = dino_inputs(out, SIZES, generator)
-    rows, settings = [], {}
-    for name in SHAPE:
-        model, settings[name] = hub_model(getattr(backbones, name), vits, SHAPE[name])
-        randomize(model, generator, ("norm1.weight", "norm2.weight", "norm.weight", "gamma"))
-        rows += dino_case(out, "dinov3", name, model, "x_storage_tokens", pixels)
-    write_index(out, "facebookresearch/dinov3", commit, rows, settings=settings)
+    make_dino_fixtures(out, "dinov3", "facebookresearch/dinov3", commit, backbones, vits, SIZES,
+                       {name: (shape, {}) for name, shape in SHAPE.items()}, "x_storage_tokens")
 
 
 if __name__ == "__main__":

@@ -137,3 +137,17 @@ def described(value):
         args = ", ".join(f"{k}={described(v)}" for k, v in sorted(value.keywords.items()))
         return f"{described(value.func)}({args})"
     return getattr(value, "__name__", type(value).__name__)
+
+
+def make_dino_fixtures(out, upstream, repository, commit, backbones, vits, sizes, builds, extra_key):
+    """DINOv2's and DINOv3's fixtures alike: each hub builder's model (`builds`: name -> (shape,
+    builder keyword arguments)), every tensor random, run at `sizes`, indexed with its settings."""
+    torch.manual_seed(0)
+    generator = torch.Generator().manual_seed(53)
+    pixels = dino_inputs(out, sizes, generator)
+    rows, settings = [], {}
+    for name, (shape, kwargs) in builds.items():
+        model, settings[name] = hub_model(getattr(backbones, name), vits, shape, **kwargs)
+        randomize(model, generator, ("norm1.weight", "norm2.weight", "norm.weight", "gamma"))
+        rows += dino_case(out, upstream, name, model, extra_key, pixels)
+    write_index(out, repository, commit, rows, settings=settings)
