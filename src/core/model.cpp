@@ -90,6 +90,56 @@ struct Workspace {
     kernels::LinearScratch lowp;  // a linear's input in bf16 or uint8
 };
 
+// One forward's shape and the buffers it runs in (views into its Workspace): what its stages
+// share (the embedding, each block's attention and MLP, the collection of the features).
+struct Pass {
+    Pass(Workspace& ws, const Probe& probe, Trace& trace) : ws(ws), probe(probe), trace(trace) {}
+
+    Workspace& ws;
+    const Probe& probe;
+    Trace& trace;
+    int batch = 0, height = 0, width = 0;
+    int D = 0;                                 // the model's width
+    int P = 0, R = 0, K = 0;                   // prefix tokens (the class token), all registers, test-time ones
+    int gh = 0, gw = 0, np = 0;                // the patch grid and its patches
+    int N = 0, rows = 0;                       // tokens per image, rows of the stream (batch × N)
+    int attention_images = 0, mlp_images = 0;  // images per chunk of the attention and of the MLP
+    float* x = nullptr;                        // the residual stream [rows, D]
+    float* normed = nullptr;  // a LayerNorm's output (the final norm's: every row), then the attention's
+    float* qkv = nullptr;     // one attention chunk's q|k|v
+    float* hidden = nullptr;  // the gathered patches, then one MLP chunk's hidden activations
+    float* gated = nullptr;   // SwiGLU's gated half, or the normed hidden
+    std::vector<int> query_slot;  // each token's slot among the Probe's queries, -1 for none
+    std::shared_ptr<const RopeTables> rope;  // the rotary tables of this grid, where the model has them
+
+    // Every linear goes through here: the Probe may record its input (int8 calibration).
+    void record_input(const Linear& l, const float* in, int n) const {
+        if (!probe.linear_inputs) return;
+        trace.linear_names.push_back(l.name);
+        trace.linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
+    }
+    void linear(const float* in, int n, const Linear& l, float* out, Epilogue e, const Eigen::VectorXf* scale = nullptr) const {
+        record_input(l, in, n);
+        kernels::linear(in, n, l, out, e, ws.lowp, scale);
+    }
+};
+
+// Each patch of the images [batch, 3, height, width] gathered as (channel, ky, kx) into
+// patches [batch × patches, 3·p·p], the order of the patch embedding's weight.
+void gather_patches(const float* pixels, int batch, int height, int width, int p, float* patches) {
+    const int gh = height / p, gw = width / p, np = gh * gw, pp3 = 3 * p * p;
+    for (int b = 0; b < batch; ++b)
+        for (int py = 0; py < gh; ++py)
+            for (int px = 0; px < gw; ++px) {
+                float* dst = patches + (static_cast<std::size_t>(b) * np + py * gw + px) * pp3;
+                for (int ch = 0; ch < 3; ++ch)
+                    for (int ky = 0; ky < p; ++ky) {
+                        const float* src = pixels + ((static_cast<std::size_t>(b) * 3 + ch) * height + py * p + ky) * width + px * p;
+                        std::copy(src, src + p, dst + (ch * p + ky) * p);
+                    }
+            }
+}
+
 }  // namespace
 
 struct Model::Impl {
@@ -177,6 +227,15 @@ struct Model::Impl {
                  const ShiftedStreams* shifted = nullptr) const;
     Features run(Workspace& ws, const float* pixels, int batch, int height, int width, const Intervention& edit,
                  const std::uint8_t* evicted, const Probe* probe, Trace* trace, const ShiftedStreams* shifted) const;
+    // The stages of one forward (run): its shape and buffers, the tokens, each block's attention
+    // and MLP, and the features read off the stream.
+    Pass plan(Workspace& ws, int batch, int height, int width, int test_time_registers, const Probe& probe,
+              Trace& trace) const;
+    void embed(const Pass& s, const float* pixels) const;
+    void attention_block(const Pass& s, int layer, const std::uint8_t* evicted) const;
+    void mlp_block(const Pass& s, int layer, const Intervention& edit) const;
+    Features collect(const Pass& s) const;
+    void pool_features(const Pass& s, Features& f) const;
     // f.embedding: the head's input (the model's own pooled feature) times proj.
     void project(Features& f) const;
 };
@@ -514,179 +573,203 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                           const std::uint8_t* evicted, const Probe* probe, Trace* trace,
                           const ShiftedStreams* shifted) const {
     const Config& c = config;
-    const int D = c.dim, p = c.patch, K = edit.test_time_registers, R = c.registers + K;  // R: all registers
-    const int gh = height / p, gw = width / p, np = gh * gw;
-    const int P = c.prefix_tokens();  // the class token, when the model has one
-    const int N = P + R + np, rows = batch * N;
-    const int pp3 = 3 * p * p;
+    const Pass s = plan(ws, batch, height, width, edit.test_time_registers, *probe, *trace);
+    embed(s, pixels);
+    for (int layer = 0; layer < c.depth; ++layer) {
+        attention_block(s, layer, evicted);
+        mlp_block(s, layer, edit);
+        if (!edit.repairs.empty())
+            apply_repairs(edit.repairs, layer, s.x, StreamShape{batch, s.N, s.D, s.P, c.registers, s.P + s.R, s.gh, s.gw}, c,
+                          shifted);
+        record_layer(*probe, layer, s.x, s.D, *trace);
+    }
+    return collect(s);
+}
+
+Pass Model::Impl::plan(Workspace& ws, int batch, int height, int width, int test_time_registers, const Probe& probe,
+                       Trace& trace) const {
+    const Config& c = config;
+    Pass s(ws, probe, trace);
+    s.batch = batch, s.height = height, s.width = width;
+    s.D = c.dim, s.P = c.prefix_tokens(), s.K = test_time_registers, s.R = c.registers + s.K;
+    s.gh = height / c.patch, s.gw = width / c.patch, s.np = s.gh * s.gw;
+    s.N = s.P + s.R + s.np, s.rows = batch * s.N;
+    const int pp3 = 3 * c.patch * c.patch;
     const int hidden_width = blocks.empty() ? 0 : blocks.front().fc1.out();
     // Images per chunk of the attention and of the MLP: as many as keep q|k|v, or fc1's output,
     // within ~1.5 MB per thread (each core's L2; one image at least); all of them where the Probe
     // records each linear's input. q|k|v and the MLP's hidden buffers hold one chunk.
-    const auto images_within = [&](int width) {
+    const auto images_within = [&](int row_floats) {
         const std::size_t budget = (std::size_t{3} << 19) * static_cast<std::size_t>(tbb::this_task_arena::max_concurrency()),
-                          per_image = static_cast<std::size_t>(N) * width * 4;
-        return probe->linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
+                          per_image = static_cast<std::size_t>(s.N) * row_floats * 4;
+        return probe.linear_inputs ? batch : std::clamp(static_cast<int>(budget / per_image), 1, batch);
     };
-    const int attention_images = images_within(3 * D), mlp_images = images_within(hidden_width);
-    const std::size_t attention_rows = static_cast<std::size_t>(attention_images) * N,
-                      mlp_rows = static_cast<std::size_t>(mlp_images) * N;
-    float* x = gemm::at_least(ws.x, static_cast<std::size_t>(rows) * D);
-    float* normed = gemm::at_least(ws.normed, static_cast<std::size_t>(rows) * D);  // (the final norm's: every row)
-    float* qkv = gemm::at_least(ws.qkv, attention_rows * 3 * D);
-    float* hidden = gemm::at_least(ws.wide, std::max(mlp_rows * hidden_width, static_cast<std::size_t>(batch) * np * pp3));
+    s.attention_images = images_within(3 * s.D), s.mlp_images = images_within(hidden_width);
+    const std::size_t attention_rows = static_cast<std::size_t>(s.attention_images) * s.N,
+                      mlp_rows = static_cast<std::size_t>(s.mlp_images) * s.N;
+    s.x = gemm::at_least(ws.x, static_cast<std::size_t>(s.rows) * s.D);
+    s.normed = gemm::at_least(ws.normed, static_cast<std::size_t>(s.rows) * s.D);
+    s.qkv = gemm::at_least(ws.qkv, attention_rows * 3 * s.D);
+    s.hidden = gemm::at_least(ws.wide, std::max(mlp_rows * hidden_width, static_cast<std::size_t>(batch) * s.np * pp3));
     const bool second_hidden = c.mlp == MlpKind::SwiGlu || c.mlp_norm;  // SwiGLU's gated half, or the normed hidden
-    float* gated = gemm::at_least(ws.gated, second_hidden ? mlp_rows * c.mlp_hidden : 0);
-    float* mixed = normed;
-    const std::vector<int> query_slot = prepare_trace(*probe, c, R, K, batch, gh, gw, *trace);
-    // Every linear goes through here: the Probe may record its input (int8 calibration).
-    const auto record_input = [&](const Linear& l, const float* in, int n) {
-        if (!probe->linear_inputs) return;
-        trace->linear_names.push_back(l.name);
-        trace->linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
-    };
-    const auto linear = [&](const float* in, int n, const Linear& l, float* out, Epilogue e,
-                            const Eigen::VectorXf* scale = nullptr) {
-        record_input(l, in, n);
-        kernels::linear(in, n, l, out, e, ws.lowp, scale);
-    };
+    s.gated = gemm::at_least(ws.gated, second_hidden ? mlp_rows * c.mlp_hidden : 0);
+    s.query_slot = prepare_trace(probe, c, s.R, s.K, batch, s.gh, s.gw, trace);
+    if (c.rotary()) s.rope = rope_for(s.gh, s.gw);
+    return s;
+}
 
-    // Patch embedding: gather each patch as (channel, ky, kx), then one GEMM per image that
-    // writes its tokens straight into their rows of x.
-    float* patches = hidden;
-    for (int b = 0; b < batch; ++b)
-        for (int py = 0; py < gh; ++py)
-            for (int px = 0; px < gw; ++px) {
-                float* dst = patches + (static_cast<std::size_t>(b) * np + py * gw + px) * pp3;
-                for (int ch = 0; ch < 3; ++ch)
-                    for (int ky = 0; ky < p; ++ky) {
-                        const float* src = pixels + ((static_cast<std::size_t>(b) * 3 + ch) * height + py * p + ky) * width + px * p;
-                        std::copy(src, src + p, dst + (ch * p + ky) * p);
-                    }
-            }
-
-    // Tokens [CLS, registers, test-time registers, patches] (no CLS without a class token);
-    // position embeddings on CLS (unless no_embed_class) and patches only; then norm_pre over
-    // every token; test-time registers enter the blocks as zeros.
-    const auto pos = c.has_pos_embed() ? pos_for(gh, gw) : nullptr;
-    const auto rope = c.rotary() ? rope_for(gh, gw) : nullptr;
-    record_input(patch_embed, patches, batch * np);  // one GEMM per image below, one input
-    for (int b = 0; b < batch; ++b) {
-        float* seq = x + static_cast<std::size_t>(b) * N * D;
+// Tokens [CLS, registers, test-time registers, patches] (no CLS without a class token);
+// position embeddings on CLS (unless no_embed_class) and patches only; then norm_pre over
+// every token; test-time registers enter the blocks as zeros.
+void Model::Impl::embed(const Pass& s, const float* pixels) const {
+    const Config& c = config;
+    const int D = s.D, P = s.P, R = s.R, K = s.K, N = s.N, np = s.np, pp3 = 3 * c.patch * c.patch;
+    // Each image's patches go through one GEMM that writes its tokens straight into their rows of x.
+    float* patches = s.hidden;
+    gather_patches(pixels, s.batch, s.height, s.width, c.patch, patches);
+    const auto pos = c.has_pos_embed() ? pos_for(s.gh, s.gw) : nullptr;
+    s.record_input(patch_embed, patches, s.batch * np);  // one GEMM per image below, one input
+    for (int b = 0; b < s.batch; ++b) {
+        float* seq = s.x + static_cast<std::size_t>(b) * N * D;
         float* patch_rows = seq + static_cast<std::size_t>(P + R) * D;
         kernels::linear(patches + static_cast<std::size_t>(b) * np * pp3, np, patch_embed, patch_rows, Epilogue::Bias,
-                        ws.lowp);
+                        s.ws.lowp);
         if (P) Eigen::Map<Eigen::VectorXf>(seq, D) = cls;
         if (c.registers) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P) * D, c.registers, D) = registers;
         if (K) Eigen::Map<RowMatrix>(seq + static_cast<std::size_t>(P + c.registers) * D, K, D).setZero();
         if (pos) Eigen::Map<RowMatrix>(patch_rows, np, D) += Eigen::Map<const RowMatrix>(pos->data(), np, D);
     }
     if (c.pre_norm) {
-        kernels::layer_norm(x, rows, D, norm_pre, c.eps, x);
-        for (int b = 0; b < batch && K; ++b)
-            Eigen::Map<RowMatrix>(x + (static_cast<std::size_t>(b) * N + P + c.registers) * D, K, D).setZero();
+        kernels::layer_norm(s.x, s.rows, D, norm_pre, c.eps, s.x);
+        for (int b = 0; b < s.batch && K; ++b)
+            Eigen::Map<RowMatrix>(s.x + (static_cast<std::size_t>(b) * N + P + c.registers) * D, K, D).setZero();
     }
+}
 
-    const std::size_t per_layer = static_cast<std::size_t>(rows);  // one layer's values per head: batch × tokens
-    for (int layer = 0; layer < c.depth; ++layer) {
-        const Block& blk = blocks[layer];
-        kernels::AttentionRecord rec;
-        const int aslot = trace->attention_slot(layer);
-        if (aslot >= 0) {
-            rec.query_slot = query_slot.data();
-            rec.slots = static_cast<int>(trace->queries.size());
-            rec.rows = trace->attention.data() + aslot * per_layer * c.heads * trace->queries.size();
-        }
-        if (probe->abstention) rec.abstention = trace->abstention.data() + layer * per_layer * c.heads;
-        if (probe->key_mass) rec.key_mass = trace->key_mass.data() + layer * per_layer * c.heads;
-        const bool recording = rec.rows || rec.abstention || rec.key_mass;
-        // Attention a few whole images at a time too, q|k|v in the same rows of `qkv` for each
-        // chunk (so they stay in L2 for the rotation, the packing and the scores); every record
-        // and mask at its images' offset.
-        for (int b0 = 0; b0 < batch; b0 += attention_images) {
-            const int images = std::min(attention_images, batch - b0), n_rows = images * N;
-            const std::size_t heads_before = static_cast<std::size_t>(b0) * c.heads;  // (sequence, head) pairs
-            float* xc = x + static_cast<std::size_t>(b0) * N * D;
-            kernels::layer_norm(xc, n_rows, D, blk.norm1, c.eps, normed);
-            linear(normed, n_rows, blk.qkv, qkv, Epilogue::Bias);
-            if (rope) apply_rope(qkv, images, N, P + R, c.heads, c.head_dim, *rope);  // the patches' q and k; the prefix has no position
-            const std::size_t chunk_qkv = static_cast<std::size_t>(n_rows) * 3 * D;
-            for (std::size_t k = 0; k < trace->qkv_layers.size(); ++k)
-                if (trace->qkv_layers[k] == layer)
-                    std::copy(qkv, qkv + chunk_qkv,
-                              trace->qkv.begin() + static_cast<std::ptrdiff_t>((k * rows + static_cast<std::size_t>(b0) * N) * 3 * D));
-            kernels::AttentionRecord mine = rec;
-            if (mine.rows) mine.rows += heads_before * mine.slots * N;
-            if (mine.abstention) mine.abstention += heads_before * N;
-            if (mine.key_mass) mine.key_mass += heads_before * N;
-            kernels::attention(qkv, images, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, ws.attention,
-                               precision.precision != Precision::Fp32, recording ? &mine : nullptr,
-                               evicted ? evicted + (static_cast<std::size_t>(layer) * batch * c.heads + heads_before) * N : nullptr);
-            if (c.attn_norm) kernels::layer_norm(mixed, n_rows, D, blk.attn_norm, c.eps, mixed);
-            linear(mixed, n_rows, blk.proj, xc, Epilogue::ScaledResidual, &blk.ls1);
-        }
-        // The MLP a few whole images at a time, its hidden activations kept in the same rows of
-        // `hidden` / `gated` for every chunk so that they stay in L2 between fc1 and fc2 (rows are
-        // independent: the same bits as one pass). One pass where the Probe records each linear's
-        // whole input (int8 calibration).
-        for (int b0 = 0; b0 < batch; b0 += mlp_images) {
-            const int images = std::min(mlp_images, batch - b0), n_rows = images * N;
-            float* xc = x + static_cast<std::size_t>(b0) * N * D;
-            kernels::layer_norm(xc, n_rows, D, blk.norm2, c.eps, normed);
-            float* activation = c.mlp == MlpKind::SwiGlu ? gated : hidden;
-            if (c.mlp == MlpKind::SwiGlu) {
-                linear(normed, n_rows, blk.fc1, hidden, Epilogue::Bias);
-                kernels::swiglu(hidden, n_rows, c.mlp_hidden, gated);
-            } else {
-                linear(normed, n_rows, blk.fc1, hidden,
-                       c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
-                       : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
-                                                    : Epilogue::BiasGelu);
-            }
-            for (const auto& n : edit.register_neurons)
-                if (n.layer == layer)
-                    shift_register_neuron(activation, images, N, c.mlp_hidden, n.neuron, P + c.registers, K);
-            record_hidden(layer, activation, static_cast<std::size_t>(b0) * N, n_rows, *trace);
-            // The sub-LayerNorm reads the (edited) activation into the buffer it no longer needs;
-            // the Probe records the activation before it.
-            float* fc2_input = activation;
-            if (c.mlp_norm) {
-                fc2_input = activation == hidden ? gated : hidden;
-                kernels::layer_norm(activation, n_rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
-            }
-            linear(fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
-        }
-        if (!edit.repairs.empty())
-            apply_repairs(edit.repairs, layer, x, StreamShape{batch, N, D, P, c.registers, P + R, gh, gw}, c, shifted);
-        record_layer(*probe, layer, x, D, *trace);
+// Block `layer`'s attention, added to the stream, with what the Probe records of it.
+void Model::Impl::attention_block(const Pass& s, int layer, const std::uint8_t* evicted) const {
+    const Config& c = config;
+    const Block& blk = blocks[layer];
+    const int D = s.D, N = s.N;
+    Trace& trace = s.trace;
+    const std::size_t per_layer = static_cast<std::size_t>(s.rows);  // one layer's values per head: batch × tokens
+    kernels::AttentionRecord rec;
+    const int aslot = trace.attention_slot(layer);
+    if (aslot >= 0) {
+        rec.query_slot = s.query_slot.data();
+        rec.slots = static_cast<int>(trace.queries.size());
+        rec.rows = trace.attention.data() + aslot * per_layer * c.heads * trace.queries.size();
     }
-    // The final norm over every token (identity for timm's avg pool with fc_norm).
-    if (c.final_norm) kernels::layer_norm(x, rows, D, norm, c.eps, normed);
-    else std::copy(x, x + static_cast<std::size_t>(rows) * D, normed);
-    if (probe->blocks_normed && !trace->blocks.empty() && c.final_norm)
-        kernels::layer_norm(trace->blocks.data(), static_cast<int>(trace->block_layers.size()) * rows, D, norm, c.eps,
-                            trace->blocks.data());
+    if (s.probe.abstention) rec.abstention = trace.abstention.data() + layer * per_layer * c.heads;
+    if (s.probe.key_mass) rec.key_mass = trace.key_mass.data() + layer * per_layer * c.heads;
+    const bool recording = rec.rows || rec.abstention || rec.key_mass;
+    float* mixed = s.normed;
+    // A few whole images at a time, q|k|v in the same rows of `qkv` for each chunk (so they stay
+    // in L2 for the rotation, the packing and the scores); every record and mask at its images'
+    // offset.
+    for (int b0 = 0; b0 < s.batch; b0 += s.attention_images) {
+        const int images = std::min(s.attention_images, s.batch - b0), n_rows = images * N;
+        const std::size_t heads_before = static_cast<std::size_t>(b0) * c.heads;  // (sequence, head) pairs
+        float* xc = s.x + static_cast<std::size_t>(b0) * N * D;
+        kernels::layer_norm(xc, n_rows, D, blk.norm1, c.eps, s.normed);
+        s.linear(s.normed, n_rows, blk.qkv, s.qkv, Epilogue::Bias);
+        if (s.rope) apply_rope(s.qkv, images, N, s.P + s.R, c.heads, c.head_dim, *s.rope);  // the patches' q and k; the prefix has no position
+        const std::size_t chunk_qkv = static_cast<std::size_t>(n_rows) * 3 * D;
+        for (std::size_t k = 0; k < trace.qkv_layers.size(); ++k)
+            if (trace.qkv_layers[k] == layer)
+                std::copy(s.qkv, s.qkv + chunk_qkv,
+                          trace.qkv.begin() + static_cast<std::ptrdiff_t>((k * s.rows + static_cast<std::size_t>(b0) * N) * 3 * D));
+        kernels::AttentionRecord mine = rec;
+        if (mine.rows) mine.rows += heads_before * mine.slots * N;
+        if (mine.abstention) mine.abstention += heads_before * N;
+        if (mine.key_mass) mine.key_mass += heads_before * N;
+        kernels::attention(s.qkv, images, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, s.ws.attention,
+                           precision.precision != Precision::Fp32, recording ? &mine : nullptr,
+                           evicted ? evicted + (static_cast<std::size_t>(layer) * s.batch * c.heads + heads_before) * N : nullptr);
+        if (c.attn_norm) kernels::layer_norm(mixed, n_rows, D, blk.attn_norm, c.eps, mixed);
+        s.linear(mixed, n_rows, blk.proj, xc, Epilogue::ScaledResidual, &blk.ls1);
+    }
+}
+
+// Block `layer`'s MLP, added to the stream: a few whole images at a time, its hidden activations
+// kept in the same rows of `hidden` / `gated` for every chunk so that they stay in L2 between fc1
+// and fc2 (rows are independent: the same bits as one pass). One pass where the Probe records
+// each linear's whole input (int8 calibration). The edit's register neurons are shifted here.
+void Model::Impl::mlp_block(const Pass& s, int layer, const Intervention& edit) const {
+    const Config& c = config;
+    const Block& blk = blocks[layer];
+    const int D = s.D, N = s.N;
+    for (int b0 = 0; b0 < s.batch; b0 += s.mlp_images) {
+        const int images = std::min(s.mlp_images, s.batch - b0), n_rows = images * N;
+        float* xc = s.x + static_cast<std::size_t>(b0) * N * D;
+        kernels::layer_norm(xc, n_rows, D, blk.norm2, c.eps, s.normed);
+        float* activation = c.mlp == MlpKind::SwiGlu ? s.gated : s.hidden;
+        if (c.mlp == MlpKind::SwiGlu) {
+            s.linear(s.normed, n_rows, blk.fc1, s.hidden, Epilogue::Bias);
+            kernels::swiglu(s.hidden, n_rows, c.mlp_hidden, s.gated);
+        } else {
+            s.linear(s.normed, n_rows, blk.fc1, s.hidden,
+                     c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
+                     : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
+                                                  : Epilogue::BiasGelu);
+        }
+        for (const auto& n : edit.register_neurons)
+            if (n.layer == layer) shift_register_neuron(activation, images, N, c.mlp_hidden, n.neuron, s.P + c.registers, s.K);
+        record_hidden(layer, activation, static_cast<std::size_t>(b0) * N, n_rows, s.trace);
+        // The sub-LayerNorm reads the (edited) activation into the buffer it no longer needs;
+        // the Probe records the activation before it.
+        float* fc2_input = activation;
+        if (c.mlp_norm) {
+            fc2_input = activation == s.hidden ? s.gated : s.hidden;
+            kernels::layer_norm(activation, n_rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
+        }
+        s.linear(fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
+    }
+}
+
+// The features after the last block: the final norm over every token (identity for timm's avg
+// pool with fc_norm), each image's CLS, register and patch tokens, the pooled feature, and the
+// head's projection.
+Features Model::Impl::collect(const Pass& s) const {
+    const Config& c = config;
+    const int batch = s.batch, D = s.D, P = s.P, R = s.R, N = s.N, np = s.np;
+    if (c.final_norm) kernels::layer_norm(s.x, s.rows, D, norm, c.eps, s.normed);
+    else std::copy(s.x, s.x + static_cast<std::size_t>(s.rows) * D, s.normed);
+    Trace& trace = s.trace;
+    if (s.probe.blocks_normed && !trace.blocks.empty() && c.final_norm)
+        kernels::layer_norm(trace.blocks.data(), static_cast<int>(trace.block_layers.size()) * s.rows, D, norm, c.eps,
+                            trace.blocks.data());
 
     Features f;
     f.batch = batch;
     f.dim = D;
     f.registers = R;
-    f.test_time_registers = K;
-    f.grid_h = gh;
-    f.grid_w = gw;
+    f.test_time_registers = s.K;
+    f.grid_h = s.gh;
+    f.grid_w = s.gw;
     f.cls.resize(static_cast<std::size_t>(batch) * D);
     f.reg_tokens.resize(static_cast<std::size_t>(batch) * R * D);
     f.patches.resize(static_cast<std::size_t>(batch) * np * D);
     for (int b = 0; b < batch; ++b) {
-        const float* seq = normed + static_cast<std::size_t>(b) * N * D;
+        const float* seq = s.normed + static_cast<std::size_t>(b) * N * D;
         if (P) std::copy(seq, seq + D, f.cls.begin() + static_cast<std::size_t>(b) * D);
         std::copy(seq + static_cast<std::size_t>(P) * D, seq + static_cast<std::size_t>(P + R) * D,
                   f.reg_tokens.begin() + static_cast<std::size_t>(b) * R * D);
         std::copy(seq + static_cast<std::size_t>(P + R) * D, seq + static_cast<std::size_t>(N) * D,
                   f.patches.begin() + static_cast<std::size_t>(b) * np * D);
     }
-    // pooled: the mean of the output patch tokens, then fc_norm where the model has one. Without
-    // a class token, `cls` is the pooled feature (what the model's own head reads).
+    pool_features(s, f);
+    if (!P) f.cls = f.pooled;
+    if (c.proj_dim > 0) project(f);
+    return f;
+}
+
+// pooled: the mean of the output patch tokens, then fc_norm where the model has one; or the
+// attention pool's output. Without a class token, `cls` is the pooled feature (what the model's
+// own head reads).
+void Model::Impl::pool_features(const Pass& s, Features& f) const {
+    const Config& c = config;
+    const int batch = s.batch, D = s.D, N = s.N;
     f.pooled.resize(static_cast<std::size_t>(batch) * D);
     for (int b = 0; b < batch; ++b) {
         const auto mean = f.mean_patch_of(b);
@@ -696,13 +779,10 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
     // An attention-pool head reads every final-normed token (test-time registers included).
     if (c.pool == Pool::Map)
         for (int b = 0; b < batch; ++b)
-            attn_pool.pool(normed + static_cast<std::size_t>(b) * N * D, N, c.eps, c.mlp,
+            attn_pool.pool(s.normed + static_cast<std::size_t>(b) * N * D, N, c.eps, c.mlp,
                            f.pooled.data() + static_cast<std::size_t>(b) * D,
-                           trace->pool_attention.empty() ? nullptr
-                                                         : trace->pool_attention.data() + static_cast<std::size_t>(b) * c.heads * N);
-    if (!P) f.cls = f.pooled;
-    if (c.proj_dim > 0) project(f);
-    return f;
+                           s.trace.pool_attention.empty() ? nullptr
+                                                          : s.trace.pool_attention.data() + static_cast<std::size_t>(b) * c.heads * N);
 }
 
 // What the head projects: the class token when the model pools it (through fc_norm where the norm
