@@ -286,141 +286,174 @@ std::size_t attention_thread_bytes(int tokens, int head_dim, bool key_blocks) {
     return (floats + pairs) * 4;
 }
 
+namespace {
+
+// One attention call's operands, read by each of its tasks.
+struct AttentionJob {
+    const float* qkv;  // [batch, tokens, 3 · heads · head_dim]
+    int tokens, heads, head_dim, dim, stride;
+    AttentionKind kind;
+    bool abstains;  // a null slot: softmax-1 or the sink
+    const Eigen::VectorXf& sinks;
+    float* out;
+    const AttentionScratch& scratch;  // the packed keys and values
+    bool bf16, native;
+    int value_blocks;
+    const AttentionRecord* record;
+    const std::uint8_t* evicted;
+    const loops::Table& vec;
+
+    const float* queries_of(int bh, int q0) const {
+        return qkv + (static_cast<std::size_t>(bh / heads) * tokens + q0) * stride + (bh % heads) * head_dim;
+    }
+    float* mixed_of(int bh, int q0) const {
+        return out + (static_cast<std::size_t>(bh / heads) * tokens + q0) * dim + (bh % heads) * head_dim;
+    }
+    const std::uint8_t* evicted_of(int bh) const { return evicted ? evicted + static_cast<std::size_t>(bh) * tokens : nullptr; }
+    float sink_of(int bh) const { return kind == AttentionKind::Sink ? sinks[bh % heads] : 0.0f; }
+};
+
+// Query rows [q0, q0 + qn) of (sequence, head) bh over the key blocks, by online softmax
+// (docs/design.md, "Attention normalizers"): per query row a running maximum m, sum l and output
+// o over the key blocks; a block with a larger maximum rescales l and o by e^(m_old − m_new).
+// Softmax-1 and the sink start at the virtual key of logit s (0 for softmax-1): m = s, l = 1;
+// softmax at m = −∞, l = 0. At the end o / l is the output and e^(s − m) / l the abstention, as
+// normalize_attention gives.
+void attend_by_key_blocks(const AttentionJob& job, int bh, int q0, int qn) {
+    const int tokens = job.tokens, head_dim = job.head_dim;
+    const bool native = job.native, bf16 = job.bf16;
+    const int groups = std::max((head_dim + 1) / 2, (kKeyBlock + 1) / 2);
+    float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (kKeyBlock + 3 * head_dim) + 3 * qn);
+    float* acc = s + static_cast<std::size_t>(qn) * kKeyBlock;  // o, unnormalized
+    float* part = acc + static_cast<std::size_t>(qn) * head_dim;  // this block's p · V
+    float* rounded = part + static_cast<std::size_t>(qn) * head_dim;
+    float *m = rounded + static_cast<std::size_t>(qn) * head_dim, *l = m + qn, *alpha = l + qn;
+    std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) * 2 * groups) : nullptr;
+    std::uint32_t* low_p = low ? low + static_cast<std::size_t>(qn) * groups : nullptr;
+    const float* queries = job.queries_of(bh, q0);
+    round_queries(queries, job.stride, qn, head_dim, bf16, native, low, rounded);
+    const float sink = job.sink_of(bh);
+    std::fill(m, m + qn, job.abstains ? sink : -INFINITY);
+    std::fill(l, l + qn, job.abstains ? 1.0f : 0.0f);
+    std::fill(acc, acc + static_cast<std::size_t>(qn) * head_dim, 0.0f);
+    const std::uint8_t* gone = job.evicted_of(bh);
+    for (int k0 = 0, j = 0; k0 < tokens; k0 += kKeyBlock, ++j) {
+        const int kn = std::min(kKeyBlock, tokens - k0);
+        scores(queries, job.stride, qn, job.scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, k0,
+               kn, s, kKeyBlock);
+        for (int i = 0; i < qn; ++i) {
+            float* row = s + static_cast<std::size_t>(i) * kKeyBlock;
+            if (gone)
+                for (int k = 0; k < kn; ++k)
+                    if (gone[k0 + k]) row[k] = -INFINITY;
+            const float top = std::max(m[i], job.vec.row_max(row, static_cast<std::size_t>(kn)));
+            if (top == -INFINITY) {  // softmax, every key so far evicted: nothing to add
+                std::fill(row, row + kn, 0.0f);
+                alpha[i] = 1.0f;
+                continue;
+            }
+            alpha[i] = std::exp(m[i] - top);  // e^−∞ = 0 on the first key of softmax
+            const float sum = job.vec.exp_sum(row, static_cast<std::size_t>(kn), top);
+            if (gone)  // e^−∞ is flushed to e^−87.3 in exp_sum: make it exactly 0
+                for (int k = 0; k < kn; ++k)
+                    if (gone[k0 + k]) row[k] = 0.0f;
+            l[i] = l[i] * alpha[i] + sum;
+            m[i] = top;
+        }
+        mix(s, qn, kn, kKeyBlock, job.scratch, static_cast<std::size_t>(bh) * job.value_blocks + j, bf16, native, low_p,
+            head_dim, part, head_dim);
+        for (int i = 0; i < qn; ++i) {
+            float* o = acc + static_cast<std::size_t>(i) * head_dim;
+            const float* p = part + static_cast<std::size_t>(i) * head_dim;
+            for (int d = 0; d < head_dim; ++d) o[d] = o[d] * alpha[i] + p[d];
+        }
+    }
+    float* mixed = job.mixed_of(bh, q0);
+    const AttentionRecord* record = job.record;
+    for (int i = 0; i < qn; ++i) {
+        const float inv = 1.0f / l[i];
+        const float* o = acc + static_cast<std::size_t>(i) * head_dim;
+        for (int d = 0; d < head_dim; ++d) mixed[static_cast<std::size_t>(i) * job.dim + d] = o[d] * inv;
+        if (record && record->abstention)
+            record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = job.abstains ? std::exp(sink - m[i]) * inv : 0.0f;
+    }
+}
+
+// Query block qb of (sequence, head) bh over whole rows: its scores over every key at once,
+// normalized in place (what the Probe's rows and key mass read, each query's probabilities
+// added into `mass` where given), then P · V.
+void attend_whole_rows(const AttentionJob& job, int bh, int qb, double* mass) {
+    const int tokens = job.tokens, head_dim = job.head_dim;
+    const bool native = job.native, bf16 = job.bf16;
+    const AttentionRecord* record = job.record;
+    const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
+    // The score block, then (emulated bf16) the rounded queries after it.
+    float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (tokens + head_dim));
+    float* rounded = s + static_cast<std::size_t>(qn) * tokens;
+    std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) *
+                                                                std::max((head_dim + 1) / 2, (tokens + 1) / 2))
+                                : nullptr;
+    const float* queries = job.queries_of(bh, q0);
+    round_queries(queries, job.stride, qn, head_dim, bf16, native, low, rounded);
+    scores(queries, job.stride, qn, job.scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, 0, tokens,
+           s, tokens);
+    const float sink = job.sink_of(bh);
+    const std::uint8_t* gone = job.evicted_of(bh);
+    for (int i = 0; i < qn; ++i) {
+        float* row = s + static_cast<std::size_t>(i) * tokens;
+        if (gone)
+            for (int k = 0; k < tokens; ++k)
+                if (gone[k]) row[k] = -INFINITY;
+        const float null_mass = job.vec.normalize_attention(row, static_cast<std::size_t>(tokens), job.kind, sink);
+        if (gone)  // e^−∞ is flushed to e^−87.3 in the normalizer: make it exactly 0
+            for (int k = 0; k < tokens; ++k)
+                if (gone[k]) row[k] = 0.0f;
+        if (mass)
+            for (int k = 0; k < tokens; ++k) mass[k] += row[k];
+        if (!record) continue;
+        if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
+        const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;
+        if (slot >= 0 && record->rows)
+            std::copy(row, row + tokens, record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
+    }
+    mix(s, qn, tokens, tokens, job.scratch, static_cast<std::size_t>(bh), bf16, native, low, head_dim, job.mixed_of(bh, q0),
+        job.dim);
+}
+
+}  // namespace
+
 void attention(const float* qkv, int batch, int tokens, int heads, int head_dim, AttentionKind kind,
                const Eigen::VectorXf& sinks, float* out, AttentionScratch& scratch, bool bf16,
                const AttentionRecord* record, const std::uint8_t* evicted, AttentionPath path) {
-    const int dim = heads * head_dim, stride = 3 * dim;
+    const int dim = heads * head_dim;
     const bool native = bf16 && gemm::native_bf16();
     const bool key_blocks = attention_by_key_blocks(tokens, record, path);
     const int value_blocks = key_blocks ? (tokens + kKeyBlock - 1) / kKeyBlock : 1;
     pack_keys_values(qkv, batch, tokens, heads, head_dim, bf16, native, key_blocks ? kKeyBlock : tokens, value_blocks,
                      scratch);
-    const loops::Table& vec = loops::active();
-    const bool abstains = kind != AttentionKind::Softmax;
-    const auto queries_of = [&](int bh, int q0) {
-        return qkv + (static_cast<std::size_t>(bh / heads) * tokens + q0) * stride + (bh % heads) * head_dim;
-    };
-    const auto mixed_of = [&](int bh, int q0) {
-        return out + (static_cast<std::size_t>(bh / heads) * tokens + q0) * dim + (bh % heads) * head_dim;
-    };
-    const auto evicted_of = [&](int bh) { return evicted ? evicted + static_cast<std::size_t>(bh) * tokens : nullptr; };
-
+    const AttentionJob job{qkv,    tokens, heads,        head_dim, dim,    3 * dim, kind,    kind != AttentionKind::Softmax,
+                           sinks,  out,    scratch,      bf16,     native, value_blocks, record, evicted, loops::active()};
     if (key_blocks) {
-        // Online softmax (docs/design.md, "Attention normalizers"): per query row a running
-        // maximum m, sum l and output o over the key blocks; a block with a larger maximum
-        // rescales l and o by e^(m_old − m_new). Softmax-1 and the sink start at the virtual key
-        // of logit s (0 for softmax-1): m = s, l = 1; softmax at m = −∞, l = 0. At the end
-        // o / l is the output and e^(s − m) / l the abstention, as normalize_attention gives.
         const int blocks = (tokens + kKeyQueryBlock - 1) / kKeyQueryBlock;
         for_each_task(batch * heads * blocks, [&](int t) {
-            const int bh = t / blocks, q0 = (t % blocks) * kKeyQueryBlock, qn = std::min(kKeyQueryBlock, tokens - q0);
-            const int groups = std::max((head_dim + 1) / 2, (kKeyBlock + 1) / 2);
-            float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (kKeyBlock + 3 * head_dim) + 3 * qn);
-            float* acc = s + static_cast<std::size_t>(qn) * kKeyBlock;  // o, unnormalized
-            float* part = acc + static_cast<std::size_t>(qn) * head_dim;  // this block's p · V
-            float* rounded = part + static_cast<std::size_t>(qn) * head_dim;
-            float *m = rounded + static_cast<std::size_t>(qn) * head_dim, *l = m + qn, *alpha = l + qn;
-            std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) * 2 * groups) : nullptr;
-            std::uint32_t* low_p = low ? low + static_cast<std::size_t>(qn) * groups : nullptr;
-            const float* queries = queries_of(bh, q0);
-            round_queries(queries, stride, qn, head_dim, bf16, native, low, rounded);
-            const float sink = kind == AttentionKind::Sink ? sinks[bh % heads] : 0.0f;
-            std::fill(m, m + qn, abstains ? sink : -INFINITY);
-            std::fill(l, l + qn, abstains ? 1.0f : 0.0f);
-            std::fill(acc, acc + static_cast<std::size_t>(qn) * head_dim, 0.0f);
-            const std::uint8_t* gone = evicted_of(bh);
-            for (int k0 = 0, j = 0; k0 < tokens; k0 += kKeyBlock, ++j) {
-                const int kn = std::min(kKeyBlock, tokens - k0);
-                scores(queries, stride, qn, scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, k0,
-                       kn, s, kKeyBlock);
-                for (int i = 0; i < qn; ++i) {
-                    float* row = s + static_cast<std::size_t>(i) * kKeyBlock;
-                    if (gone)
-                        for (int k = 0; k < kn; ++k)
-                            if (gone[k0 + k]) row[k] = -INFINITY;
-                    const float top = std::max(m[i], vec.row_max(row, static_cast<std::size_t>(kn)));
-                    if (top == -INFINITY) {  // softmax, every key so far evicted: nothing to add
-                        std::fill(row, row + kn, 0.0f);
-                        alpha[i] = 1.0f;
-                        continue;
-                    }
-                    alpha[i] = std::exp(m[i] - top);  // e^−∞ = 0 on the first key of softmax
-                    const float sum = vec.exp_sum(row, static_cast<std::size_t>(kn), top);
-                    if (gone)  // e^−∞ is flushed to e^−87.3 in exp_sum: make it exactly 0
-                        for (int k = 0; k < kn; ++k)
-                            if (gone[k0 + k]) row[k] = 0.0f;
-                    l[i] = l[i] * alpha[i] + sum;
-                    m[i] = top;
-                }
-                mix(s, qn, kn, kKeyBlock, scratch, static_cast<std::size_t>(bh) * value_blocks + j, bf16, native, low_p,
-                    head_dim, part, head_dim);
-                for (int i = 0; i < qn; ++i) {
-                    float* o = acc + static_cast<std::size_t>(i) * head_dim;
-                    const float* p = part + static_cast<std::size_t>(i) * head_dim;
-                    for (int d = 0; d < head_dim; ++d) o[d] = o[d] * alpha[i] + p[d];
-                }
-            }
-            float* mixed = mixed_of(bh, q0);
-            for (int i = 0; i < qn; ++i) {
-                const float inv = 1.0f / l[i];
-                const float* o = acc + static_cast<std::size_t>(i) * head_dim;
-                for (int d = 0; d < head_dim; ++d) mixed[static_cast<std::size_t>(i) * dim + d] = o[d] * inv;
-                if (record && record->abstention)
-                    record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] =
-                        abstains ? std::exp(sink - m[i]) * inv : 0.0f;
-            }
+            const int bh = t / blocks, q0 = (t % blocks) * kKeyQueryBlock;
+            attend_by_key_blocks(job, bh, q0, std::min(kKeyQueryBlock, tokens - q0));
         });
         return;
     }
-
-    // Whole rows: each query block's scores over every key at once, normalized in place (what
-    // the Probe's rows and key mass read), then P · V.
     const int blocks = (tokens + kQueryBlock - 1) / kQueryBlock;
-    const auto query_block = [&](int bh, int qb, double* mass) {
-        const int q0 = qb * kQueryBlock, qn = std::min(kQueryBlock, tokens - q0);
-        // The score block, then (emulated bf16) the rounded queries after it.
-        float* s = thread_scratch<float>(static_cast<std::size_t>(qn) * (tokens + head_dim));
-        float* rounded = s + static_cast<std::size_t>(qn) * tokens;
-        std::uint32_t* low = native ? thread_scratch<std::uint32_t>(static_cast<std::size_t>(qn) *
-                                                                    std::max((head_dim + 1) / 2, (tokens + 1) / 2))
-                                    : nullptr;
-        const float* queries = queries_of(bh, q0);
-        round_queries(queries, stride, qn, head_dim, bf16, native, low, rounded);
-        scores(queries, stride, qn, scratch, bh, native, low, bf16 && !native ? rounded : nullptr, head_dim, 0, tokens,
-               s, tokens);
-        const float sink = kind == AttentionKind::Sink ? sinks[bh % heads] : 0.0f;
-        const std::uint8_t* gone = evicted_of(bh);
-        for (int i = 0; i < qn; ++i) {
-            float* row = s + static_cast<std::size_t>(i) * tokens;
-            if (gone)
-                for (int k = 0; k < tokens; ++k)
-                    if (gone[k]) row[k] = -INFINITY;
-            const float null_mass = vec.normalize_attention(row, static_cast<std::size_t>(tokens), kind, sink);
-            if (gone)  // e^−∞ is flushed to e^−87.3 in the normalizer: make it exactly 0
-                for (int k = 0; k < tokens; ++k)
-                    if (gone[k]) row[k] = 0.0f;
-            if (mass)
-                for (int k = 0; k < tokens; ++k) mass[k] += row[k];
-            if (!record) continue;
-            if (record->abstention) record->abstention[static_cast<std::size_t>(bh) * tokens + q0 + i] = null_mass;
-            const int slot = record->query_slot ? record->query_slot[q0 + i] : -1;
-            if (slot >= 0 && record->rows)
-                std::copy(row, row + tokens, record->rows + (static_cast<std::size_t>(bh) * record->slots + slot) * tokens);
-        }
-        mix(s, qn, tokens, tokens, scratch, static_cast<std::size_t>(bh), bf16, native, low, head_dim, mixed_of(bh, q0), dim);
-    };
     if (record && record->key_mass) {
         // Key mass: one task per (sequence, head) runs its query blocks in order, adding each
         // query's probabilities into one row of N doubles (an order fixed by the sizes alone).
         for_each_task(batch * heads, [&](int bh) {
             double* mass = thread_scratch<double>(static_cast<std::size_t>(tokens));
             std::fill(mass, mass + tokens, 0.0);
-            for (int qb = 0; qb < blocks; ++qb) query_block(bh, qb, mass);
+            for (int qb = 0; qb < blocks; ++qb) attend_whole_rows(job, bh, qb, mass);
             for (int k = 0; k < tokens; ++k)
                 record->key_mass[static_cast<std::size_t>(bh) * tokens + k] = static_cast<float>(mass[k] / tokens);
         });
     } else {
-        for_each_task(batch * heads * blocks, [&](int t) { query_block(t / blocks, t % blocks, nullptr); });
+        for_each_task(batch * heads * blocks, [&](int t) { attend_whole_rows(job, t / blocks, t % blocks, nullptr); });
     }
 }
 
