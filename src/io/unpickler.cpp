@@ -261,50 +261,83 @@ std::uint32_t Unpickler::persistent(std::uint32_t pid_index) {
     return add(std::move(s));
 }
 
-std::uint32_t Unpickler::load() {
-    const auto scalar = [&](Kind kind, std::int64_t i) {
-        Object o;
-        o.kind = kind;
-        o.i = i;
-        push(add(std::move(o)));
-    };
-    const auto text = [&](Kind kind, std::uint64_t n) {
-        Object o;
-        o.kind = kind;
-        const unsigned char* p = take(n);
-        o.s.assign(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
-        push(add(std::move(o)));
-    };
-    const auto container = [&](Kind kind, std::size_t from) {
-        Object o;
-        o.kind = kind;
-        o.items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
-        stack_.resize(from);
-        if (kind == Kind::Dict && o.items.size() % 2) fail("DICT with an odd number of items");
-        push(add(std::move(o)));
-    };
-    const auto memo_put = [&](std::uint64_t key) {
-        if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail("a memo put with nothing on the stack");
-        if (memo_.size() >= limits_.max_memo && !memo_.count(key))
-            fail("the memo grows past " + std::to_string(limits_.max_memo) + " entries");
-        memo_[key] = stack_.back();
-    };
-    const auto memo_get = [&](std::uint64_t key) {
-        const auto it = memo_.find(key);
-        if (it == memo_.end()) fail("memo entry " + std::to_string(key) + " is read but was never written");
-        push(it->second);
-    };
-    // APPENDS / SETITEMS: the items since the mark go into the container just below it.
-    const auto extend = [&](Kind kind, const char* opcode) {
-        const std::size_t mark = top_mark();
-        if (mark == 0 || (!marks_.empty() && mark <= marks_.back())) fail(std::string(opcode) + " with no container below its MARK");
-        Object& target = objects_[stack_[mark - 1]];
-        if (target.kind != kind) fail(std::string(opcode) + " into " + kind_name(target.kind));
-        if (kind == Kind::Dict && (stack_.size() - mark) % 2) fail("SETITEMS with an odd number of items");
-        target.items.insert(target.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
-        stack_.resize(mark);
-    };
+void Unpickler::push_scalar(Kind kind, std::int64_t i) {
+    Object o;
+    o.kind = kind;
+    o.i = i;
+    push(add(std::move(o)));
+}
 
+void Unpickler::push_text(Kind kind, std::uint64_t n) {
+    Object o;
+    o.kind = kind;
+    const unsigned char* p = take(n);
+    o.s.assign(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n));
+    push(add(std::move(o)));
+}
+
+void Unpickler::push_float() {
+    const unsigned char* p = take(8);
+    std::uint64_t bits = 0;
+    for (int k = 0; k < 8; ++k) bits = (bits << 8) | p[k];
+    Object o;
+    o.kind = Kind::Float;
+    std::memcpy(&o.f, &bits, 8);
+    push(add(std::move(o)));
+}
+
+std::int64_t Unpickler::take_long1() {
+    const auto n = static_cast<int>(take_le(1));
+    if (n > 8) fail("an integer of " + std::to_string(n) + " bytes, wider than 64 bits");
+    std::uint64_t v = n ? take_le(n) : 0;
+    if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~std::uint64_t(0) << (8 * n);  // sign-extend
+    return static_cast<std::int64_t>(v);
+}
+
+void Unpickler::push_container(Kind kind, std::size_t from) {
+    Object o;
+    o.kind = kind;
+    o.items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+    stack_.resize(from);
+    if (kind == Kind::Dict && o.items.size() % 2) fail("DICT with an odd number of items");
+    push(add(std::move(o)));
+}
+
+// APPENDS / SETITEMS: the items since the mark go into the container just below it.
+void Unpickler::extend(Kind kind, const char* opcode) {
+    const std::size_t mark = top_mark();
+    if (mark == 0 || (!marks_.empty() && mark <= marks_.back())) fail(std::string(opcode) + " with no container below its MARK");
+    Object& target = objects_[stack_[mark - 1]];
+    if (target.kind != kind) fail(std::string(opcode) + " into " + kind_name(target.kind));
+    if (kind == Kind::Dict && (stack_.size() - mark) % 2) fail("SETITEMS with an odd number of items");
+    target.items.insert(target.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(mark), stack_.end());
+    stack_.resize(mark);
+}
+
+void Unpickler::memo_put(std::uint64_t key) {
+    if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail("a memo put with nothing on the stack");
+    if (memo_.size() >= limits_.max_memo && !memo_.count(key))
+        fail("the memo grows past " + std::to_string(limits_.max_memo) + " entries");
+    memo_[key] = stack_.back();
+}
+
+void Unpickler::memo_get(std::uint64_t key) {
+    const auto it = memo_.find(key);
+    if (it == memo_.end()) fail("memo entry " + std::to_string(key) + " is read but was never written");
+    push(it->second);
+}
+
+// BUILD: attributes of an OrderedDict (its _metadata) or a tensor; checked, then ignored.
+void Unpickler::check_build() {
+    const Object& state = objects_[pop()];
+    if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail("BUILD on an empty stack");
+    const Kind target = objects_[stack_.back()].kind;
+    if (target != Kind::Dict && target != Kind::Tensor) fail(std::string("BUILD on ") + kind_name(target));
+    if (state.kind != Kind::None && state.kind != Kind::Dict && state.kind != Kind::Tuple)
+        fail(std::string("BUILD with ") + kind_name(state.kind) + " for a state");
+}
+
+std::uint32_t Unpickler::load() {
     while (pos_ < size_) {
         op_pos_ = pos_;
         const unsigned char op = data_[pos_++];
@@ -329,47 +362,31 @@ std::uint32_t Unpickler::load() {
                 else pop();
                 break;
             case '1': stack_.resize(top_mark()); break;  // POP_MARK
-            case 'N': scalar(Kind::None, 0); break;
-            case 0x88: scalar(Kind::Bool, 1); break;  // NEWTRUE
-            case 0x89: scalar(Kind::Bool, 0); break;  // NEWFALSE
-            case 'J': scalar(Kind::Int, static_cast<std::int32_t>(take_le(4))); break;  // BININT
-            case 'K': scalar(Kind::Int, static_cast<std::int64_t>(take_le(1))); break;  // BININT1
-            case 'M': scalar(Kind::Int, static_cast<std::int64_t>(take_le(2))); break;  // BININT2
-            case 0x8a: {  // LONG1: n little-endian two's-complement bytes
-                const auto n = static_cast<int>(take_le(1));
-                if (n > 8) fail("an integer of " + std::to_string(n) + " bytes, wider than 64 bits");
-                std::uint64_t v = n ? take_le(n) : 0;
-                if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~std::uint64_t(0) << (8 * n);  // sign-extend
-                scalar(Kind::Int, static_cast<std::int64_t>(v));
-                break;
-            }
-            case 'G': {  // BINFLOAT: big-endian double
-                const unsigned char* p = take(8);
-                std::uint64_t bits = 0;
-                for (int k = 0; k < 8; ++k) bits = (bits << 8) | p[k];
-                Object o;
-                o.kind = Kind::Float;
-                std::memcpy(&o.f, &bits, 8);
-                push(add(std::move(o)));
-                break;
-            }
-            case 0x8c: text(Kind::Str, take_le(1)); break;    // SHORT_BINUNICODE
-            case 'X': text(Kind::Str, take_le(4)); break;     // BINUNICODE
-            case 0x8d: text(Kind::Str, take_le(8)); break;    // BINUNICODE8
-            case 'C': text(Kind::Bytes, take_le(1)); break;   // SHORT_BINBYTES
-            case 'B': text(Kind::Bytes, take_le(4)); break;   // BINBYTES
-            case '}': container(Kind::Dict, stack_.size()); break;   // EMPTY_DICT
-            case ']': container(Kind::List, stack_.size()); break;   // EMPTY_LIST
-            case ')': container(Kind::Tuple, stack_.size()); break;  // EMPTY_TUPLE
-            case 'd': container(Kind::Dict, top_mark()); break;      // DICT
-            case 'l': container(Kind::List, top_mark()); break;      // LIST
-            case 't': container(Kind::Tuple, top_mark()); break;     // TUPLE
+            case 'N': push_scalar(Kind::None, 0); break;
+            case 0x88: push_scalar(Kind::Bool, 1); break;  // NEWTRUE
+            case 0x89: push_scalar(Kind::Bool, 0); break;  // NEWFALSE
+            case 'J': push_scalar(Kind::Int, static_cast<std::int32_t>(take_le(4))); break;  // BININT
+            case 'K': push_scalar(Kind::Int, static_cast<std::int64_t>(take_le(1))); break;  // BININT1
+            case 'M': push_scalar(Kind::Int, static_cast<std::int64_t>(take_le(2))); break;  // BININT2
+            case 0x8a: push_scalar(Kind::Int, take_long1()); break;  // LONG1
+            case 'G': push_float(); break;                            // BINFLOAT
+            case 0x8c: push_text(Kind::Str, take_le(1)); break;       // SHORT_BINUNICODE
+            case 'X': push_text(Kind::Str, take_le(4)); break;        // BINUNICODE
+            case 0x8d: push_text(Kind::Str, take_le(8)); break;       // BINUNICODE8
+            case 'C': push_text(Kind::Bytes, take_le(1)); break;      // SHORT_BINBYTES
+            case 'B': push_text(Kind::Bytes, take_le(4)); break;      // BINBYTES
+            case '}': push_container(Kind::Dict, stack_.size()); break;   // EMPTY_DICT
+            case ']': push_container(Kind::List, stack_.size()); break;   // EMPTY_LIST
+            case ')': push_container(Kind::Tuple, stack_.size()); break;  // EMPTY_TUPLE
+            case 'd': push_container(Kind::Dict, top_mark()); break;      // DICT
+            case 'l': push_container(Kind::List, top_mark()); break;      // LIST
+            case 't': push_container(Kind::Tuple, top_mark()); break;     // TUPLE
             case 0x85:
             case 0x86:
             case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
                 const std::size_t n = op - 0x84u;
                 if (stack_.size() < (marks_.empty() ? 0 : marks_.back()) + n) fail("stack underflow");
-                container(Kind::Tuple, stack_.size() - n);
+                push_container(Kind::Tuple, stack_.size() - n);
                 break;
             }
             case 's': {  // SETITEM
@@ -413,15 +430,7 @@ std::uint32_t Unpickler::load() {
                 push(call(cls, args, "NEWOBJ"));
                 break;
             }
-            case 'b': {  // BUILD: attributes of an OrderedDict (its _metadata) or a tensor; ignored
-                const Object& state = objects_[pop()];
-                if (stack_.size() <= (marks_.empty() ? 0 : marks_.back())) fail("BUILD on an empty stack");
-                const Kind target = objects_[stack_.back()].kind;
-                if (target != Kind::Dict && target != Kind::Tensor) fail(std::string("BUILD on ") + kind_name(target));
-                if (state.kind != Kind::None && state.kind != Kind::Dict && state.kind != Kind::Tuple)
-                    fail(std::string("BUILD with ") + kind_name(state.kind) + " for a state");
-                break;
-            }
+            case 'b': check_build(); break;  // BUILD
             case 'Q': push(persistent(pop())); break;  // BINPERSID
             default: {
                 const char* name = opcode_name(op);

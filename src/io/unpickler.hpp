@@ -61,6 +61,17 @@ private:
     std::size_t top_mark();  // pops the last mark, returns the stack size it marked
     Object& top_object(Kind kind, const char* opcode);
 
+    // What the opcodes do to the stack and the memo (load is their loop).
+    void push_scalar(Kind kind, std::int64_t i);
+    void push_text(Kind kind, std::uint64_t n);        // the next n bytes, as a Str or Bytes
+    void push_float();                                 // BINFLOAT: a big-endian double
+    std::int64_t take_long1();                         // LONG1: little-endian two's complement
+    void push_container(Kind kind, std::size_t from);  // of the stack's items from `from` on
+    void extend(Kind kind, const char* opcode);        // APPENDS, SETITEMS
+    void memo_put(std::uint64_t key);
+    void memo_get(std::uint64_t key);
+    void check_build();                                // BUILD
+
     std::uint32_t global(const std::string& module, const std::string& name);
     std::uint32_t call(std::uint32_t callable, std::uint32_t args, const char* opcode);
     std::uint32_t persistent(std::uint32_t pid);
