@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -130,18 +131,146 @@ nlohmann::ordered_json peak_json(const PeakReport& r) {
     return out;
 }
 
+struct BenchArgs {
+    ModelArgs model;
+    int batch = 1, threads = 0, iters = 10, warmup = 2;
+    std::string size;
+    std::vector<std::string> images;
+    bool probe = false, peak = false, json = false;
+};
+
+// What one bench measured.
+struct BenchResult {
+    int height = 0, width = 0;
+    std::vector<double> ms;  // ms per image of each timed forward, sorted
+    double median = 0, p95 = 0, gflops = 0;
+    std::string kernels;
+    std::optional<PeakReport> peak;
+    std::optional<FeatureAgreement> vs_fp32;
+};
+
+// --size HxW, or the model's native size.
+std::pair<int, int> bench_size(const Model& m, const std::string& size) {
+    int h = m.config().native_size(), w = h;
+    if (size.empty()) return {h, w};
+    const auto x = size.find('x');
+    try {
+        if (x == std::string::npos) throw std::invalid_argument("x");
+        h = std::stoi(size.substr(0, x));
+        w = std::stoi(size.substr(x + 1));
+    } catch (const std::exception&) {
+        throw UsageError("bad --size '" + size + "' (expected HxW)");
+    }
+    return {h, w};
+}
+
+// The batch's pixels: --images resized to h x w (the batch becomes their count), else random
+// normal values from a fixed seed.
+std::vector<float> bench_pixels(const Model& m, BenchArgs& a, int h, int w) {
+    std::vector<float> pixels;
+    if (!a.images.empty()) {
+        const auto files = expand_inputs(a.images);
+        const Config& c = m.config();
+        ResizeSpec resize;
+        resize.mode = ResizeSpec::Mode::Exact;
+        resize.width = w;
+        resize.height = h;
+        for (const auto& f : files) {
+            const Pixels px = load_pixels(f, resize, c, ImageLimits{});
+            pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());
+        }
+        a.batch = static_cast<int>(files.size());
+    } else {
+        pixels.resize(static_cast<std::size_t>(a.batch) * 3 * h * w);
+        std::mt19937 rng(0);
+        std::normal_distribution<float> normal;
+        for (auto& v : pixels) v = normal(rng);
+    }
+    return pixels;
+}
+
+// Times the forwards (after the warm-up ones), then measures the peak and the error against
+// fp32 where asked.
+BenchResult run_bench(const Model& m, BenchArgs& a) {
+    BenchResult r;
+    std::tie(r.height, r.width) = bench_size(m, a.size);
+    const int h = r.height, w = r.width;
+    const std::vector<float> pixels = bench_pixels(m, a, h, w);
+    // The size was asked for: no bound in tokens, but the memory cap (--max-memory) holds.
+    const ForwardOptions opt{a.threads, kMaxTokensFromMemory};
+    const Probe probe = a.probe ? Probe::statistics(m.config().depth) : Probe{};
+    auto forward = [&] {
+        Trace trace;
+        m.forward(pixels.data(), a.batch, h, w, probe, trace, opt);
+    };
+    for (int i = 0; i < a.warmup; ++i) forward();
+    for (int i = 0; i < a.iters; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        forward();
+        r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a.batch);
+    }
+    std::sort(r.ms.begin(), r.ms.end());
+    r.median = r.ms[r.ms.size() / 2];
+    r.p95 = r.ms[std::min(r.ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(r.ms.size())))];
+    r.gflops = m.flops_per_image(h, w) / (r.median * 1e6);
+    r.kernels = kernel_isa(m.precision().precision, m.precision().int8_weight_bits);
+    if (a.peak) r.peak = measure_peak(m, a.batch, h, w, a.threads, r.gflops);
+    if (m.precision().precision != Precision::Fp32) {
+        // The error next to the speed: the same inputs through the fp32 forward.
+        ModelRequest fp32 = a.model.request();
+        fp32.precision = PrecisionOptions{};
+        const Features want = load_model(fp32).forward(pixels.data(), a.batch, h, w, opt);
+        r.vs_fp32 = agreement(m.forward(pixels.data(), a.batch, h, w, opt), want);
+    }
+    return r;
+}
+
+// docs/cli.md, "vitreg bench --json": fields are added, never renamed or removed.
+nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const BenchResult& r) {
+    const int h = r.height, w = r.width;
+    const auto& e = r.vs_fp32;
+    return {{"file", m.path()},
+            {"height", h},
+            {"width", w},
+            {"batch", a.batch},
+            {"threads", a.threads ? a.threads : static_cast<int>(std::thread::hardware_concurrency())},
+            {"probe", a.probe},
+            {"precision", m.precision().describe()},
+            {"kernels", r.kernels},
+            {"iters", a.iters},
+            {"warmup", a.warmup},
+            {"inputs", a.images.empty() ? "random" : "images"},
+            {"ms_per_image", {{"median", r.median}, {"p95", r.p95}, {"min", r.ms.front()}, {"max", r.ms.back()}}},
+            {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
+            {"gflops_per_second", r.gflops},
+            {"peak", r.peak ? peak_json(*r.peak) : nlohmann::ordered_json()},
+            {"vs_fp32", e ? nlohmann::ordered_json{{"cls_cosine_min", e->cls_cosine_min},
+                                                   {"patch_cosine_mean", e->patch_cosine_mean},
+                                                   {"patch_cosine_min", e->patch_cosine_min},
+                                                   {"max_relative_error", e->max_relative_error}}
+                          : nlohmann::ordered_json()}};
+}
+
+void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
+    std::cout << std::fixed << std::setprecision(2) << "vitreg " << r.height << "x" << r.width << " batch=" << a.batch
+              << " threads=" << (a.threads ? std::to_string(a.threads) : "all") << (a.probe ? " probe" : "")
+              << " precision=" << m.precision().describe() << ": " << r.median << " ms/image median, " << r.p95
+              << " p95, " << std::setprecision(1) << r.gflops << " GFLOP/s (" << std::setprecision(2)
+              << m.flops_per_image(r.height, r.width) / 1e9 << " GFLOP/image; kernels " << r.kernels << ")\n";
+    if (r.peak) print_peak(*r.peak, m);
+    if (r.vs_fp32) {
+        const FeatureAgreement& e = *r.vs_fp32;
+        std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min
+                  << " (min over the batch), patch cosine " << e.patch_cosine_mean << " mean, " << e.patch_cosine_min
+                  << " min, max relative error " << std::scientific << std::setprecision(2) << e.max_relative_error << "\n";
+    }
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app, Command& run) {
     auto* cmd = app.add_subcommand("bench", "time the forward: ms/image (median, p95) and GFLOP/s");
-    struct Args {
-        ModelArgs model;
-        int batch = 1, threads = 0, iters = 10, warmup = 2;
-        std::string size;
-        std::vector<std::string> images;
-        bool probe = false, peak = false, json = false;
-    };
-    auto a = std::make_shared<Args>();
+    auto a = std::make_shared<BenchArgs>();
     add_model_args(*cmd, a->model);
     cmd->add_option("--batch", a->batch, "images per forward")->check(CLI::Range(1, 1024))->capture_default_str();
     add_table_option(*cmd, "threads", a->threads);
@@ -163,104 +292,9 @@ void register_bench(CLI::App& app, Command& run) {
     cmd->callback([&run, a] {
         run = [a] {
             const Model m = load_model(a->model);
-            int h = m.config().native_size(), w = h;
-            if (!a->size.empty()) {
-                const auto x = a->size.find('x');
-                try {
-                    if (x == std::string::npos) throw std::invalid_argument("x");
-                    h = std::stoi(a->size.substr(0, x));
-                    w = std::stoi(a->size.substr(x + 1));
-                } catch (const std::exception&) {
-                    throw UsageError("bad --size '" + a->size + "' (expected HxW)");
-                }
-            }
-            std::vector<float> pixels;
-            if (!a->images.empty()) {
-                const auto files = expand_inputs(a->images);
-                const Config& c = m.config();
-                ResizeSpec resize;
-                resize.mode = ResizeSpec::Mode::Exact;
-                resize.width = w;
-                resize.height = h;
-                for (const auto& f : files) {
-                    const Pixels px = load_pixels(f, resize, c, ImageLimits{});
-                    pixels.insert(pixels.end(), px.chw.begin(), px.chw.end());
-                }
-                a->batch = static_cast<int>(files.size());
-            } else {
-                pixels.resize(static_cast<std::size_t>(a->batch) * 3 * h * w);
-                std::mt19937 rng(0);
-                std::normal_distribution<float> normal;
-                for (auto& v : pixels) v = normal(rng);
-            }
-            // The size was asked for: no bound in tokens, but the memory cap (--max-memory) holds.
-            const ForwardOptions opt{a->threads, kMaxTokensFromMemory};
-            const Probe probe = a->probe ? Probe::statistics(m.config().depth) : Probe{};
-            auto forward = [&] {
-                Trace trace;
-                m.forward(pixels.data(), a->batch, h, w, probe, trace, opt);
-            };
-            for (int i = 0; i < a->warmup; ++i) forward();
-            std::vector<double> ms;
-            for (int i = 0; i < a->iters; ++i) {
-                const auto t0 = std::chrono::steady_clock::now();
-                forward();
-                ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a->batch);
-            }
-            std::sort(ms.begin(), ms.end());
-            const double median = ms[ms.size() / 2];
-            const double p95 = ms[std::min(ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(ms.size())))];
-            const double gflops = m.flops_per_image(h, w) / (median * 1e6);
-            const std::string kernels = kernel_isa(m.precision().precision, m.precision().int8_weight_bits);
-            std::optional<PeakReport> peak;
-            if (a->peak) peak = measure_peak(m, a->batch, h, w, a->threads, gflops);
-            std::optional<FeatureAgreement> vs_fp32;
-            if (m.precision().precision != Precision::Fp32) {
-                // The error next to the speed: the same inputs through the fp32 forward.
-                ModelRequest fp32 = a->model.request();
-                fp32.precision = PrecisionOptions{};
-                const Features want = load_model(fp32).forward(pixels.data(), a->batch, h, w, opt);
-                vs_fp32 = agreement(m.forward(pixels.data(), a->batch, h, w, opt), want);
-            }
-            if (a->json) {
-                // docs/cli.md, "vitreg bench --json": fields are added, never renamed or removed.
-                nlohmann::ordered_json out = {
-                    {"file", m.path()},
-                    {"height", h},
-                    {"width", w},
-                    {"batch", a->batch},
-                    {"threads", a->threads ? a->threads : static_cast<int>(std::thread::hardware_concurrency())},
-                    {"probe", a->probe},
-                    {"precision", m.precision().describe()},
-                    {"kernels", kernels},
-                    {"iters", a->iters},
-                    {"warmup", a->warmup},
-                    {"inputs", a->images.empty() ? "random" : "images"},
-                    {"ms_per_image", {{"median", median}, {"p95", p95}, {"min", ms.front()}, {"max", ms.back()}}},
-                    {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
-                    {"gflops_per_second", gflops},
-                    {"peak", peak ? peak_json(*peak) : nlohmann::ordered_json()},
-                    {"vs_fp32", vs_fp32 ? nlohmann::ordered_json{{"cls_cosine_min", vs_fp32->cls_cosine_min},
-                                                                 {"patch_cosine_mean", vs_fp32->patch_cosine_mean},
-                                                                 {"patch_cosine_min", vs_fp32->patch_cosine_min},
-                                                                 {"max_relative_error", vs_fp32->max_relative_error}}
-                                        : nlohmann::ordered_json()}};
-                std::cout << out.dump(2) << "\n";
-                return 0;
-            }
-            std::cout << std::fixed << std::setprecision(2) << "vitreg " << h << "x" << w << " batch=" << a->batch
-                      << " threads=" << (a->threads ? std::to_string(a->threads) : "all") << (a->probe ? " probe" : "")
-                      << " precision=" << m.precision().describe() << ": " << median << " ms/image median, " << p95
-                      << " p95, " << std::setprecision(1) << gflops << " GFLOP/s (" << std::setprecision(2)
-                      << m.flops_per_image(h, w) / 1e9 << " GFLOP/image; kernels " << kernels << ")\n";
-            if (peak) print_peak(*peak, m);
-            if (vs_fp32) {
-                const FeatureAgreement& e = *vs_fp32;
-                std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min
-                          << " (min over the batch), patch cosine " << e.patch_cosine_mean << " mean, "
-                          << e.patch_cosine_min << " min, max relative error " << std::scientific << std::setprecision(2)
-                          << e.max_relative_error << "\n";
-            }
+            const BenchResult r = run_bench(m, *a);
+            if (a->json) std::cout << bench_json(m, *a, r).dump(2) << "\n";
+            else print_bench(m, *a, r);
             return 0;
         };
     });
