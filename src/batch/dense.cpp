@@ -272,6 +272,51 @@ void write_pca_basis(const std::string& path, const PcaBasis& b, const std::stri
                        {"signs", "each component's largest-magnitude loading positive"}});
 }
 
+// The current batch's PCAs, where the options ask for them: each image's picture (--pca without
+// foreground: joint over the batch with --pca-joint, else per image) and the reduction's basis
+// fitted over the batch (--pca-dims with --pca-joint). `width`: the chosen layers' channels.
+void fit_batch_pcas(const DenseOptions& o, int width, const std::vector<batch::Prepared>& prepared,
+                    const std::vector<batch::Ran>& ran, std::vector<PcaPreview>& previews, PcaBasis& joint_basis) {
+    const bool preview = o.pca && !o.pca_foreground, joint_reduction = o.pca_dims > 0 && o.pca_joint;
+    if (!preview && !joint_reduction) return;
+    const std::size_t count = prepared.size();
+    std::vector<std::vector<float>> feats(count);
+    std::vector<PatchFeatures> all;
+    std::vector<std::size_t> which;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!prepared[i].pixels) continue;
+        feats[i] = ran[i].trace->patch_features(ran[i].index);
+        all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
+        which.push_back(i);
+    }
+    if (joint_reduction && !all.empty()) joint_basis = fit_pca_basis(all, width, o.pca_dims);
+    if (!preview) return;
+    previews.assign(count, PcaPreview{});
+    if (o.pca_joint && !all.empty()) {
+        const auto joint = pca_preview(all, width);
+        for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
+    } else {
+        for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = pca_preview({all[k]}, width)[0];
+    }
+}
+
+// The image beside its PCA picture: DINOv3's foreground one (--pca foreground, within the mask
+// of the image at `source` where --pca-mask gives one), else the batch's `preview` upsampled.
+void write_pca_picture(const std::string& path, const DenseOptions& o, const Config& c, const batch::Prepared& prepared,
+                       const batch::Ran& ran, const std::string& source, const PcaPreview* preview) {
+    const Trace& t = *ran.trace;
+    const Pixels& px = *prepared.pixels;
+    if (!preview) {
+        const auto mask = o.pca_mask.given() ? batch::foreground_cells(o.pca_mask, source, prepared.geometry, t.grid_h, t.grid_w)
+                                             : std::vector<std::uint8_t>{};
+        write_pca_png(path, px, c, foreground_picture(t, ran.index, px, c, o, mask));
+        return;
+    }
+    write_pca_png(path, px, c,
+                  resample_hwc(preview->rgb.data(), t.grid_h, t.grid_w, 3, linear_axis(t.grid_h, px.height),
+                               linear_axis(t.grid_w, px.width)));
+}
+
 }  // namespace
 
 std::map<std::string, BasisTensor> pca_basis_tensors(const PcaBasis& b) {
@@ -381,28 +426,7 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     std::vector<PcaPreview> previews;  // the current batch's, by position in it
     PcaBasis joint_basis;              // the current batch's, with pca_dims and pca_joint
     work.begin_batch = [&](const std::vector<batch::Prepared>& prepared, const std::vector<batch::Ran>& ran) {
-        const bool preview = o.pca && !o.pca_foreground, joint_reduction = o.pca_dims > 0 && o.pca_joint;
-        if (!preview && !joint_reduction) return;
-        const std::size_t count = prepared.size();
-        std::vector<std::vector<float>> feats(count);
-        std::vector<PatchFeatures> all;
-        std::vector<std::size_t> which;
-        for (std::size_t i = 0; i < count; ++i) {
-            if (!prepared[i].pixels) continue;
-            feats[i] = ran[i].trace->patch_features(ran[i].index);
-            all.push_back({feats[i].data(), ran[i].trace->grid_h, ran[i].trace->grid_w});
-            which.push_back(i);
-        }
-        const int width = static_cast<int>(probe.block_layers.size()) * c.dim;
-        if (joint_reduction && !all.empty()) joint_basis = fit_pca_basis(all, width, o.pca_dims);
-        if (!preview) return;
-        previews.assign(count, PcaPreview{});
-        if (o.pca_joint && !all.empty()) {
-            const auto joint = pca_preview(all, width);
-            for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = joint[k];
-        } else {
-            for (std::size_t k = 0; k < which.size(); ++k) previews[which[k]] = pca_preview({all[k]}, width)[0];
-        }
+        fit_batch_pcas(o, static_cast<int>(probe.block_layers.size()) * c.dim, prepared, ran, previews, joint_basis);
     };
     work.image = [&](batch::ChunkData&, nlohmann::ordered_json& row, std::size_t r, std::size_t in_batch,
                      const batch::Prepared& prepared, const batch::Ran& ran) {
@@ -416,16 +440,9 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         batch::write_array_rows(stem, "features", rows.shape, o.half ? DType::F16 : DType::F32, o.format,
                                 {{"source", row["path"].get<std::string>()}}, rows.row_floats,
                                 [&](std::size_t first, std::size_t count, float* to) { rows.fill(first, count, to); });
-        if (o.pca_foreground) {
-            const auto mask = o.pca_mask.given()
-                                  ? batch::foreground_cells(o.pca_mask, row["path"].get<std::string>(), prepared.geometry, t.grid_h, t.grid_w)
-                                  : std::vector<std::uint8_t>{};
-            write_pca_png(stem + ".pca.png", px, c, foreground_picture(t, ran.index, px, c, o, mask));
-        } else if (o.pca) {
-            const auto& rgb = previews[in_batch].rgb;
-            write_pca_png(stem + ".pca.png", px, c,
-                          resample_hwc(rgb.data(), t.grid_h, t.grid_w, 3, linear_axis(t.grid_h, px.height), linear_axis(t.grid_w, px.width)));
-        }
+        if (o.pca_foreground || o.pca)
+            write_pca_picture(stem + ".pca.png", o, c, prepared, ran, row["path"].get<std::string>(),
+                              o.pca_foreground ? nullptr : &previews[in_batch]);
         if (rule) write_artifact_mask(stem + ".artifacts.npy", *rule, t, ran.index);
         if (basis) {
             write_pca_basis(stem + ".pca_basis.safetensors", *basis, pca_fit);
