@@ -14,6 +14,7 @@ PYBIND11_MODULE(_vitreg, m) {
     vitreg.extract(m, ["images/"], "out/", patch_tokens=True)
     vitreg.explore([m, "vitreg-untrained-s14-d192-reg4@softmax1"], "cat.jpg")   # the explorer page; inline in Jupyter
     stats = vitreg.compare([m, "vitreg-untrained-s14-d192-reg4@softmax1"], "cat.jpg")  # stats.json of `vitreg compare`
+    maps = vitreg.maps(m, "cat.jpg", out="maps/", query="patch:3,4")          # stats.json and the pictures of `vitreg maps`
 
 Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, UsageError under it).)";
     m.attr("__version__") = VITREG_VERSION;
@@ -25,4 +26,5 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_compare(m);
     vitreg::python::bind_eval(m);
     vitreg::python::bind_defects(m);
+    vitreg::python::bind_maps(m);
 }
