@@ -282,6 +282,7 @@ void agree_hf_config(const Checkpoint& ck, const SideFiles& side, const Config& 
         agree(side.cfg_file, s.key, *stated, held);
     }
     if (auto v = side.cfg_int("intermediate_size")) agree(side.cfg_file, "intermediate_size", *v, c.mlp_hidden);
+    if (auto v = side.cfg_int("head_dim")) agree(side.cfg_file, "head_dim", *v, c.head_dim);  // ViT's q, k, v width per head
     if (auto r = side.cfg_float("mlp_ratio")) {
         auto hidden = static_cast<long>(c.dim * *r);
         if (c.mlp == MlpKind::SwiGlu) hidden = (static_cast<long>(hidden * 2.0 / 3) + 7) / 8 * 8;
