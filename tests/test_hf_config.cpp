@@ -174,6 +174,10 @@ TEST_CASE("HF config.json: a switch or a width the tensors contradict is refused
     };
     for (const auto& [folder, key, value, message] : contradictions) refused(folder, key, value, message);
     refused("models/hf_dinov2", "qkv_bias", "yes", "'qkv_bias' is not true or false");
+    // CLIPModel projects to its top level's projection_dim; its vision_config's is unused there.
+    CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) { j["projection_dim"] = 9; })),
+                      Catch::Contains("config.json: projection_dim is stated as 9 but the tensors say"));
+    CHECK(Checkpoint(e.set("models/hf_clip", "projection_dim", 9)).config().proj_dim > 0);
     // A v4 CLIPConfig's vision_config_dict wins over vision_config in transformers: read, and held to it.
     CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) { j["vision_config_dict"] = {{"patch_size", 16}}; })),
                       Catch::Contains("config.json: vision_config_dict.patch_size = 16 but vision_config.patch_size = 8"));

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Parity fixtures made by HF transformers' own modeling code (huggingface/transformers,
 src/transformers/models/*/modeling_*.py): ViTModel and ViTForImageClassification, Dinov2Model,
-Dinov2WithRegistersModel, CLIPVisionModelWithProjection, SiglipVisionModel and DINOv3ViTModel,
+Dinov2WithRegistersModel, CLIPVisionModelWithProjection and CLIPModel, SiglipVisionModel and
+SiglipModel, and DINOv3ViTModel,
 small, with every tensor random, saved as HF folders (model.safetensors + config.json, and for
 ViT preprocessor_config.json), with what the float64 forward gives, in float32: the final-normed
 class token, registers and patches, SigLIP's pooled feature (its attention-pool head) and CLIP's
-image_embeds, at the native size and at a non-square one through each model's own interpolation
+image embedding, at the native size and at a non-square one through each model's own interpolation
 (interpolate_pos_encoding=True for ViT, CLIP and SigLIP; Dinov2's always interpolates; DINOv3
 rotates by any grid).
 
@@ -92,9 +93,21 @@ CASES = {
     "clip": dict(family="clip", model="CLIPVisionModelWithProjection", names="hub",
                  config=dict(SMALL, intermediate_size=24, projection_dim=8, hidden_act="quick_gelu"),
                  full_config=True, sizes=SQUARE_AND_WIDE),
+    # CLIPModel (two towers: config.json's vision_config), its get_image_features; the text tower tiny.
+    "clip_model": dict(family="clip", model="CLIPModel", config_class="CLIPConfig", names="hub",
+                       config=dict(projection_dim=8, vision_config=dict(SMALL, intermediate_size=24, hidden_act="gelu"),
+                                   text_config=dict(hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                                    num_attention_heads=2, vocab_size=16, max_position_embeddings=4)),
+                       full_config=True, sizes=SQUARE_AND_WIDE),
     # SiglipVisionModel: no class token, tanh GELU, the attention-pool head (pooler_output).
     "siglip": dict(family="siglip", model="SiglipVisionModel", names="hub", config=dict(SMALL, intermediate_size=20),
                    full_config=True, sizes=SQUARE_AND_WIDE),
+    # SiglipModel (two towers), its get_image_features; the text tower tiny.
+    "siglip_model": dict(family="siglip", model="SiglipModel", config_class="SiglipConfig", names="hub",
+                         config=dict(vision_config=dict(SMALL, intermediate_size=20),
+                                     text_config=dict(hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                                                      num_attention_heads=2, vocab_size=16, max_position_embeddings=4)),
+                         full_config=True, sizes=SQUARE_AND_WIDE),
     # DINOv3ViTModel: 4 registers, axial RoPE, LayerScale, no k bias; a gated MLP in the second.
     "dinov3": dict(family="dinov3_vit", model="DINOv3ViTModel", names="hub",
                    config=dict(SMALL, intermediate_size=32, num_register_tokens=4),
@@ -116,7 +129,7 @@ PROCESSORS = {
 # LayerNorm weights and LayerScale around 1 (every LayerNorm's is checked to be among them).
 NEAR_ONE = ("layernorm_before.weight", "layernorm_after.weight", "layernorm.weight", "norm1.weight", "norm2.weight",
             "norm.weight", "pre_layrnorm.weight", "post_layernorm.weight", "layer_norm1.weight", "layer_norm2.weight",
-            "lambda1")
+            "final_layer_norm.weight", "lambda1")
 STAND_INS = []
 
 
@@ -284,8 +297,9 @@ TO_HUB = {
 def hub_names(state_dict, family, model, rules):
     """What save_pretrained writes: the renaming rules reverted (checked: the rules themselves give the
     modules' names back), and for the vision towers CLIPVisionModel's PrefixChange("vision_model")
-    reverted (SiglipVisionModel shares it; CLIPVisionModelWithProjection's tower is named so)."""
-    if family == "siglip":
+    reverted for SiglipVisionModel, which shares it (the towers inside CLIPVisionModelWithProjection,
+    CLIPModel and SiglipModel are attributes named so)."""
+    if family == "siglip" and model == "SiglipVisionModel":
         return {"vision_model." + k: v for k, v in state_dict.items()}
     if not rules:
         return dict(state_dict)
@@ -302,8 +316,15 @@ def hub_names(state_dict, family, model, rules):
     return out
 
 
+def as_json(value):
+    """A config (and the sub-configs of a two-tower one) as its config.json writes it."""
+    if dataclasses.is_dataclass(value):
+        return {"model_type": type(value).model_type, **{f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    return value
+
+
 def hub_config(config_class, case, config):
-    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config_class)}
+    fields = {k: v for k, v in as_json(config).items() if k != "model_type"}
     written = fields if case["full_config"] else dict(case["config"])
     written = {k: v for k, v in written.items() if k != "num_labels"}
     if case["model"].endswith("ForImageClassification"):
@@ -313,7 +334,7 @@ def hub_config(config_class, case, config):
 
 def build(families, case, generator):
     config_module, modeling = families[case["family"]]
-    config_class = getattr(config_module, FAMILIES[case["family"]][2])
+    config_class = getattr(config_module, case.get("config_class", FAMILIES[case["family"]][2]))
     args = dict(case["config"])
     num_labels = args.pop("num_labels", None)
     config = config_class(**args)
@@ -340,10 +361,12 @@ def outputs(case, model, pixels, interpolate):
             out = model.vision_model(x, interpolate_pos_encoding=interpolate)
             h = model.vision_model.post_layernorm(out.last_hidden_state)
             assert torch.equal(h[:, 0], out.pooler_output)
-            return {"cls": h[:, 0], "patches": h[:, 1:],
-                    "embedding": model(x, interpolate_pos_encoding=interpolate).image_embeds}
+            embedding = (model.get_image_features(x, interpolate_pos_encoding=interpolate).pooler_output
+                         if case["model"] == "CLIPModel" else model(x, interpolate_pos_encoding=interpolate).image_embeds)
+            return {"cls": h[:, 0], "patches": h[:, 1:], "embedding": embedding}
         elif family == "siglip":
-            out = model(x, interpolate_pos_encoding=interpolate)
+            tower = model.get_image_features if case["model"] == "SiglipModel" else model
+            out = tower(x, interpolate_pos_encoding=interpolate)
             return {"patches": out.last_hidden_state, "pooled": out.pooler_output}
         else:  # Dinov2's interpolate whenever the grid differs; DINOv3 rotates by any grid
             h = model(x).last_hidden_state
@@ -357,7 +380,7 @@ def make_case(families, rules, name, case, out, generator, inputs):
     os.makedirs(folder, exist_ok=True)
     state = model.state_dict()
     write_weights(os.path.join(folder, "model.safetensors"),
-                  hub_names(state, case["family"], model, rules.get(case["family"])) if case["names"] == "hub" else state)
+                  hub_names(state, case["family"], case["model"], rules.get(case["family"])) if case["names"] == "hub" else state)
     files = {"config.json": hub_config(config_class, case, config)}
     if "processor" in case:
         files["preprocessor_config.json"] = PROCESSORS[case["processor"]]

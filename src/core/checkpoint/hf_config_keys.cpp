@@ -106,6 +106,7 @@ const HfKeyTable& hf_clip_vision_keys() {
     static const HfKeyTable t = table(
         "CLIPVisionConfig",
         {
+            // projection_dim: checked in a flat config (CLIPVisionModelWithProjection); CLIPModel uses its top level's.
             {"hidden_size"}, {"intermediate_size"}, {"projection_dim"}, {"num_hidden_layers"}, {"num_attention_heads"},
             {"image_size"}, {"patch_size"}, {"hidden_act"}, {"layer_norm_eps"}, kChannels, kPreQuantization,
             inert("attention_dropout"), inert("initializer_range"), inert("initializer_factor"),
