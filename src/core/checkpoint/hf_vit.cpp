@@ -58,7 +58,7 @@ void check_processor(const SideFiles& side) {
 void vit_finish(const TensorFile& f, const std::string& prefix, Config&, Notes& notes) {
     if (f.has(prefix + "pooler.dense.weight"))
         notes.add(NoteTopic::Projection,
-                  "ViTModel's pooler (tanh(pooler.dense(CLS))) not run: the pooled feature is the final-normed CLS");
+                  "ViTModel's pooler (tanh(pooler.dense(CLS))) not run: the class token is the final-normed CLS");
     if (f.has("classifier.weight")) notes.add(NoteTopic::Projection, "ViTForImageClassification's classifier ignored");
 }
 
