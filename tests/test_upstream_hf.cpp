@@ -144,6 +144,10 @@ TEST_CASE("HF ViT: the config's defaults and settings, the heads it does not run
     CHECK_THROWS_WITH(Checkpoint(with_processor(dir, kVit, "bit", [](json& j) { j["image_processor_type"] = "BitImageProcessor"; })),
                       Catch::Contains("preprocessor_config.json: image_processor_type = \"BitImageProcessor\" is not an image "
                                       "processor vitreg runs for model_type vit"));
+    CHECK_THROWS_WITH(Checkpoint(with_processor(dir, kVit, "raw", [](json& j) { j["do_normalize"] = false; })),
+                      Catch::Contains("preprocessor_config.json: do_normalize = false is not a setting vitreg runs"));
+    CHECK_THROWS_WITH(Checkpoint(with_processor(dir, kVit, "scale", [](json& j) { j["rescale_factor"] = 1.0; })),
+                      Catch::Contains("preprocessor_config.json: rescale_factor = 1.0 is not a setting vitreg runs (it runs 1/255)"));
     CHECK_THROWS_WITH(Checkpoint(with_processor(dir, kVit, "wide", [](json& j) { j["size"] = {{"height", 24}, {"width", 32}}; })),
                       Catch::Contains("preprocessor_config.json: size = {\"height\":24,\"width\":32} is not a setting vitreg runs"));
 }

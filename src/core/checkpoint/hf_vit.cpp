@@ -6,6 +6,8 @@
 // mlp.fc1, mlp.fc2, layernorm_*}` (conversion_mapping.py's "ViTModel" rules), which a state_dict()
 // saved as it is holds. The pooler (tanh(dense(CLS))) and the classifier are heads on the class
 // token: not read, and said so.
+#include <cmath>
+
 #include "core/checkpoint/hf_config_keys.hpp"
 #include "core/checkpoint/source.hpp"
 #include "vitreg/error.hpp"
@@ -43,16 +45,23 @@ NameTable vit_names(const TensorFile& f, const std::string& prefix) {
 
 // The image processors a ViT folder names (preprocessor_config.json's image_processor_type, or
 // v4's feature_extractor_type): ViT's squashes to `size`, DeiT's then crops the center
-// (side_files.cpp reads both). Another processor's transform is refused, not guessed.
+// (side_files.cpp reads both). Another processor's transform, or one with a step switched off or
+// another rescale, is refused, not guessed.
 void check_processor(const SideFiles& side) {
+    const auto refuse = [&](const char* key, const nlohmann::json& v, const std::string& runs) {
+        throw ConfigError(side.preprocessor_file + ": " + key + " = " + v.dump() + " is not " + runs);
+    };
     for (const char* key : {"image_processor_type", "feature_extractor_type"}) {
         const auto* v = dig(side.preprocessor, {key});
-        if (!v) continue;
-        const std::string name = v->is_string() ? v->get<std::string>() : v->dump();
-        if (name.rfind("ViT", 0) != 0 && name.rfind("DeiT", 0) != 0)
-            throw ConfigError(side.preprocessor_file + ": " + key + " = " + v->dump() +
-                              " is not an image processor vitreg runs for model_type vit (it runs ViT's and DeiT's)");
+        const std::string name = v && v->is_string() ? v->get<std::string>() : "";
+        if (v && name.rfind("ViT", 0) != 0 && name.rfind("DeiT", 0) != 0)
+            refuse(key, *v, "an image processor vitreg runs for model_type vit (it runs ViT's and DeiT's)");
     }
+    for (const char* key : {"do_resize", "do_rescale", "do_normalize"})
+        if (const auto* v = dig(side.preprocessor, {key}); v && *v != true)
+            refuse(key, *v, "a setting vitreg runs (its eval transform resizes, rescales by 1/255 and normalizes)");
+    if (const auto* v = dig(side.preprocessor, {"rescale_factor"}); v && !(v->is_number() && std::abs(v->get<double>() * 255 - 1.0) < 1e-9))
+        refuse("rescale_factor", *v, "a setting vitreg runs (it runs 1/255)");
 }
 
 void vit_finish(const TensorFile& f, const std::string& prefix, Config&, Notes& notes) {
