@@ -142,7 +142,7 @@ TEST_CASE("config: a bad value is refused naming its key, an unknown name with t
     };
     refused("attention", "relu", "config key 'attention': unknown attention kind 'relu' (expected softmax, softmax1 or sink)");
     refused("pos_interp", "nearest", "unknown position interpolation 'nearest' (expected offset, antialias, size or corners)");
-    refused("family", "vit", "config key 'family': unknown family 'vit' (expected dinov2, dinov3, timm, clip, siglip, eva or torchvision)");
+    refused("family", "beit", "config key 'family': unknown family 'beit' (expected dinov2, dinov3, timm, clip, siglip, eva, torchvision or vit)");
     refused("act", "relu", "(expected gelu, quick_gelu, swiglu or gelu_tanh)");
     refused("positions", "rope", "(expected learned, rope-axial or rope-eva)");
     refused("pool", "max", "(expected token, avg or map)");
@@ -207,7 +207,7 @@ TEST_CASE("config: apply_config_metadata refuses a bad value as the checkpoint l
     refused("image_std", "1,,2", "m.safetensors: metadata 'image_std' = '1,,2' is not three comma-separated numbers");
     refused("attention", "relu", "m.safetensors: metadata unknown attention kind 'relu' (expected softmax, softmax1 or sink)");
     refused("pos_interp", "x", "m.safetensors: metadata unknown position interpolation 'x' (expected offset, antialias, size or corners)");
-    refused("family", "vit", "m.safetensors: metadata family='vit' (expected dinov2, dinov3, timm, clip, siglip, eva or torchvision)");
+    refused("family", "beit", "m.safetensors: metadata family='beit' (expected dinov2, dinov3, timm, clip, siglip, eva, torchvision or vit)");
     refused("act", "swiglu", "m.safetensors: metadata act='swiglu' (expected gelu, quick_gelu or gelu_tanh)");
     refused("positions", "rope", "m.safetensors: metadata positions='rope' (expected learned, rope-axial or rope-eva)");
     refused("rope_ref_grid", "16", "m.safetensors: metadata rope_ref_grid='16' is not two counts H,W");

@@ -288,6 +288,18 @@ TEST_CASE("the eval resize follows each checkpoint's transform, and stays 256 ->
     // SigLIP's processor squashes the whole image to the input, nothing cropped.
     preprocess(img, eval, Checkpoint(fixture("models/hf_siglip")).config(), "x", &g);
     CHECK((g.resized_width == 32 && g.resized_height == 32 && g.crop_left == 0 && g.crop_top == 0 && g.width == 32));
+    // A squash with a crop margin: DeiT's processor floors the offset, timm's crop_mode 'squash'
+    // (torchvision's CenterCrop) rounds half to even.
+    ResizeSpec squash = eval;
+    squash.eval_squash = true;
+    squash.eval_resize = 55;
+    squash.eval_crop = 48;
+    squash.pipeline = PixelPipeline::HF;
+    const Geometry hf_squash = plan_geometry(120, 90, squash, 16, "x");
+    CHECK((hf_squash.resized_width == 55 && hf_squash.resized_height == 55 && hf_squash.crop_left == 3 &&
+           hf_squash.crop_top == 3 && hf_squash.width == 48));
+    squash.pipeline = PixelPipeline::Timm;
+    CHECK(plan_geometry(120, 90, squash, 16, "x").crop_left == 4);
 }
 
 TEST_CASE("without a class token, cls is the pooled feature: fc_norm of the mean patch") {

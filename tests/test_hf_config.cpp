@@ -22,17 +22,20 @@ using json = nlohmann::json;
 
 namespace {
 
-// Each HF fixture folder, and the transformers classes of its vision config and (two towers) its top level.
+// Each HF fixture folder (under tests/fixtures), and the transformers classes of its vision config
+// and (two towers) its top level.
 struct Folder {
     const char* name;
     const char* vision_class;
     const char* top_class;  // or null: a flat config
 };
 const Folder kFolders[] = {
-    {"hf_dinov2", "Dinov2Config", nullptr},        {"hf_swiglu", "Dinov2Config", nullptr},
-    {"hf_reg2", "Dinov2WithRegistersConfig", nullptr}, {"hf_clip", "CLIPVisionConfig", "CLIPConfig"},
-    {"hf_siglip", "SiglipVisionConfig", nullptr},   {"hf_siglip_full", "SiglipVisionConfig", "SiglipConfig"},
-    {"hf_dinov3", "DINOv3ViTConfig", nullptr},      {"hf_dinov3_gated", "DINOv3ViTConfig", nullptr},
+    {"models/hf_dinov2", "Dinov2Config", nullptr},        {"models/hf_swiglu", "Dinov2Config", nullptr},
+    {"models/hf_reg2", "Dinov2WithRegistersConfig", nullptr}, {"models/hf_clip", "CLIPVisionConfig", "CLIPConfig"},
+    {"models/hf_siglip", "SiglipVisionConfig", nullptr},   {"models/hf_siglip_full", "SiglipVisionConfig", "SiglipConfig"},
+    {"models/hf_dinov3", "DINOv3ViTConfig", nullptr},      {"models/hf_dinov3_gated", "DINOv3ViTConfig", nullptr},
+    {"upstream/transformers/vit_model", "ViTConfig", nullptr},
+    {"upstream/transformers/vit_classifier", "ViTConfig", nullptr},
 };
 
 // The vision config of a config.json: a two-tower file's vision_config, else the whole.
@@ -43,7 +46,7 @@ class Edits {
 public:
     std::string with(const std::string& folder, const std::function<void(json&)>& edit) {
         const std::string d = dir_ / ("c" + std::to_string(++count_));
-        REQUIRE(std::system(("cp -r '" + fixture("models/" + folder) + "' '" + d + "'").c_str()) == 0);
+        REQUIRE(std::system(("cp -r '" + fixture(folder) + "' '" + d + "'").c_str()) == 0);
         json j = json::parse(read_bytes(d + "/config.json"));
         edit(j);
         write_bytes(d + "/config.json", j.dump());
@@ -90,10 +93,11 @@ TEST_CASE("transformers' config keys at the fixture's commit are each known: rea
 TEST_CASE("HF config.json: a key transformers' class does not have is refused by file, key and value") {
     Edits e;
     const std::pair<const char*, const char*> vision_class[] = {
-        {"hf_dinov2", "Dinov2Config or Dinov2WithRegistersConfig"}, {"hf_reg2", "Dinov2Config or Dinov2WithRegistersConfig"},
-        {"hf_swiglu", "Dinov2Config or Dinov2WithRegistersConfig"}, {"hf_clip", "CLIPVisionConfig"},
-        {"hf_siglip", "SiglipVisionConfig"}, {"hf_siglip_full", "SiglipVisionConfig"},
-        {"hf_dinov3", "DINOv3ViTConfig"}, {"hf_dinov3_gated", "DINOv3ViTConfig"},
+        {"models/hf_dinov2", "Dinov2Config or Dinov2WithRegistersConfig"}, {"models/hf_reg2", "Dinov2Config or Dinov2WithRegistersConfig"},
+        {"models/hf_swiglu", "Dinov2Config or Dinov2WithRegistersConfig"}, {"models/hf_clip", "CLIPVisionConfig"},
+        {"models/hf_siglip", "SiglipVisionConfig"}, {"models/hf_siglip_full", "SiglipVisionConfig"},
+        {"models/hf_dinov3", "DINOv3ViTConfig"}, {"models/hf_dinov3_gated", "DINOv3ViTConfig"},
+        {"upstream/transformers/vit_model", "ViTConfig"}, {"upstream/transformers/vit_classifier", "ViTConfig"},
     };
     for (const auto& f : kFolders) {
         INFO(f.name);
@@ -128,11 +132,11 @@ TEST_CASE("HF config.json: a setting transformers runs and vitreg does not is re
         }
     }
     // Dinov2WithRegistersConfig's first version: another interpolation than the one vitreg runs.
-    CHECK_THROWS_WITH(Checkpoint(e.set("hf_reg2", "interpolate_antialias", false)),
+    CHECK_THROWS_WITH(Checkpoint(e.set("models/hf_reg2", "interpolate_antialias", false)),
                       Catch::Contains("config.json: interpolate_antialias = false is not a setting vitreg runs (it runs true)"));
-    CHECK_THROWS_WITH(Checkpoint(e.set("hf_reg2", "interpolate_offset", 0.1)),
+    CHECK_THROWS_WITH(Checkpoint(e.set("models/hf_reg2", "interpolate_offset", 0.1)),
                       Catch::Contains("config.json: interpolate_offset = 0.1 is not a setting vitreg runs (it runs 0)"));
-    CHECK_THROWS_WITH(Checkpoint(e.set("hf_clip", "_pre_quantization_dtype", "float16")),
+    CHECK_THROWS_WITH(Checkpoint(e.set("models/hf_clip", "_pre_quantization_dtype", "float16")),
                       Catch::Contains("vision_config._pre_quantization_dtype = \"float16\" is not a setting vitreg runs"));
 }
 
@@ -144,35 +148,43 @@ TEST_CASE("HF config.json: a switch or a width the tensors contradict is refused
     };
     // The switch or width stated, and what the tensors hold.
     const std::tuple<const char*, const char*, json, std::string> contradictions[] = {
-        {"hf_dinov2", "qkv_bias", false, "qkv_bias is stated as false but the tensors say true"},
-        {"hf_dinov2", "use_swiglu_ffn", true, "use_swiglu_ffn is stated as true but the tensors say false"},
-        {"hf_swiglu", "use_swiglu_ffn", false, "use_swiglu_ffn is stated as false but the tensors say true"},
-        {"hf_dinov2", "mlp_ratio", 4, "the MLP width of mlp_ratio 4 is stated as 256 but the tensors say 128"},
-        {"hf_swiglu", "mlp_ratio", 4, "the MLP width of mlp_ratio 4 is stated as 176 but the tensors say 64"},
-        {"hf_dinov2", "image_size", 32, "image_size is stated as 32 but the tensors say 16"},
-        {"hf_reg2", "num_register_tokens", 4, "num_register_tokens is stated as 4 but the tensors say 2"},
-        {"hf_dinov3", "query_bias", false, "query_bias is stated as false but the tensors say true"},
-        {"hf_dinov3", "key_bias", true, "key_bias is stated as true but the tensors say false"},
-        {"hf_dinov3", "value_bias", false, "value_bias is stated as false but the tensors say true"},
-        {"hf_dinov3", "proj_bias", false, "proj_bias is stated as false but the tensors say true"},
-        {"hf_dinov3", "mlp_bias", false, "mlp_bias is stated as false but the tensors say true"},
-        {"hf_dinov3_gated", "mlp_bias", false, "mlp_bias is stated as false but the tensors say true"},
-        {"hf_dinov3_gated", "use_gated_mlp", false, "use_gated_mlp is stated as false but the tensors say true"},
-        {"hf_dinov3", "intermediate_size", 96, "intermediate_size is stated as 96 but the tensors say 192"},
-        {"hf_clip", "intermediate_size", 192, "intermediate_size is stated as 192 but the tensors say 96"},
-        {"hf_clip", "image_size", 64, "image_size is stated as 64 but the tensors say 32"},
-        {"hf_siglip", "vision_use_head", false, "vision_use_head is stated as false but the tensors say true"},
-        {"hf_siglip_full", "image_size", 48, "image_size is stated as 48 but the tensors say 32"},
+        {"models/hf_dinov2", "qkv_bias", false, "qkv_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov2", "use_swiglu_ffn", true, "use_swiglu_ffn is stated as true but the tensors say false"},
+        {"models/hf_swiglu", "use_swiglu_ffn", false, "use_swiglu_ffn is stated as false but the tensors say true"},
+        {"models/hf_dinov2", "mlp_ratio", 4, "the MLP width of mlp_ratio 4 is stated as 256 but the tensors say 128"},
+        {"models/hf_swiglu", "mlp_ratio", 4, "the MLP width of mlp_ratio 4 is stated as 176 but the tensors say 64"},
+        {"models/hf_dinov2", "image_size", 32, "image_size is stated as 32 but the tensors say 16"},
+        {"models/hf_reg2", "num_register_tokens", 4, "num_register_tokens is stated as 4 but the tensors say 2"},
+        {"models/hf_dinov3", "query_bias", false, "query_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov3", "key_bias", true, "key_bias is stated as true but the tensors say false"},
+        {"models/hf_dinov3", "value_bias", false, "value_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov3", "proj_bias", false, "proj_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov3", "mlp_bias", false, "mlp_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov3_gated", "mlp_bias", false, "mlp_bias is stated as false but the tensors say true"},
+        {"models/hf_dinov3_gated", "use_gated_mlp", false, "use_gated_mlp is stated as false but the tensors say true"},
+        {"models/hf_dinov3", "intermediate_size", 96, "intermediate_size is stated as 96 but the tensors say 192"},
+        {"models/hf_clip", "intermediate_size", 192, "intermediate_size is stated as 192 but the tensors say 96"},
+        {"models/hf_clip", "image_size", 64, "image_size is stated as 64 but the tensors say 32"},
+        {"models/hf_siglip", "vision_use_head", false, "vision_use_head is stated as false but the tensors say true"},
+        {"models/hf_siglip_full", "image_size", 48, "image_size is stated as 48 but the tensors say 32"},
+        {"upstream/transformers/vit_model", "qkv_bias", false, "qkv_bias is stated as false but the tensors say true"},
+        {"upstream/transformers/vit_classifier", "qkv_bias", true, "qkv_bias is stated as true but the tensors say false"},
+        {"upstream/transformers/vit_model", "head_dim", 4, "head_dim is stated as 4 but the tensors say 8"},
+        {"upstream/transformers/vit_model", "intermediate_size", 64, "intermediate_size is stated as 64 but the tensors say 24"},
     };
     for (const auto& [folder, key, value, message] : contradictions) refused(folder, key, value, message);
-    refused("hf_dinov2", "qkv_bias", "yes", "'qkv_bias' is not true or false");
+    refused("models/hf_dinov2", "qkv_bias", "yes", "'qkv_bias' is not true or false");
+    // CLIPModel projects to its top level's projection_dim; its vision_config's is unused there.
+    CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) { j["projection_dim"] = 9; })),
+                      Catch::Contains("config.json: projection_dim is stated as 9 but the tensors say"));
+    CHECK(Checkpoint(e.set("models/hf_clip", "projection_dim", 9)).config().proj_dim > 0);
     // A v4 CLIPConfig's vision_config_dict wins over vision_config in transformers: read, and held to it.
-    CHECK_THROWS_WITH(Checkpoint(e.with("hf_clip", [](json& j) { j["vision_config_dict"] = {{"patch_size", 16}}; })),
+    CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) { j["vision_config_dict"] = {{"patch_size", 16}}; })),
                       Catch::Contains("config.json: vision_config_dict.patch_size = 16 but vision_config.patch_size = 8"));
-    CHECK_THROWS_WITH(Checkpoint(e.with("hf_clip", [](json& j) { j["vision_config_dict"] = {{"use_rope", true}}; })),
+    CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) { j["vision_config_dict"] = {{"use_rope", true}}; })),
                       Catch::Contains("config.json: vision_config_dict.use_rope = true: 'use_rope' is not a key transformers' "
                                       "CLIPVisionConfig has"));
-    CHECK_THROWS_WITH(Checkpoint(e.with("hf_clip", [](json& j) {
+    CHECK_THROWS_WITH(Checkpoint(e.with("models/hf_clip", [](json& j) {
                           j["vision_config"].erase("hidden_act");
                           j["vision_config_dict"] = {{"hidden_act", "relu"}};
                       })),
@@ -183,7 +195,7 @@ TEST_CASE("HF config.json: inert keys load and change nothing") {
     Edits e;
     for (const auto& f : kFolders) {
         INFO(f.name);
-        const Config before = Checkpoint(fixture(std::string("models/") + f.name)).config();
+        const Config before = Checkpoint(fixture(f.name)).config();
         const std::string d = e.with(f.name, [&](json& j) {
             json& v = vision(j);
             for (const char* k : {"attention_dropout", "drop_path_rate", "initializer_range"})
@@ -199,6 +211,11 @@ TEST_CASE("HF config.json: inert keys load and change nothing") {
                 v["layerscale_value"] = 1e-5;
                 v["out_features"] = {"stage1"};
                 v["apply_layernorm"] = false;
+            }
+            if (std::string(f.vision_class) == "ViTConfig") {  // the pooler vitreg does not run, the MIM decoder
+                v["pooler_act"] = "relu";
+                v["pooler_output_size"] = 7;
+                v["encoder_stride"] = 8;
             }
             if (std::string(f.vision_class) == "DINOv3ViTConfig") {
                 v["pos_embed_jitter"] = 1.1;  // training-time augmentations
@@ -230,7 +247,7 @@ TEST_CASE("HF config.json: every key transformers writes, at its class's default
     };
     for (const auto& f : kFolders) {
         INFO(f.name);
-        const Config before = Checkpoint(fixture(std::string("models/") + f.name)).config();
+        const Config before = Checkpoint(fixture(f.name)).config();
         const bool backbone = classes[f.vision_class]["keys"].dump().find("stage_names") != std::string::npos;
         const std::string d = e.with(f.name, [&](json& j) {
             add_defaults(vision(j), f.vision_class, backbone);

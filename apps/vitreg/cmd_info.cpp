@@ -76,9 +76,12 @@ void register_info(CLI::App& app, Command& run) {
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
             row("mean / std", ms.str());
             std::ostringstream ev;
-            if (c.eval_squash)
+            if (c.eval_squash && c.eval_resize() == c.input_size)
                 ev << to_string(c.pipeline) << ": " << c.input_size << "x" << c.input_size << " " << to_string(c.interpolation)
                    << ", no crop";
+            else if (c.eval_squash)  // DeiT's processor, timm's crop_mode 'squash'
+                ev << to_string(c.pipeline) << ": " << c.eval_resize() << "x" << c.eval_resize() << " "
+                   << to_string(c.interpolation) << ", center crop " << c.input_size;
             else
                 ev << to_string(c.pipeline) << ": short side " << c.eval_resize() << " " << to_string(c.interpolation)
                    << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";

@@ -41,7 +41,7 @@ enum class MlpKind {
 
 // Where the architecture comes from: names what `vitreg info` and reports print. The forward
 // never branches on it; it reads the flags below (docs/design.md, "Families").
-enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva, Torchvision };
+enum class Family { Dinov2, Timm, Clip, Siglip, Dinov3, Eva, Torchvision, Vit };
 
 // What the model's own head reads (timm's global_pool).
 enum class Pool {
@@ -99,7 +99,7 @@ struct EnumTable<Family> {
     static constexpr EnumName<Family> names[] = {{Family::Dinov2, "dinov2"}, {Family::Dinov3, "dinov3"},
                                                  {Family::Timm, "timm"},     {Family::Clip, "clip"},
                                                  {Family::Siglip, "siglip"}, {Family::Eva, "eva"},
-                                                 {Family::Torchvision, "torchvision"}};
+                                                 {Family::Torchvision, "torchvision"}, {Family::Vit, "vit"}};
 };
 template <>
 struct EnumTable<Pool> {
@@ -174,7 +174,7 @@ struct Config {
     // 256 -> 224 is crop_pct 0.875; CLIP's is 1.
     int input_size = 224;
     double crop_pct = 0.875;
-    bool eval_squash = false;  // the eval transform resizes to input_size x input_size, no crop (SigLIP)
+    bool eval_squash = false;  // the eval transform squashes both sides to eval_resize(), then crops input_size (SigLIP: no crop)
     PixelPipeline pipeline = PixelPipeline::Torchvision;
     ResizeFilter interpolation = ResizeFilter::Bicubic;
     std::array<float, 3> mean{0.485f, 0.456f, 0.406f};

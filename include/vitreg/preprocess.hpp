@@ -32,7 +32,7 @@ struct ResizeSpec {
     int size = 0;
     int width = 0, height = 0;
     int eval_resize = 256, eval_crop = 224;  // Eval's two sides (see Config::eval_resize)
-    bool eval_squash = false;                // Eval resizes to eval_crop x eval_crop, no crop (Config::eval_squash)
+    bool eval_squash = false;                // Eval squashes to eval_resize, then crops eval_crop (Config::eval_squash)
     // Whose rules (unset: the checkpoint's own, resolved by for_model), with which filter.
     std::optional<PixelPipeline> pipeline;
     ResizeFilter filter = ResizeFilter::Bicubic;

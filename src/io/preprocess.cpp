@@ -105,8 +105,14 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
             // CenterCrop rounds half to even (Python round), as nearbyint does; HF's
             // processors floor.
             const int kShort = spec.eval_resize, kCrop = spec.eval_crop;
-            if (spec.eval_squash) {  // SigLIP's processor: both sides to the input, nothing cropped
-                g.resized_width = g.resized_height = g.width = g.height = kCrop;
+            const bool floor = spec.pipeline_or_default() == PixelPipeline::HF;
+            const auto offset = [floor](int spare) { return floor ? spare / 2 : static_cast<int>(std::nearbyint(spare / 2.0)); };
+            // Squashing (HF's SigLIP, DINOv3 and ViT processors; timm's crop_mode 'squash'): both
+            // sides to the resize, then the center crop of DeiT's processor and timm's crop_pct.
+            if (spec.eval_squash) {
+                g.resized_width = g.resized_height = kShort;
+                g.width = g.height = kCrop;
+                g.crop_top = g.crop_left = offset(kShort - kCrop);
                 if (kCrop % patch)
                     throw UsageError("--resize eval squashes to " + std::to_string(kCrop) +
                                      ", not a multiple of the patch size " + std::to_string(patch));
@@ -120,8 +126,6 @@ Geometry plan_geometry(int sw, int sh, const ResizeSpec& spec, int patch, const 
                 g.resized_width = resized_side(static_cast<long long>(kShort) * sw / sh, name, sw, sh, spec, kShort);
             }
             g.width = g.height = kCrop;
-            const bool floor = spec.pipeline_or_default() == PixelPipeline::HF;
-            const auto offset = [floor](int spare) { return floor ? spare / 2 : static_cast<int>(std::nearbyint(spare / 2.0)); };
             g.crop_top = offset(g.resized_height - kCrop);
             g.crop_left = offset(g.resized_width - kCrop);
             if (kCrop % patch)

@@ -43,6 +43,7 @@ CLASSES = {
     "SiglipVisionConfig": (("SiglipVisionConfig",), (MODELS + "siglip/configuration_siglip.py",),
                            MODELS + "siglip/modeling_siglip.py"),
     "SiglipConfig": (("SiglipConfig",), (MODELS + "siglip/configuration_siglip.py",), None),
+    "ViTConfig": (("ViTConfig",), (MODELS + "vit/configuration_vit.py",), MODELS + "vit/modeling_vit.py"),
     "DINOv3ViTConfig": (("DINOv3ViTConfig",), (MODELS + "dinov3_vit/configuration_dinov3_vit.py",),
                         MODELS + "dinov3_vit/modeling_dinov3_vit.py"),
 }

@@ -96,12 +96,7 @@ Source hf_dinov3_source() {
     s.pipeline = PixelPipeline::HF;
     // DINOv3ViTImageProcessorFast: squash to 224x224, bilinear, ImageNet's mean and std (the hub's
     // eval transform is DINOv2's: short side 256 bicubic, crop 224).
-    s.pixel_defaults = [](Config& c) {
-        c.input_size = c.native_size();
-        c.crop_pct = 1.0;
-        c.eval_squash = true;
-        c.interpolation = ResizeFilter::Bilinear;
-    };
+    s.pixel_defaults = hf_bilinear_squash;
     s.activation = [](Config& c, const SideFiles& side, Notes&) {
         if (c.mlp == MlpKind::SwiGlu) {
             const std::string act = side.cfg_str("hidden_act").value_or("silu");

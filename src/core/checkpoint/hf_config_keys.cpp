@@ -106,6 +106,7 @@ const HfKeyTable& hf_clip_vision_keys() {
     static const HfKeyTable t = table(
         "CLIPVisionConfig",
         {
+            // projection_dim: checked in a flat config (CLIPVisionModelWithProjection); CLIPModel uses its top level's.
             {"hidden_size"}, {"intermediate_size"}, {"projection_dim"}, {"num_hidden_layers"}, {"num_attention_heads"},
             {"image_size"}, {"patch_size"}, {"hidden_act"}, {"layer_norm_eps"}, kChannels, kPreQuantization,
             inert("attention_dropout"), inert("initializer_range"), inert("initializer_factor"),
@@ -161,9 +162,26 @@ const HfKeyTable& hf_dinov3_keys() {
     return t;
 }
 
+// ViTModel's pooler is not run (hf_vit.cpp), so its width and activation change nothing vitreg
+// computes; encoder_stride sizes ViTForMaskedImageModeling's decoder.
+const HfKeyTable& hf_vit_keys() {
+    static const HfKeyTable t = table(
+        "ViTConfig",
+        {
+            {"hidden_size"}, {"num_hidden_layers"}, {"num_attention_heads"}, {"intermediate_size"}, {"hidden_act"},
+            {"layer_norm_eps"}, {"image_size"}, {"patch_size"}, {"qkv_bias"}, kChannels,
+            {"head_dim"},  // modeling_vit.py's getattr: held to hidden_size / num_attention_heads
+            inert("embedding_size"),  // modeling_vit.py before v5: only waives a divisibility check
+            inert("hidden_dropout_prob"), inert("attention_probs_dropout_prob"), inert("initializer_range"),
+            inert("encoder_stride"), inert("pooler_output_size"), inert("pooler_act"),
+        },
+        {"ViTConfig"});
+    return t;
+}
+
 std::vector<const HfKeyTable*> hf_key_tables() {
-    return {&hf_dinov2_keys(), &hf_clip_vision_keys(), &hf_clip_keys(), &hf_siglip_vision_keys(), &hf_siglip_keys(),
-            &hf_dinov3_keys()};
+    return {&hf_vit_keys(),   &hf_dinov2_keys(),        &hf_clip_vision_keys(), &hf_clip_keys(),
+            &hf_siglip_vision_keys(), &hf_siglip_keys(), &hf_dinov3_keys()};
 }
 
 void check_hf_keys(const SideFiles& side, const HfKeyTable& vision, const HfKeyTable* towers) {

@@ -1,8 +1,8 @@
 #pragma once
-// The keys of transformers' config classes for the HF sources (configuration_dinov2.py,
-// configuration_dinov2_with_registers.py, configuration_clip.py, configuration_siglip.py,
-// configuration_dinov3_vit.py, and configuration_utils.py's PreTrainedConfig, whose keys every
-// config.json written by transformers v4 carries), each read, inert or run only at some values
+// The keys of transformers' config classes for the HF sources (configuration_vit.py,
+// configuration_dinov2.py, configuration_dinov2_with_registers.py, configuration_clip.py,
+// configuration_siglip.py, configuration_dinov3_vit.py, and configuration_utils.py's
+// PreTrainedConfig, whose keys every config.json written by transformers v4 carries), each read, inert or run only at some values
 // (config_keys.hpp). tests/test_hf_config.cpp holds these tables to the keys recorded by
 // tests/upstream/hf_config_keys.py in tests/fixtures/upstream/transformers_keys.json.
 #include <string>
@@ -27,6 +27,7 @@ const HfKeyTable& hf_clip_keys();         // CLIPConfig, a two-tower config.json
 const HfKeyTable& hf_siglip_vision_keys();
 const HfKeyTable& hf_siglip_keys();
 const HfKeyTable& hf_dinov3_keys();
+const HfKeyTable& hf_vit_keys();  // ViTConfig
 // Every table, for the test against the fixture.
 std::vector<const HfKeyTable*> hf_key_tables();
 

@@ -12,7 +12,7 @@ namespace vitreg::source {
 namespace {
 
 const char* const kRuns =
-    "vitreg runs HF model_type dinov2, dinov2_with_registers, dinov3_vit, clip, clip_vision_model, siglip and "
+    "vitreg runs HF model_type vit, dinov2, dinov2_with_registers, dinov3_vit, clip, clip_vision_model, siglip and "
     "siglip_vision_model; the timm architectures of docs/families.md; open_clip's own ViT towers";
 
 // The HF source whose config.json names `name` among its model types or architectures.

@@ -5,6 +5,7 @@
 
 namespace vitreg::source {
 
+Source hf_vit_source();      // hf_vit.cpp: before hf_dinov2, whose patch embedding it shares
 Source hf_dinov2_source();   // hf_dinov2.cpp
 Source hf_dinov3_source();   // dinov3.cpp
 Source hf_clip_source();     // clip.cpp
@@ -18,6 +19,7 @@ Source dinov2_source();      // dinov2_timm.cpp: timm's names, the last resort
 
 const std::vector<Source>& sources() {
     static const std::vector<Source> all = {
+        hf_vit_source(),
         hf_dinov2_source(),
         hf_dinov3_source(),
         hf_clip_source(),

@@ -282,6 +282,7 @@ void agree_hf_config(const Checkpoint& ck, const SideFiles& side, const Config& 
         agree(side.cfg_file, s.key, *stated, held);
     }
     if (auto v = side.cfg_int("intermediate_size")) agree(side.cfg_file, "intermediate_size", *v, c.mlp_hidden);
+    if (auto v = side.cfg_int("head_dim")) agree(side.cfg_file, "head_dim", *v, c.head_dim);  // ViT's q, k, v width per head
     if (auto r = side.cfg_float("mlp_ratio")) {
         auto hidden = static_cast<long>(c.dim * *r);
         if (c.mlp == MlpKind::SwiGlu) hidden = (static_cast<long>(hidden * 2.0 / 3) + 7) / 8 * 8;
@@ -325,10 +326,10 @@ void check_consistency(const Checkpoint& ck, const SideFiles& side, const Metada
     if (auto v = side.cfg_int("patch_size")) agree(side.cfg_file, "patch_size", *v, c.patch);
     if (auto v = side.cfg_int("num_register_tokens")) agree(side.cfg_file, "num_register_tokens", *v, c.registers);
     if (side.cfg.is_object()) agree_hf_config(ck, side, c);
-    if (side.top.is_object()) {  // a two-tower model's config.json
-        const auto* e = dig(side.cfg, {"projection_dim"}) ? dig(side.cfg, {"projection_dim"}) : dig(side.top, {"projection_dim"});
-        if (e && c.proj_dim) agree(side.cfg_file, "projection_dim", json_count(*e, side.cfg_file, "projection_dim"), c.proj_dim);
-    }
+    // The projection's width: CLIPModel's visual_projection is the top level's projection_dim (its
+    // vision_config's is unused), CLIPVisionModelWithProjection's its own flat config's.
+    if (const auto* e = dig(side.top, {"projection_dim"}); e && c.proj_dim)
+        agree(side.cfg_file, "projection_dim", json_count(*e, side.cfg_file, "projection_dim"), c.proj_dim);
     if (auto v = side.vision_count("width")) agree(side.open_clip_file, "vision_cfg.width", *v, c.dim);
     if (auto v = side.vision_count("layers")) agree(side.open_clip_file, "vision_cfg.layers", *v, c.depth);
     if (auto v = side.vision_count("patch_size")) agree(side.open_clip_file, "vision_cfg.patch_size", *v, c.patch);

@@ -195,6 +195,53 @@ void apply_open_clip_preprocess(const SideFiles& side, Config& c, Notes& notes) 
     }
 }
 
+}  // namespace
+
+void hf_bilinear_squash(Config& c) {
+    c.input_size = c.native_size();
+    c.crop_pct = 1.0;
+    c.eval_squash = true;
+    c.interpolation = ResizeFilter::Bilinear;
+}
+
+namespace {
+
+// A square side of HF's image processors: an int (v4's files) or {"height", "width"}.
+std::optional<long> hf_square_side(const nlohmann::json& pp, const char* key, const std::string& file) {
+    const auto* v = dig(pp, {key});
+    if (!v || v->is_number_integer()) return v ? std::optional<long>(json_count(*v, file, key)) : std::nullopt;
+    const auto* h = dig(*v, {"height"});
+    const auto* w = dig(*v, {"width"});
+    if (!h || !w || *h != *w)
+        throw ConfigError(file + ": " + key + " = " + v->dump() + " is not a setting vitreg runs (it runs a square {\"height\", \"width\"} or one number)");
+    return json_count(*h, file, std::string(key) + ".height");
+}
+
+// The squashing processors (SigLIP's, DINOv3's, ViT's): both sides to `size`; then a center crop
+// of crop_size where do_center_crop is set (DeiT's, whose class sets it when the file is silent).
+void apply_hf_squash(const SideFiles& side, Config& c) {
+    const auto& pp = side.preprocessor;
+    const std::string& file = side.preprocessor_file;
+    const auto size = hf_square_side(pp, "size", file);
+    if (size) {
+        c.input_size = static_cast<int>(*size);
+        c.crop_pct = 1.0;
+    }
+    bool center_crop = false;
+    for (const char* key : {"image_processor_type", "feature_extractor_type"})
+        if (const auto* t = dig(pp, {key}); t && t->is_string()) center_crop = t->get<std::string>().rfind("DeiT", 0) == 0;
+    if (const auto* d = dig(pp, {"do_center_crop"})) {
+        if (!d->is_boolean()) throw ConfigError(file + ": 'do_center_crop' is not true or false");
+        center_crop = d->get<bool>();
+    }
+    const auto crop = center_crop ? hf_square_side(pp, "crop_size", file) : std::nullopt;
+    if (!crop) return;
+    if (*crop > c.input_size)
+        throw ConfigError(file + ": crop_size " + std::to_string(*crop) + " is larger than size " + std::to_string(c.input_size));
+    c.crop_pct = static_cast<double>(*crop) / static_cast<double>(c.input_size);
+    c.input_size = static_cast<int>(*crop);
+}
+
 // HF's preprocessor_config.json.
 void apply_hf_preprocessor(const SideFiles& side, Config& c) {
     if (!side.preprocessor.is_null()) {
@@ -217,9 +264,10 @@ void apply_hf_preprocessor(const SideFiles& side, Config& c) {
             if (k > 5) throw ConfigError(file + ": 'resample' " + std::to_string(k) + " is not a PIL filter (0-5)");
             c.interpolation = kPil[k];
         }
-        // SigLIP's and DINOv3's {"height", "width"}: the squash's side.
-        if (const auto* sz = dig(pp, {"size", "height"}); sz && c.eval_squash)
-            c.input_size = static_cast<int>(json_count(*sz, file, "size.height"));
+        if (c.eval_squash) {
+            apply_hf_squash(side, c);
+            return;
+        }
         const auto crop = side_of("crop_size", "height");
         const auto shortest = side_of("size", "shortest_edge");
         if (crop) c.input_size = static_cast<int>(*crop);
@@ -244,7 +292,8 @@ void apply_timm_pretrained(const SideFiles& side, Config& c, Notes& notes) {
             c.input_size = static_cast<int>(ih);
         }
         apply_interpolation(dig(*pretrained, {"interpolation"}), pf, c, notes);
-        // timm's crop_mode: center (the default), squash (resize to the input, no crop), border.
+        // timm's crop_mode: center (the default), squash (both sides to floor(input / crop_pct), then
+        // the center crop), border.
         c.eval_squash = false;
         if (const auto* m = dig(*pretrained, {"crop_mode"}); m && m->is_string()) {
             if (m->get<std::string>() == "squash") c.eval_squash = true;

@@ -61,6 +61,10 @@ void apply_side_files(const Source& source, const SideFiles& side, Config& c, No
 // config class's default). Any other name is refused with the file, the key and the value.
 MlpKind hf_activation(const SideFiles& side, const std::string& fallback);
 
+// The defaults of HF's squashing image processors (DINOv3's, ViT's): both sides to the native
+// input, bilinear, nothing cropped.
+void hf_bilinear_squash(Config& c);
+
 // Reading JSON configs.
 nlohmann::json read_config_json(const std::string& path, int max_depth);
 // A value at `path` in a JSON object, or null when any step is missing.
