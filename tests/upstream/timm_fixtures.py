@@ -2,7 +2,7 @@
 """Parity fixtures made by timm's own VisionTransformer and Eva (huggingface/pytorch-image-models,
 timm/models/vision_transformer.py and timm/models/eva.py): architectures from vitreg's table
 (src/core/checkpoint/timm_architectures.inc) built by `timm.create_model(NAME, pretrained=False,
-...)` with only the width, depth, heads and image size overridden (SHAPE), so everything else is the
+...)` with only the width, depth, heads, patch and image size overridden (SHAPE), so everything else is the
 definition's own. Each is saved as a timm hub folder: model.safetensors (timm's state_dict names)
 beside a config.json with `architecture`, `model_args` (only those overrides, as the hub repeats
 what differs from the definition), `num_classes`, `num_features` and `pretrained_cfg` (the
@@ -32,23 +32,38 @@ import torch
 
 from upstream_util import checkout_args, import_checkout, randomize, write_expected, write_index, write_weights
 
-# timm name -> the overrides passed to create_model (and written as model_args). Each covers a
-# distinct path of vitreg's timm reading:
-SHAPE = {
-    # class token + 4 registers, no_embed_class, LayerScale, bicubic pos-embed resampling
-    "vit_small_patch14_reg4_dinov2": dict(img_size=42, embed_dim=32, depth=2, num_heads=2),
-    # LayerScale, no_embed_class, class token
-    "deit3_small_patch16_224": dict(img_size=48, embed_dim=32, depth=2, num_heads=2),
-    # norm_pre, QuickGELU, no patch-embed bias, eps 1e-5
-    "vit_base_patch16_clip_quickgelu_224": dict(img_size=48, embed_dim=32, depth=2, num_heads=2),
-    # SigLIP: no class token, MAP head, gelu_tanh, mlp_ratio 3.7362 (hidden 119). (The patch-16 one:
-    # vit_base_patch32_siglip_256's patch embedding alone would be 400 KB at width 32.)
-    "vit_so400m_patch16_siglip_256": dict(img_size=48, embed_dim=32, depth=2, num_heads=2),
-    # no class token, 1 register, no_embed_class, avg pool of the patches + fc_norm, LayerScale
-    "vit_little_patch16_reg1_gap_256": dict(img_size=48, embed_dim=32, depth=2, num_heads=2),
-    # EVA-02: RoPE (ref_feat_shape 16x16 over a 3x3 grid), SwiGLU, avg pool
-    "eva02_small_patch14_224": dict(img_size=42, embed_dim=32, depth=2, num_heads=2),
-}
+# One architecture per recipe of vitreg's table: a row's arguments less the ones that only set a
+# size (embed_dim, depth, num_heads, patch_size, mlp_ratio; tests/test_upstream_timm.cpp holds the
+# same list and fails naming any runnable architecture whose recipe none of these shares). Each is
+# built at SHAPE, the only overrides (written as model_args), so everything else is the definition's.
+RECIPES = [  # what each adds to deit_base_patch16_224 (ViT) or eva02_small_patch14_224 (Eva)
+    "beit3_base_patch16_224",               # attn.norm and mlp.norm in the blocks, avg pool, eps 1e-5
+    "deit3_small_patch16_224",              # LayerScale, no_embed_class
+    "deit_base_patch16_224",                # the plain ViT: class token, eps 1e-6, GELU, token pool
+    "eva02_base_patch14_224",               # q/k/v projections, SwiGLU's fc1_g/fc1_x with mlp.norm
+    "eva02_base_patch16_clip_224",          # as eva02 B, attn.norm, token pool
+    "eva02_small_patch14_224",              # RoPE (ref_feat_shape 16x16), packed SwiGLU, avg pool + fc_norm
+    "eva_giant_patch14_224",                # EVA-01: learned positions only, GELU MLP
+    "eva_giant_patch14_clip_224",           # EVA-01, token pool
+    "eva_large_patch14_196",                # a VisionTransformer: class token, avg pool + fc_norm
+    "flexivit_base",                        # class token, no_embed_class
+    "vit_base_patch14_dinov2",              # LayerScale
+    "vit_base_patch14_reg1_tipsv2",         # 1 register, no_embed_class, LayerScale
+    "vit_small_patch14_reg4_dinov2",        # 4 registers, no_embed_class, LayerScale
+    "vit_base_patch16_224_miil",            # no qkv bias
+    "vit_base_patch16_clip_224",            # norm_pre, eps 1e-5
+    "vit_base_patch16_clip_quickgelu_224",  # norm_pre, eps 1e-5, QuickGELU
+    "vit_base_patch16_gap_224",             # no class token, avg pool without fc_norm
+    "vit_base_patch16_reg4_gap_256",        # no class token, 4 registers, avg pool + fc_norm
+    "vit_base_patch16_siglip_224",          # no class token, MAP head
+    "vit_so400m_patch16_siglip_256",        # no class token, MAP head, gelu_tanh
+    "vit_base_patch32_siglip_gap_256",      # no class token, avg pool without fc_norm, gelu_tanh
+    "vit_betwixt_patch16_gap_256",          # no class token, avg pool, no qkv bias, LayerScale
+    "vit_little_patch16_reg1_gap_256",      # no class token, 1 register, avg pool + fc_norm, LayerScale
+    "vit_betwixt_patch16_reg4_gap_256",     # no class token, 4 registers, avg pool + fc_norm, LayerScale
+]
+# Tiny and the same for every recipe: a 3x3 grid of 4-pixel patches, width 16 over 2 heads, 2 blocks.
+SHAPE = dict(img_size=12, patch_size=4, embed_dim=16, depth=2, num_heads=2)
 NEAR_ONE = ("norm1.weight", "norm2.weight", "norm.weight", "norm_pre.weight", "gamma")
 
 
@@ -81,18 +96,17 @@ def pretrained_cfg(model, img_size):
 
 
 def make_inputs(out, generator):
-    """One float32 batch of 2 per patch size and size (a 3x3 grid; a 2x4 one), shared by the cases."""
-    pixels = {}
-    for patch in (14, 16):
-        pixels[f"p{patch}.native"] = torch.randn(2, 3, 3 * patch, 3 * patch, generator=generator).float()
-        pixels[f"p{patch}.wide"] = torch.randn(2, 3, 2 * patch, 4 * patch, generator=generator).float()
+    """One float32 batch of 2 per size (a 3x3 grid; a 2x4 one), shared by the cases."""
+    patch = SHAPE["patch_size"]
+    pixels = {f"p{patch}.native": torch.randn(2, 3, 3 * patch, 3 * patch, generator=generator).float(),
+              f"p{patch}.wide": torch.randn(2, 3, 2 * patch, 4 * patch, generator=generator).float()}
     os.makedirs(out, exist_ok=True)
     write_expected(os.path.join(out, "inputs.safetensors"), pixels)
     return pixels
 
 
 def make_case(timm, name, out, generator, inputs):
-    shape = SHAPE[name]
+    shape = SHAPE
     model = timm.create_model(name, pretrained=False, num_classes=0, **shape).eval()
     randomize(model, generator, NEAR_ONE)
     norms = [n for n, m in model.named_modules() if isinstance(m, torch.nn.LayerNorm) and m.weight is not None]
@@ -115,7 +129,7 @@ def make_case(timm, name, out, generator, inputs):
         h, w = pixels.shape[2:]
         got = outputs(m.double(), pixels)
         expected.update({f"{size}.{k}": v for k, v in got.items() if v.numel()})
-        rows.append({"name": f"{name} {size}", "model": f"upstream/timm/{name}", "size": size,
+        rows.append({"name": f"{name} {size}", "architecture": name, "model": f"upstream/timm/{name}", "size": size,
                      "inputs": "upstream/timm/inputs.safetensors", "input": key, "expected": f"upstream/timm/{name}/expected.safetensors", "height": h, "width": w,
                      "class_token": "cls" in got, "global_pool": model.global_pool, "registers": got["registers"].shape[1]})
     write_expected(os.path.join(folder, "expected.safetensors"), expected)
@@ -129,7 +143,7 @@ def main():
     generator = torch.Generator().manual_seed(53)
     inputs = make_inputs(out, generator)
     rows = []
-    for name in SHAPE:
+    for name in RECIPES:
         rows += make_case(timm, name, out, generator, inputs)
     write_index(out, "huggingface/pytorch-image-models", commit, rows, timm=timm.__version__)
 

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint/config_keys.hpp"
+
 namespace vitreg::source {
 
 // An architecture as timm builds it: the definition's forward arguments with the hub config's
@@ -27,8 +29,17 @@ struct TimmArchitecture {
 
 // The architecture a timm hub config.json (`hub`, read from `file`) names, model_args applied.
 // Throws ConfigError naming the file, the key and the value: an architecture timm's table does not
-// hold, a model_args that is not an object, an argument vitreg's forward does not run.
+// hold, a model_args that is not an object, a key the model class does not take, an argument
+// vitreg's forward does not run.
 TimmArchitecture timm_architecture(const nlohmann::json& hub, const std::string& file);
+
+// Every parameter of timm's `model_class` ("VisionTransformer" or "Eva") __init__ with what vitreg
+// does with it: read (or held by the tensors), inert at inference, or run only at some values. A
+// model_args key outside it is refused by name, file and value, as timm's TypeError would.
+std::vector<ConfigKey> timm_parameter_uses(const std::string& model_class);
+
+// The parameters of `model_class`'s __init__ at the table's timm commit (generated, for tests).
+std::vector<std::string> timm_parameters(const std::string& model_class);
 
 // Every architecture the table holds, in name order (for tests and `vitreg` docs).
 std::vector<std::string> timm_architecture_names();
