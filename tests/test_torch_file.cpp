@@ -14,6 +14,7 @@
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
+#include "core/hub_cache.hpp"
 #include "io/torch_file.hpp"
 
 using namespace vitreg;
@@ -290,6 +291,11 @@ TEST_CASE("DINOv3's torch hub files: the HF folder's features, the unused k bias
     const std::string checkpoints = home.checkpoints();
     write_bytes(checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth", read_bytes(torch_fixture("dinov3_hub.pth")));
     CHECK(resolve_model_path("dinov3_vits16") == checkpoints + "/dinov3_vits16_pretrain_lvd1689m-08c60483.pth");
+    // ViT-7B/16 is a hub name too (its file: the 7B layout, a DINOv3 hub file like the others).
+    write_bytes(checkpoints + "/dinov3_vit7b16_pretrain_lvd1689m-a955f4ea.pth", read_bytes(torch_fixture("dinov3_hub.pth")));
+    CHECK(resolve_model_path("dinov3_vit7b16") == checkpoints + "/dinov3_vit7b16_pretrain_lvd1689m-a955f4ea.pth");
+    CHECK(torch_hub_repository("dinov3_vit7b16") == "facebookresearch/dinov3");
+    CHECK(looks_like_hub_id("facebook/dinov3-vit7b16-pretrain-lvd1689m"));  // its HF repository, from the HF cache
     CHECK_THROWS_WITH(resolve_model_path("dinov3_vitb16"),
                       Catch::Contains("dinov3_vitb16: not in the torch hub cache") && Catch::Contains("_pretrain_*.pth") &&
                           Catch::Contains("torch.hub.load('facebookresearch/dinov3', 'dinov3_vitb16')"));
