@@ -536,6 +536,10 @@ TEST_CASE("timm's definitions: what an architecture sets applies under model_arg
     CHECK_THROWS_WITH(Checkpoint(aimv2), Catch::Contains("sets act_layer = \"silu\" (timm's definition)"));
     const std::string qk_norm = folder_with(dir, "qk_norm", kDeit3, "config.json", [](json& j) { j["model_args"]["qk_norm"] = true; });
     CHECK_THROWS_WITH(Checkpoint(qk_norm), Catch::Contains("timm architecture 'deit3_small_patch16_224' sets qk_norm = true (model_args)"));
+    // A key timm's constructor does not take (timm: TypeError), named with its file and value.
+    const std::string typo = folder_with(dir, "typo", kDeit3, "config.json", [](json& j) { j["model_args"]["num_head"] = 3; });
+    CHECK_THROWS_WITH(Checkpoint(typo), Catch::StartsWith(typo + "/config.json: model_args.num_head = 3: 'num_head' is not a key "
+                                                                 "timm's VisionTransformer.__init__ has"));
     // What the definition builds must be what the tensors hold; model_args may say otherwise.
     const std::string reg4 =
         folder_with(dir, "reg4", kDeit3, "config.json", [](json& j) { j["architecture"] = "vit_small_patch14_reg4_dinov2"; });
