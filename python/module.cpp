@@ -25,4 +25,5 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_compare(m);
     vitreg::python::bind_eval(m);
     vitreg::python::bind_defects(m);
+    vitreg::python::bind_option_tables(m);
 }
