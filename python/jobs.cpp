@@ -28,7 +28,7 @@ using namespace pybind11::literals;
 
 // What every batch job takes: the pixel and batch tables with the job's own defaults (dense: one
 // image per forward), threads (None: the model's), the shard and the progress.
-std::array<Keyword, 14> batch_keywords(const BatchOptions& defaults) {
+auto batch_keywords(const BatchOptions& defaults) {
     return pixel_keywords() + table_keywords(batch_option_table(), defaults) +
            keywords(Keyword{"threads"}, Keyword{"shard"}, Keyword{"shard_count", py::int_(0)}, Keyword{"progress"});
 }

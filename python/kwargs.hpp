@@ -214,7 +214,7 @@ void take_table(Options& o, const OptionTable<S, N>& table, S& to) {
 }
 
 // resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line (pixel_option_table).
-inline std::array<Keyword, 5> pixel_keywords(const ResizeSpec& defaults = ResizeSpec()) {
+inline auto pixel_keywords(const ResizeSpec& defaults = ResizeSpec()) {
     return table_keywords(pixel_option_table(), defaults);
 }
 
