@@ -51,6 +51,8 @@ void bind_eval(py::module_& m);
 void bind_defects(py::module_& m);
 // vitreg.maps.
 void bind_maps(py::module_& m);
+// vitreg._option_table (option_tables.cpp).
+void bind_option_tables(py::module_& m);
 
 // The configurations of vitreg.explore and vitreg.compare: vitreg.Model objects or names as the
 // command line gives them ("MODEL@softmax1@bf16"), one or a list, labelled as the commands label

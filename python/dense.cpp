@@ -10,30 +10,6 @@
 
 namespace vitreg::python {
 
-void take_dense_options(Options& o, DenseOptions& d) {
-    d.layers = o.take<std::string>("layers", "last");
-    d.norm = o.take<bool>("norm", false);
-    d.concat = o.take<bool>("concat", false);
-    d.parse_upsample(o.take<std::string>("upsample", "none"));
-    d.view.window = o.take<int>("window", 0);
-    d.view.stride = o.take<int>("stride", 0);
-    d.view.scales = o.take<std::vector<double>>("scales", {1.0});
-    d.view.flip = o.take<bool>("flip", false);
-    if (o.given("grid")) {
-        const auto grid = o.take<std::pair<int, int>>("grid", {0, 0});
-        if (grid.first < 1 || grid.second < 1) throw UsageError("grid=(h, w) needs h, w >= 1");
-        d.view.grid_h = grid.first;
-        d.view.grid_w = grid.second;
-    }
-    d.jbu.sigma_spatial = o.take<double>("jbu_sigma_spatial", d.jbu.sigma_spatial);
-    d.jbu.sigma_range = o.take<double>("jbu_sigma_range", d.jbu.sigma_range);
-    d.jbu.radius = o.take<int>("jbu_radius", d.jbu.radius);
-    const auto dtype = o.take<std::string>("dtype", "f32");
-    if (dtype != "f32" && dtype != "f16") throw UsageError("dtype must be 'f32' or 'f16', not '" + dtype + "'");
-    d.half = dtype == "f16";
-    d.pca_dims = o.take<int>("pca_dims", 0);
-}
-
 py::object model_dense(const PyModel& self, const py::object& image, const py::kwargs& kwargs) {
     Options o("dense", kwargs);
     DenseOptions d;

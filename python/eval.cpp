@@ -9,7 +9,7 @@
 
 #include "bindings.hpp"
 #include "kwargs.hpp"
-#include "vitreg/analysis/evaluation.hpp"
+#include "vitreg/analysis/eval_options.hpp"
 
 namespace vitreg::python {
 
@@ -19,8 +19,8 @@ using namespace pybind11::literals;
 
 // The options every evaluation takes, and the call with the GIL released, its table as a dict.
 template <class Run>
-py::object run_eval(Options& o, EvalOptions& options, const std::string& default_resize, Run run) {
-    options.resize = take_pixel_spec(o, default_resize);
+py::object run_eval(Options& o, EvalOptions& options, Run run) {
+    options.resize = take_pixel_spec(o, options.resize);
     options.threads = o.take<int>("threads", 0);
     o.finish();
     std::string text;
@@ -41,31 +41,23 @@ py::object eval_correspondence(const py::object& models, const py::object& pairs
         list.push_back({path_of(p[0]), path_of(p[1]), path_of(p[2])});
     }
     const std::vector<LabelledModel> configs = labelled_models(models);
-    return run_eval(o, options, "long:448", [&] { return evaluate_correspondence(configs, list, options).table; });
+    return run_eval(o, options, [&] { return evaluate_correspondence(configs, list, options).table; });
 }
 
 py::object eval_segmentation(const py::object& models, const py::object& images, const py::object& masks, Options& o) {
     SegmentationOptions options;
-    options.train_fraction = o.take<double>("train_fraction", options.train_fraction);
-    options.knn.vote.k = o.take<int>("k", options.knn.vote.k);
-    options.knn.vote.temperature = o.take<double>("temperature", options.knn.vote.temperature);
-    options.knn.memory_per_image = o.take<int>("memory_per_image", options.knn.memory_per_image);
-    options.knn.max_memory = o.take<std::size_t>("max_memory", options.knn.max_memory);
-    options.knn.seed = o.take<std::uint64_t>("seed", options.knn.seed);
-    options.ridge = o.take<double>("ridge", options.ridge);
+    take_table(o, segmentation_option_table(), options);
     const std::vector<LabelledModel> configs = labelled_models(models);
     const std::string image_dir = path_of(images), mask_dir = path_of(masks);
-    return run_eval(o, options, "long:448", [&] { return evaluate_segmentation(configs, image_dir, mask_dir, options); });
+    return run_eval(o, options, [&] { return evaluate_segmentation(configs, image_dir, mask_dir, options); });
 }
 
 py::object eval_knn(const py::object& models, const py::object& images, Options& o) {
     KnnOptions options;
-    options.feature = o.take<std::string>("feature", options.feature);
-    options.vote.k = o.take<int>("k", options.vote.k);
-    options.vote.temperature = o.take<double>("temperature", options.vote.temperature);
+    take_table(o, knn_option_table(), options);
     const std::vector<LabelledModel> configs = labelled_models(models);
     const std::string dir = path_of(images);
-    return run_eval(o, options, "eval", [&] { return evaluate_knn(configs, dir, options); });
+    return run_eval(o, options, [&] { return evaluate_knn(configs, dir, options); });
 }
 
 }  // namespace
@@ -74,7 +66,7 @@ void bind_eval(py::module_& m) {
     const auto threads = keywords(Keyword{"threads", py::int_(0)});
     const CorrespondenceOptions corr;
     def_with_keywords(m, "eval_correspondence", &eval_correspondence, {"models", "pairs"},
-                      keywords(Keyword{"alphas", py::cast(corr.alphas)}) + pixel_keywords("long:448") + threads,
+                      keywords(Keyword{"alphas", py::cast(corr.alphas)}) + pixel_keywords(corr.resize) + threads,
                       R"(`vitreg eval correspondence`: PCK of mutual nearest neighbours between two views with known geometry.
 
 models  vitreg.Model objects, or names as the command takes them ('MODEL@softmax1', ...).
@@ -84,21 +76,14 @@ Returns eval.json as a dict: "rows" one per configuration (pck@0.05, ..., matche
 "protocol" the data and parameters, "details" per pair.)");
     const SegmentationOptions seg;
     def_with_keywords(m, "eval_segmentation", &eval_segmentation, {"models", "images", "masks"},
-                      keywords(Keyword{"train_fraction", py::float_(seg.train_fraction)}, Keyword{"k", py::int_(seg.knn.vote.k)},
-                               Keyword{"temperature", py::float_(seg.knn.vote.temperature)},
-                               Keyword{"memory_per_image", py::int_(seg.knn.memory_per_image)},
-                               Keyword{"max_memory", py::int_(seg.knn.max_memory)}, Keyword{"seed", py::int_(seg.knn.seed)},
-                               Keyword{"ridge", py::float_(seg.ridge)}) +
-                          pixel_keywords("long:448") + threads,
+                      table_keywords(segmentation_option_table(), seg) + pixel_keywords(seg.resize) + threads,
                       R"(`vitreg eval segmentation`: mIoU of a dense k-NN (Hummingbird) and of a linear probe on patch features.
 
 images, masks  folders: each image has masks/<stem>.png (palette or greyscale labels, 255 ignored).
 Returns eval.json as a dict (knn_miou, linear_miou, knn_accuracy, linear_accuracy, memory, test_patches).)");
     const KnnOptions knn;
     def_with_keywords(m, "eval_knn", &eval_knn, {"models", "images"},
-                      keywords(Keyword{"feature", py::str(knn.feature)}, Keyword{"k", py::int_(knn.vote.k)},
-                               Keyword{"temperature", py::float_(knn.vote.temperature)}) +
-                          pixel_keywords() + threads,
+                      table_keywords(knn_option_table(), knn) + pixel_keywords(knn.resize) + threads,
                       R"(`vitreg eval knn`: leave-one-out k-NN accuracy over a folder of class subfolders.
 
 feature  'cls' or 'pooled'. Returns eval.json as a dict (accuracy, accuracy:<class> per class).)");

@@ -12,6 +12,7 @@
 #include "bindings.hpp"
 #include "kwargs.hpp"
 #include "dense_options.hpp"
+#include "vitreg/batch_options.hpp"
 #include "vitreg/dense.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
@@ -25,28 +26,21 @@ namespace {
 
 using namespace pybind11::literals;
 
-// What every batch job takes; defaults as on the command line (None: the job's or the model's own).
-std::array<Keyword, 14> batch_keywords() {
-    return pixel_keywords() + keywords(Keyword{"format", py::str("npy")}, Keyword{"batch"}, Keyword{"threads"},
-                                       Keyword{"chunk"}, Keyword{"resume", py::bool_(false)},
-                                       Keyword{"overwrite", py::bool_(false)}, Keyword{"shard"},
-                                       Keyword{"shard_count", py::int_(0)}, Keyword{"progress"});
+// What every batch job takes: the pixel and batch tables with the job's own defaults (dense: one
+// image per forward), threads (None: the model's), the shard and the progress.
+auto batch_keywords(const BatchOptions& defaults) {
+    return pixel_keywords() + table_keywords(batch_option_table(), defaults) +
+           keywords(Keyword{"threads"}, Keyword{"shard"}, Keyword{"shard_count", py::int_(0)}, Keyword{"progress"});
 }
 
 void take_batch_options(const PyModel& model, Options& o, BatchOptions& b, const std::string& out) {
     b.out_dir = out;
     b.resize = take_pixel_spec(o);
-    const auto format = o.take<std::string>("format", "npy");
-    if (format != "npy" && format != "safetensors") throw UsageError("format must be 'npy' or 'safetensors', not '" + format + "'");
-    b.format = format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
-    b.batch = o.take<int>("batch", b.batch);
+    take_table(o, batch_option_table(), b);
     b.threads = o.take<int>("threads", model.threads);
-    b.chunk_rows = o.take<std::size_t>("chunk", b.chunk_rows);
-    b.resume = o.take<bool>("resume", false);
-    b.overwrite = o.take<bool>("overwrite", false);
     b.image_limits = model.image_limits;
     b.max_tokens = model.max_tokens;
-    if (b.batch < 1 || b.threads < 0 || b.chunk_rows < 1) throw UsageError("batch and chunk must be positive, threads 0 or more");
+    if (b.threads < 0) throw UsageError("threads: " + std::to_string(b.threads) + " is outside 0..1024");
     // "K/N", "auto" (Slurm array or Kubernetes indexed job, with shard_count) or (K, N).
     const auto shard = o.take<py::object>("shard", py::none());
     const int shard_count = o.take<int>("shard_count", 0);
@@ -170,7 +164,7 @@ py::object study(const py::object& configs, const py::object& images, Options& o
 void bind_jobs(py::module_& m) {
     def_with_keywords(m, "extract", &extract, {"model", "inputs", "out"},
                       keywords(Keyword{"patch_tokens", py::bool_(false)}, Keyword{"project", py::bool_(false)}) +
-                          batch_keywords(),
+                          batch_keywords(ExtractOptions()),
                       R"(The batch job of `vitreg extract`: the same files, the same durability.
 
 inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
@@ -178,8 +172,8 @@ out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers
         patch/<row>.npy with patch_tokens, embedding.npy [N, E] with project (cls @ proj, models
         with a projection: CLIP), run.json (or features.safetensors with
         format='safetensors'); job.json and chunks/ hold the durable progress.
-batch   images per forward (None: 8); threads: None for the model's.
-chunk   inputs per durable chunk (None: 256); resume continues a killed run, overwrite replaces another.
+batch   images per forward; threads: None for the model's.
+chunk   inputs per durable chunk; resume continues a killed run, overwrite replaces another.
 shard   'K/N' or (K, N): block K of N of the sorted inputs, into out/shard-K-of-N (vitreg.merge joins);
         'auto' takes K (and N) from a Slurm array task or a Kubernetes indexed job (with shard_count=N).
 progress  a callable progress(done, total), called after each batch, or True for a tqdm bar (nothing
@@ -188,7 +182,7 @@ A bad image is a failed row of the manifest, not an exception. Returns a dict: i
     def_with_keywords(m, "dense", &dense, {"model", "inputs", "out"},
                       dense_keywords() +
                           keywords(Keyword{"pca", py::bool_(false)}, Keyword{"pca_joint", py::bool_(false)}, Keyword{"pca_mask"}) +
-                          artifact_rule_keywords(true) + batch_keywords(),
+                          artifact_rule_keywords(true) + batch_keywords(DenseOptions()),
                       R"(The batch job of `vitreg dense`: per-image patch-feature grids aligned to pixels.
 
 Writes out/<row>.npy ([layers, h, w, D], or [h, w, C] for one layer or with concat),
@@ -198,7 +192,7 @@ pca_dims=K (the features reduced to K components before upsampling; pca_joint fi
 batch), and manifest.jsonl with each row's geometry (how a grid cell maps back
 to source pixels). layers: 'last' | '-4,-3,-2,-1' | 'i,j'; norm applies the final LayerNorm;
 upsample: 'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE'; dtype: 'f32' |
-'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense). batch None: 1.
+'f16'; window, stride, scales, flip, grid: the dense view (see Model.dense).
 artifact_rule 'norm' | 'direction' | 'both' (None: no mask) writes <row>.artifacts.npy, float32
 [layers, h, w], 1 where the rule flags the patch at each chosen layer (not with a view); mad_k,
 defects (a file of vitreg.defects), defect_samples, defect_seed as in vitreg.compare.

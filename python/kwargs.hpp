@@ -20,7 +20,8 @@
 #include "vitreg/inputs.hpp"
 #include "vitreg/model_options.hpp"
 #include "vitreg/model_request.hpp"
-#include "vitreg/preprocess.hpp"
+#include "vitreg/option_spec.hpp"
+#include "vitreg/pixel_options.hpp"
 
 namespace vitreg::python {
 
@@ -74,7 +75,7 @@ private:
 
 // A named keyword-only parameter of a binding and its default (None: the call's own default).
 struct Keyword {
-    const char* name;
+    std::string name;
     py::object fallback = py::none();
 };
 
@@ -108,16 +109,16 @@ void def_with_keywords(py::module_& m, const char* name, R (*body)(A...),
                        const std::array<const char*, sizeof...(P)>& positional, const std::array<Keyword, sizeof...(K)>& named,
                        const char* doc, std::index_sequence<P...>, std::index_sequence<K...>) {
     using Args = std::tuple<A...>;
-    std::array<const char*, sizeof...(K)> names{named[K].name...};
+    std::array<std::string, sizeof...(K)> names{named[K].name...};
     m.def(
         name,
         [body, names, job = std::string(name)](std::tuple_element_t<P, Args>... args, indexed<K, py::object>... values) -> R {
             py::kwargs given;
-            ((given[names[K]] = values), ...);
+            ((given[names[K].c_str()] = values), ...);
             Options o(job, given, true);
             return body(std::forward<std::tuple_element_t<P, Args>>(args)..., o);
         },
-        py::arg(positional[P])..., py::kw_only(), (py::arg(named[K].name) = named[K].fallback)..., doc);
+        py::arg(positional[P])..., py::kw_only(), (py::arg(named[K].name.c_str()) = named[K].fallback)..., doc);
 }
 
 }  // namespace detail
@@ -159,21 +160,67 @@ inline OptionValues take_model_options(Options& o) {
     return values;
 }
 
-// resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line.
-inline std::array<Keyword, 5> pixel_keywords(const std::string& default_resize = "eval") {
-    return keywords(Keyword{"resize", py::str(default_resize)}, Keyword{"pipeline"}, Keyword{"resample", py::str("pil")},
-                    Keyword{"decode", py::str("exact")}, Keyword{"exif_transpose", py::bool_(false)});
+// An option table's entry as Python's default: None where the table's default is empty text or
+// the keyword may be a sequence (joiner), else the value.
+inline py::object keyword_default(const OptionInfo& info, const OptionValue& value) {
+    if (!info.joiner.empty()) return py::none();
+    switch (info.type) {
+        case ValueType::Flag: return py::bool_(std::get<bool>(value));
+        case ValueType::Integer: return py::int_(std::get<std::int64_t>(value));
+        case ValueType::Real: return py::float_(std::get<double>(value));
+        case ValueType::Text: break;
+    }
+    const auto& text = std::get<std::string>(value);
+    return text.empty() ? py::object(py::none()) : py::object(py::str(text));
 }
 
-inline ResizeSpec take_pixel_spec(Options& o, const std::string& default_resize = "eval") {
-    ResizeSpec r = ResizeSpec::parse(o.take<std::string>("resize", default_resize));
-    const auto pipeline = o.take<std::string>("pipeline", "");
-    if (!pipeline.empty()) r.pipeline = parse_pixel_pipeline(pipeline);
-    r.resampler = parse_resampler(o.take<std::string>("resample", "pil"));
-    const auto decode = o.take<std::string>("decode", "exact");
-    if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
-    r.draft = decode == "draft";
-    r.exif_transpose = o.take<bool>("exif_transpose", false);
+// The keywords of an option table (option_spec.hpp), by their Python names, defaults from `defaults`.
+template <class S, std::size_t N>
+std::array<Keyword, N> table_keywords(const OptionTable<S, N>& table, const S& defaults = S()) {
+    std::array<Keyword, N> out;
+    for (std::size_t i = 0; i < N; ++i)
+        out[i] = Keyword{table[i].info.python_name(), keyword_default(table[i].info, table[i].get(defaults))};
+    return out;
+}
+
+// A Text keyword's value: a str, or with a joiner a sequence of numbers joined by it ([0.5, 1] ->
+// "0.5,1", (32, 48) -> "32x48").
+inline std::string keyword_text(const OptionInfo& info, const py::object& value) {
+    if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+    const std::string key = info.python_name();
+    if (info.joiner.empty() || !py::isinstance<py::sequence>(value))
+        throw UsageError(key + ": " + std::string(py::repr(value)) + " is not a str" + (info.joiner.empty() ? "" : " or a sequence"));
+    std::string text;
+    for (const auto& item : value) text += (text.empty() ? "" : info.joiner) + std::string(py::str(item));
+    return text;
+}
+
+// The table's keywords that are given (not None) set in `to`, through the checks the command line
+// runs; the others keep `to`'s values.
+template <class S, std::size_t N>
+void take_table(Options& o, const OptionTable<S, N>& table, S& to) {
+    for (const auto& spec : table) {
+        const std::string key = spec.info.python_name();
+        if (!o.given(key.c_str())) continue;
+        OptionValue value;
+        switch (spec.info.type) {
+            case ValueType::Flag: value = o.take<bool>(key.c_str(), false); break;
+            case ValueType::Integer: value = o.take<std::int64_t>(key.c_str(), 0); break;
+            case ValueType::Real: value = o.take<double>(key.c_str(), 0.0); break;
+            case ValueType::Text: value = keyword_text(spec.info, o.take<py::object>(key.c_str(), py::none())); break;
+        }
+        spec.apply(to, value, key);
+    }
+}
+
+// resize=, pipeline=, resample=, decode=, exif_transpose=: as on the command line (pixel_option_table).
+inline auto pixel_keywords(const ResizeSpec& defaults = ResizeSpec()) {
+    return table_keywords(pixel_option_table(), defaults);
+}
+
+inline ResizeSpec take_pixel_spec(Options& o, const ResizeSpec& defaults = ResizeSpec()) {
+    ResizeSpec r = defaults;
+    take_table(o, pixel_option_table(), r);
     return r;
 }
 

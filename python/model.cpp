@@ -167,12 +167,15 @@ py::array_t<float> preprocess_image(const PyModel& self, const py::object& image
                                     const std::optional<std::string>& pipeline, const std::string& resample,
                                     const std::string& decode, bool exif_transpose) {
     const Config& c = self.model.config();
-    ResizeSpec spec = ResizeSpec::parse(resize);
-    if (pipeline) spec.pipeline = parse_pixel_pipeline(*pipeline);
-    spec.resampler = parse_resampler(resample);
-    if (decode != "exact" && decode != "draft") throw UsageError("decode must be 'exact' or 'draft', not '" + decode + "'");
-    spec.draft = decode == "draft";
-    spec.exif_transpose = exif_transpose;
+    py::kwargs given;  // through the pixel table's checks, as every call's pixel keywords
+    given["resize"] = resize;
+    given["pipeline"] = pipeline ? py::object(py::str(*pipeline)) : py::object(py::none());
+    given["resample"] = resample;
+    given["decode"] = decode;
+    given["exif_transpose"] = exif_transpose;
+    Options o("preprocess", given);
+    const ResizeSpec spec = take_pixel_spec(o);
+    o.finish();
     Pixels px;
     if (!py::isinstance<py::str>(image) && !py::hasattr(image, "__fspath__")) {
         const py::array a = shared_array(image);

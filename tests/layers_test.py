@@ -25,7 +25,7 @@ ALLOWED = {
 }
 # The public headers of include/vitreg/ that the batch library implements, and vitreg.hpp, which
 # includes all of include/vitreg/ and so sits at the top of it.
-BATCH_API = {"batch_job.hpp", "dense.hpp", "extract.hpp", "merge.hpp", "vitreg.hpp"}
+BATCH_API = {"batch_job.hpp", "batch_options.hpp", "dense.hpp", "dense_options.hpp", "extract.hpp", "merge.hpp", "vitreg.hpp"}
 SRC_LAYERS = {"core": "core", "io": "core", "analysis": "analysis", "batch": "batch", "render": "render"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 

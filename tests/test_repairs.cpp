@@ -16,6 +16,7 @@
 #include "test_support.hpp"
 #include "vitreg/analysis/repair_calibration.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/model_options.hpp"
 #include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
 #include "vitreg/preprocess.hpp"
@@ -273,8 +274,8 @@ TEST_CASE("repair suffixes parse in the order written, print back, and refuse wh
     REQUIRE(spec.intervention);
     const auto& repairs = spec.intervention->repairs;
     REQUIRE(repairs.size() == 3);
-    CHECK(repairs[0].kind == RepairKind::Debias);
-    CHECK(repairs[1].kind == RepairKind::Inpaint);
+    CHECK(repairs[0].kind() == "debias");
+    CHECK(repairs[1].kind() == "inpaint");
     CHECK(repairs[2].forwards_per_image() == 5);
     CHECK(spec.to_string() == text);
     CHECK(spec.intervention->forwards_per_image() == 5);
@@ -308,4 +309,26 @@ TEST_CASE("repair suffixes parse in the order written, print back, and refuse wh
                       Catch::Contains("was calibrated on a model of"));
     // Every shift of a denoise must fit the input: a one-patch input has no room for any.
     CHECK_THROWS_WITH(planted("@denoise=shift:2").forward(px.data(), 1, 4, 4), Catch::Contains("does not fit a 4x4 input"));
+}
+
+TEST_CASE("the repair registry names each kind once: suffixes, refusals and the model name's help", "[repair]") {
+    const std::vector<std::string> kinds{"inpaint", "denoise", "debias", "registers"};
+    for (const auto& kind : kinds) {
+        INFO(kind);
+        CHECK(Repair::names_repair(kind + "=x"));
+        CHECK(repair_forms().find(kind + "=") != std::string::npos);
+        CHECK(repair_help().find("@" + kind + "=") != std::string::npos);
+    }
+    CHECK_FALSE(Repair::names_repair("inpaints=artifacts"));
+    CHECK(model_name_help().find(repair_help()) != std::string::npos);
+    for (const std::string text : {"inpaint=artifacts", "inpaint=artifacts:all", "denoise=shift:9", "denoise=shift:3:median",
+                                   "registers=zero", "registers=zero:0,1"}) {
+        const Repair r = Repair::parse(text);
+        CHECK(r.to_string() == text);
+        CHECK(text.rfind(r.kind() + "=", 0) == 0);
+    }
+    CHECK(Repair::parse("denoise=shift:9").forwards_per_image() == 9);
+    CHECK(Repair::parse("registers=zero").forwards_per_image() == 1);
+    CHECK_THROWS_WITH(Repair::parse("smooth=3"), "@smooth=3: not a repair (" + repair_forms() + ")");
+    CHECK_THROWS_WITH(ModelSpec::parse("m@smooth=3"), Catch::Contains("or a repair: " + repair_forms() + ")"));
 }

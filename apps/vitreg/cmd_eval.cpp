@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "common.hpp"
-#include "vitreg/analysis/evaluation.hpp"
+#include "vitreg/analysis/eval_options.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/render/eval_report.hpp"
 #include "vitreg/render/render.hpp"
@@ -21,18 +21,30 @@ struct EvalArgs {
     std::string out;
     PixelArgs pixels;
     int threads = 0;
+    GivenOptions given;  // of the evaluation's own option table
 };
 
+// `defaults`: the evaluation's options as constructed (its --resize default).
 CLI::App* add_eval_command(CLI::App& parent, const std::string& name, const std::string& help, EvalArgs& a,
-                           const std::string& default_resize) {
+                           const EvalOptions& defaults) {
     auto* cmd = parent.add_subcommand(name, help);
     cmd->add_option("MODEL", a.models, "configurations side by side: MODEL[@KIND][@PRECISION][@evict=…][@ttr=…] (as compare takes them)")
         ->required();
     cmd->add_option("-o,--out", a.out, "output folder: eval.json, eval.csv, report.html")->required();
-    a.pixels.resize = default_resize;
-    add_pixel_args(*cmd, a.pixels, "eval | none | WxH | short:N | long:N");
+    a.pixels.defaults = defaults.resize;
+    add_pixel_args(*cmd, a.pixels);
     add_table_option(*cmd, "threads", a.threads);
     return cmd;
+}
+
+// The evaluation's options as given: its table's over the struct's defaults, then pixels and threads.
+template <class O, std::size_t N>
+O eval_options(const EvalArgs& a, const OptionTable<O, N>& table) {
+    O o;
+    apply_given(table, a.given, o);
+    o.resize = pixel_spec(a.pixels);
+    o.threads = a.threads;
+    return o;
 }
 
 std::vector<LabelledModel> load_configurations(const std::vector<std::string>& specs) {
@@ -61,7 +73,7 @@ void register_correspondence(CLI::App& eval, Command& run) {
     auto pairs = std::make_shared<std::vector<std::string>>();
     auto alphas = std::make_shared<std::vector<double>>(std::vector<double>{0.05, 0.10, 0.15});
     auto* cmd = add_eval_command(eval, "correspondence", "PCK of mutual nearest neighbours between two views with known geometry", *a,
-                                 "long:448");
+                                 CorrespondenceOptions());
     cmd->add_option("--pair", *pairs,
                     "FIRST SECOND TRUTH: two views and their geometry (a homography as OpenCV XML or 9 numbers of text, or a "
                     "disparity map of the first view: greyscale PNG or .npz); repeatable")
@@ -96,31 +108,18 @@ void register_correspondence(CLI::App& eval, Command& run) {
 
 void register_segmentation(CLI::App& eval, Command& run) {
     auto a = std::make_shared<EvalArgs>();
-    auto o = std::make_shared<SegmentationOptions>();
     auto dirs = std::make_shared<std::pair<std::string, std::string>>();
+    const SegmentationOptions defaults;
     auto* cmd = add_eval_command(eval, "segmentation", "mIoU of a dense k-NN (Hummingbird) and of a linear probe on patch features", *a,
-                                 "long:448");
+                                 defaults);
     cmd->add_option("--images", dirs->first, "folder of images (VOC's JPEGImages)")->required();
     cmd->add_option("--masks", dirs->second, "folder of <image stem>.png label masks: palette or greyscale, 255 ignored (VOC's SegmentationClass)")
         ->required();
-    cmd->add_option("--train-fraction", o->train_fraction, "the first part of the images sorted by name learns, the rest is scored")
-        ->check(CLI::Range(0.05, 0.95))
-        ->capture_default_str();
-    cmd->add_option("--k", o->knn.vote.k, "neighbours of the dense k-NN")->check(CLI::Range(1, 1000))->capture_default_str();
-    cmd->add_option("--temperature", o->knn.vote.temperature, "each neighbour votes exp(cos / temperature)")
-        ->check(CLI::Range(1e-4, 10.0))
-        ->capture_default_str();
-    cmd->add_option("--memory-per-image", o->knn.memory_per_image, "labelled patches drawn from each training image into the memory")
-        ->check(CLI::Range(1, 1 << 20))
-        ->capture_default_str();
-    cmd->add_option("--max-memory", o->knn.max_memory, "the memory's bound in patches (refused beyond)")->capture_default_str();
-    cmd->add_option("--seed", o->knn.seed, "the memory's draw")->capture_default_str();
-    cmd->add_option("--ridge", o->ridge, "the linear probe's ridge strength")->check(CLI::Range(0.0, 1e6))->capture_default_str();
-    cmd->callback([&run, a, o, dirs] {
-        run = [a, o, dirs] {
-            o->resize = pixel_spec(a->pixels);
-            o->threads = a->threads;
-            write_eval(a->out, evaluate_segmentation(load_configurations(a->models), dirs->first, dirs->second, *o), {});
+    add_table_options(*cmd, segmentation_option_table(), defaults, a->given);
+    cmd->callback([&run, a, dirs] {
+        run = [a, dirs] {
+            const auto o = eval_options(*a, segmentation_option_table());
+            write_eval(a->out, evaluate_segmentation(load_configurations(a->models), dirs->first, dirs->second, o), {});
             return 0;
         };
     });
@@ -128,20 +127,14 @@ void register_segmentation(CLI::App& eval, Command& run) {
 
 void register_knn(CLI::App& eval, Command& run) {
     auto a = std::make_shared<EvalArgs>();
-    auto o = std::make_shared<KnnOptions>();
     auto dir = std::make_shared<std::string>();
-    auto* cmd = add_eval_command(eval, "knn", "leave-one-out k-NN accuracy on image features over class subfolders", *a, "eval");
+    const KnnOptions defaults;
+    auto* cmd = add_eval_command(eval, "knn", "leave-one-out k-NN accuracy on image features over class subfolders", *a, defaults);
     cmd->add_option("--images", *dir, "folder with one subfolder of images per class")->required();
-    cmd->add_option("--feature", o->feature, "cls | pooled")->check(CLI::IsMember({"cls", "pooled"}))->capture_default_str();
-    cmd->add_option("--k", o->vote.k, "neighbours")->check(CLI::Range(1, 1000))->capture_default_str();
-    cmd->add_option("--temperature", o->vote.temperature, "each neighbour votes exp(cos / temperature)")
-        ->check(CLI::Range(1e-4, 10.0))
-        ->capture_default_str();
-    cmd->callback([&run, a, o, dir] {
-        run = [a, o, dir] {
-            o->resize = pixel_spec(a->pixels);
-            o->threads = a->threads;
-            write_eval(a->out, evaluate_knn(load_configurations(a->models), *dir, *o), {});
+    add_table_options(*cmd, knn_option_table(), defaults, a->given);
+    cmd->callback([&run, a, dir] {
+        run = [a, dir] {
+            write_eval(a->out, evaluate_knn(load_configurations(a->models), *dir, eval_options(*a, knn_option_table())), {});
             return 0;
         };
     });

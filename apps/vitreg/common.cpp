@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 
+#include "vitreg/batch_options.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/model_spec.hpp"
@@ -81,20 +82,14 @@ void add_artifact_rule_args(CLI::App& cmd, ArtifactRule& rule) {
     add_defect_fit_args(cmd, rule.fit, "defect-");
 }
 
-void add_batch_args(CLI::App& cmd, BatchArgs& a) {
+void add_batch_args(CLI::App& cmd, BatchArgs& a, const BatchOptions& defaults) {
     add_model_args(cmd, a.model);
     cmd.add_option("INPUT", a.inputs, "image files, folders (recursive, sorted) or @list.txt")->required();
     cmd.add_option("-o,--out", a.out, "output folder")->required();
     add_pixel_args(cmd, a.pixels);
-    cmd.add_option("--format", a.format, "npy or safetensors")->check(CLI::IsMember({"npy", "safetensors"}))->capture_default_str();
-    cmd.add_option("--batch", a.batch, "images per forward (same-size images share one)")->check(CLI::Range(1, 4096))->capture_default_str();
+    add_table_options(cmd, batch_option_table(), defaults, a.given);
     add_table_option(cmd, "threads", a.threads);
     add_input_limit_args(cmd, a.limits);
-    cmd.add_flag("--resume", a.resume, "continue the run that OUT holds (or finish it); starts one if there is none");
-    cmd.add_flag("--overwrite", a.overwrite, "replace what OUT holds when it is another run (vitreg's files only)");
-    cmd.add_option("--chunk", a.chunk, "inputs per durable chunk: a killed run loses at most one")
-        ->check(CLI::Range(std::size_t(1), std::size_t(1) << 20))
-        ->capture_default_str();
     cmd.add_option("--shard", a.shard,
                    "K/N: take block K (0-based) of N of the sorted inputs, into OUT/shard-K-of-N; 'auto' reads "
                    "SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX (with --shard-count); join with vitreg merge OUT");
@@ -107,14 +102,10 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a) {
 void fill_batch_options(const BatchArgs& a, BatchOptions& o) {
     o.out_dir = a.out;
     o.resize = pixel_spec(a.pixels);
-    o.format = a.format == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
-    o.batch = a.batch;
+    apply_given(batch_option_table(), a.given, o);
     o.threads = a.threads;
     o.image_limits = a.limits.image;
     o.max_tokens = a.limits.max_tokens;
-    o.chunk_rows = a.chunk;
-    o.resume = a.resume;
-    o.overwrite = a.overwrite;
     if (!a.shard.empty()) {
         const Shard s = parse_shard(a.shard, a.shard_count);
         o.shard_index = s.index;

@@ -92,17 +92,17 @@ void add_defect_fit_args(CLI::App& cmd, DefectOptions& fit, const std::string& p
 struct BatchArgs {
     ModelArgs model;
     std::vector<std::string> inputs;
-    std::string out, format = "npy";
+    std::string out;
     PixelArgs pixels;
-    int batch = 8, threads = 0;
+    GivenOptions given;  // of batch_option_table()
+    int threads = 0;
     InputLimits limits;
-    bool resume = false, overwrite = false;
-    std::size_t chunk = 256;
     std::string shard;
     int shard_count = 0;
 };
-void add_batch_args(CLI::App& cmd, BatchArgs& args);
-// The options every batch job shares (BatchOptions), from the command line.
+// `defaults`: the job's options struct as constructed (dense runs one image per forward).
+void add_batch_args(CLI::App& cmd, BatchArgs& args, const BatchOptions& defaults = BatchOptions());
+// The options every batch job shares (BatchOptions), from the command line, over `o`'s own defaults.
 void fill_batch_options(const BatchArgs& a, BatchOptions& o);
 // The expanded inputs (UsageError when there are none).
 std::vector<std::string> batch_inputs(const BatchArgs& args);

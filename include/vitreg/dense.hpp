@@ -63,6 +63,12 @@ struct DenseOptions : BatchOptions {
     void check(int patch) const;
     // check(c.patch), and the layers and pca_dims against the model: pca_dims in 1..(layers × dim).
     void check(const Config& c) const;
+    // What the run was asked for, each option once: the job's identity (job.json) and the table's
+    // record (run.json) both hold it. `block_layers`: the layers resolved against the model;
+    // `rule`: the artifact rule bound to it (null: none).
+    nlohmann::ordered_json to_json(const std::vector<int>& block_layers, const ArtifactRule* rule) const;
+    // How the PCAs (the picture's, the reduction's) are fitted: "per image" or "joint over batches of N".
+    std::string pca_fit() const;
 };
 
 // One image's dense array, as dense_features writes it: float32 in `data`, or with the options'

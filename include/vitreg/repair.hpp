@@ -49,12 +49,12 @@ struct RepairCalibration {
     void write(const std::string& path) const;
 };
 
-enum class RepairKind { Inpaint, Denoise, Debias, Registers };
+struct RepairType;  // core/repairs/repair_type.hpp: one record per kind, each in its own file
 
 struct Repair {
-    RepairKind kind = RepairKind::Inpaint;
+    const RepairType* type = nullptr;  // set by parse
     std::string layers;  // inpaint (default "last") and registers (default "all"): resolve_layers
-    int shifts = 0;      // denoise: K
+    int shifts = 0;      // denoise: K (0 for the others: one forward)
     bool median = false; // denoise: the split's noise by medians instead of means
     bool zero = false;   // registers=zero
     std::string file;    // debias, registers=mean, inpaint=directions
@@ -67,13 +67,20 @@ struct Repair {
     // Whether `word` is a repair's suffix ("inpaint=", "denoise=", "debias=", "registers=").
     static bool names_repair(const std::string& word);
     std::string to_string() const;  // parses back
-    int forwards_per_image() const { return kind == RepairKind::Denoise ? shifts : 1; }
+    std::string kind() const;       // the suffix's word: "inpaint", "denoise", "debias", "registers"
+    int forwards_per_image() const { return shifts > 0 ? shifts : 1; }
     // Throws UsageError naming the repair when it cannot apply to this model (registers on a
     // model without them, a calibration of another model, layers out of range).
     void validate(const Config& config) const;
     // The blocks after which it edits the stream, for a model of `depth` blocks.
     std::vector<int> layers_of(int depth) const;
 };
+
+// Every repair's forms and what each costs, for the model name's help ("@inpaint=artifacts[:LAYERS]
+// (...), @denoise=shift:K[:median] (...), ...").
+std::string repair_help();
+// The repairs' short forms, as a refusal lists them: "inpaint=artifacts, denoise=shift:K, ...".
+std::string repair_forms();
 
 // denoise=shift:K's shifts in patches (rows, columns): (0,0) first, then rings of growing radius
 // r: (0,r), (r,0), (-r,-r), (0,-r), (-r,0), (r,r), (r,-r), (-r,r), ... From K = 4 on, every cell is

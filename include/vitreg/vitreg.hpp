@@ -4,10 +4,12 @@
 // writers and the batch jobs. Analysis and rendering have their own folders beside this one
 // (vitreg/analysis/, vitreg/render/) and libraries (vitreg::analysis, vitreg::render).
 #include "vitreg/batch_job.hpp"
+#include "vitreg/batch_options.hpp"
 #include "vitreg/canonical_checkpoint.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/dense.hpp"
+#include "vitreg/dense_options.hpp"
 #include "vitreg/dense_upsample.hpp"
 #include "vitreg/dense_view.hpp"
 #include "vitreg/enum_names.hpp"
@@ -24,6 +26,8 @@
 #include "vitreg/model_options.hpp"
 #include "vitreg/model_request.hpp"
 #include "vitreg/model_spec.hpp"
+#include "vitreg/option_spec.hpp"
+#include "vitreg/pixel_options.hpp"
 #include "vitreg/precision.hpp"
 #include "vitreg/preprocess.hpp"
 #include "vitreg/probe.hpp"

@@ -69,8 +69,8 @@ Models = Union[Model, str, Sequence[Union[Model, str]]]
 
 def extract(model: Model, inputs: Inputs, out: PathArg, *, patch_tokens: bool = False, project: bool = False,
             resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
-            exif_transpose: bool = False, format: str = 'npy', batch: Optional[int] = None,
-            threads: Optional[int] = None, chunk: Optional[int] = None, resume: bool = False, overwrite: bool = False,
+            exif_transpose: bool = False, format: str = 'npy', batch: int = 8, chunk: int = 256,
+            resume: bool = False, overwrite: bool = False, threads: Optional[int] = None,
             shard: Shard = None, shard_count: int = 0, progress: Progress = None) -> Dict[str, Any]: ...
 def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', norm: bool = False,
           concat: bool = False, upsample: str = 'none', window: int = 0, stride: int = 0,
@@ -80,8 +80,8 @@ def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', n
           pca_mask: Union[PathArg, npt.ArrayLike, None] = None, mad_k: float = 10.0,
           artifact_rule: Optional[str] = None, defects: Optional[PathArg] = None, defect_samples: int = 16384,
           defect_seed: int = 0, resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
-          exif_transpose: bool = False, format: str = 'npy', batch: Optional[int] = None,
-          threads: Optional[int] = None, chunk: Optional[int] = None, resume: bool = False, overwrite: bool = False,
+          exif_transpose: bool = False, format: str = 'npy', batch: int = 1, chunk: int = 256,
+          resume: bool = False, overwrite: bool = False, threads: Optional[int] = None,
           shard: Shard = None, shard_count: int = 0, progress: Progress = None) -> Dict[str, Any]: ...
 def merge(out: PathArg) -> Dict[str, Any]: ...
 def study(configs: Union[str, Sequence[str]], images: Inputs, *, resize: str = 'eval', pipeline: Optional[str] = None,

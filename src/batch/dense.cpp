@@ -20,73 +20,6 @@
 
 namespace vitreg {
 
-void DenseOptions::parse_upsample(const std::string& text) {
-    const auto bad = [&] {
-        return UsageError("bad --upsample '" + text +
-                          "' (expected none, image, xN (N in 1..64), bilinear, jbu, or bilinear:SIZE / jbu:SIZE with "
-                          "SIZE image or xN)");
-    };
-    if (text == "none") {
-        upsample = Upsample::None;
-        return;
-    }
-    const auto colon = text.find(':');
-    std::string size = text;
-    method = UpsampleMethod::Bilinear;
-    if (colon != std::string::npos || text == "bilinear" || text == "jbu") {
-        try {
-            method = parse_enum<UpsampleMethod>(text.substr(0, colon));
-        } catch (const UsageError&) {
-            throw bad();
-        }
-        size = colon == std::string::npos ? "image" : text.substr(colon + 1);
-    }
-    if (size == "image") {
-        upsample = Upsample::Image;
-    } else if (size.size() > 1 && size[0] == 'x' && parse_integer(size.substr(1), 1, 64)) {
-        upsample = Upsample::Factor;
-        factor = static_cast<int>(*parse_integer(size.substr(1), 1, 64));
-    } else {
-        throw bad();
-    }
-}
-
-std::string DenseOptions::upsample_text() const {
-    if (upsample == Upsample::None) return "none";
-    const std::string size = upsample == Upsample::Image ? "image" : "x" + std::to_string(factor);
-    // Bilinear keeps its old spelling, so that a resumed job from before methods existed still matches.
-    return method == UpsampleMethod::Bilinear ? size : to_string(method) + ":" + size;
-}
-
-void DenseOptions::check(int patch) const {
-    view.check(patch);
-    if (pca_foreground && pca_joint && pca_dims == 0)
-        throw UsageError("--pca foreground is fitted per image: leave out --pca-joint");
-    if (pca_mask.given() && !pca_foreground)
-        throw UsageError("--pca-mask is the foreground of --pca foreground: add --pca foreground");
-    if (!pca_mask.path.empty() && !std::filesystem::exists(pca_mask.path))
-        throw UsageError("--pca-mask " + pca_mask.path + ": no such file or folder");
-    if (artifact_rule && !view.plain())
-        throw UsageError("--artifact-rule: the mask is of one forward's patch grid; leave out --window, --image-scales, "
-                         "--flip and --grid");
-    if (method == UpsampleMethod::Jbu && upsample == Upsample::None)
-        throw UsageError("--upsample jbu needs a size to upsample to (jbu:image or jbu:xN)");
-    const JbuOptions plain;
-    if (method != UpsampleMethod::Jbu &&
-        (jbu.sigma_spatial != plain.sigma_spatial || jbu.sigma_range != plain.sigma_range || jbu.radius != plain.radius))
-        throw UsageError("--jbu-sigma-spatial, --jbu-sigma-range and --jbu-radius apply only to --upsample jbu");
-    if (!(jbu.sigma_spatial > 0) || !(jbu.sigma_range > 0) || jbu.radius < 0 || jbu.radius > 16)
-        throw UsageError("--jbu-sigma-spatial and --jbu-sigma-range must be above 0 and --jbu-radius in 0..16");
-}
-
-void DenseOptions::check(const Config& c) const {
-    check(c.patch);
-    const int channels = static_cast<int>(resolve_layers(layers, c.depth).size()) * c.dim;
-    if (pca_dims != 0 && (pca_dims < 1 || pca_dims > channels))
-        throw UsageError("--pca-dims " + std::to_string(pca_dims) + " must be in 1.." + std::to_string(channels) +
-                         " (the chosen layers' channels, side by side)");
-}
-
 namespace {
 
 // The image as RGB in [0, 1]: the normalization undone (JBU's guide).
@@ -382,26 +315,10 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
     }
     const std::string out = shard_dir(o.out_dir, o.shard_index, o.shard_count);
     const std::string ext = file_extension(o.format);
-    const std::string dtype = o.half ? "f16" : "f32";
-    const std::string upsample = o.upsample_text();
 
     auto identity = batch::job_identity("vitreg dense", model, inputs, o);
-    identity["layers"] = probe.block_layers;
-    identity["norm"] = o.norm;
-    identity["concat"] = o.concat;
-    identity["upsample"] = upsample;
-    const nlohmann::ordered_json jbu = {
-        {"sigma_spatial", o.jbu.sigma_spatial}, {"sigma_range", o.jbu.sigma_range}, {"radius", o.jbu.radius}};
-    if (o.method == UpsampleMethod::Jbu) identity["jbu"] = jbu;
-    if (!o.view.plain()) identity["view"] = o.view.to_json();
-    identity["dtype"] = dtype;
-    // How the PCAs (the picture's, the reduction's) are fitted.
-    const std::string pca_fit = o.pca_joint ? "joint over batches of " + std::to_string(std::max(1, o.batch)) : "per image";
-    identity["pca"] = o.pca_foreground ? "foreground per image" : o.pca ? pca_fit : "none";
-    if (rule) identity["artifact_rule"] = rule->to_json();
-    if (o.pca_mask.given()) identity["pca_mask"] = o.pca_mask.describe();
-    const nlohmann::ordered_json reduction = {{"k", o.pca_dims}, {"fit", pca_fit}};
-    if (o.pca_dims > 0) identity["pca_dims"] = reduction;
+    identity.update(o.to_json(probe.block_layers, rule ? &*rule : nullptr));
+    const std::string pca_fit = o.pca_fit();
 
     batch::ChunkWork work;
     // Inputs refused before they run (each one a failed row): too many tokens, a grid too small
@@ -465,20 +382,11 @@ BatchSummary dense_features(const Model& model, const std::vector<std::string>& 
         {"attention", to_string(c.attention)},
         {"precision", model.precision().describe()},
         {"intervention", model.intervention().to_string()},
-        {"layers", probe.block_layers},
-        {"norm", o.norm},
-        {"concat", o.concat},
-        {"upsample", upsample},
-        {"resize", o.resize.to_string()},
-        {"dtype", dtype},
-        {"format", to_string(o.format)},
-        {"row_files", row_files},
     };
-    if (o.method == UpsampleMethod::Jbu) info["jbu"] = jbu;
-    if (!o.view.plain()) info["view"] = o.view.to_json();
-    if (rule) info["artifact_rule"] = rule->to_json();
-    if (o.pca_dims > 0) info["pca_dims"] = reduction;
-    if (o.pca_mask.given()) info["pca_mask"] = o.pca_mask.describe();
+    info.update(o.to_json(probe.block_layers, rule ? &*rule : nullptr));
+    info["resize"] = o.resize.to_string();
+    info["format"] = to_string(o.format);
+    info["row_files"] = row_files;
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), {}, o.format, model.path(),
                                       std::move(info));
 }

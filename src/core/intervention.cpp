@@ -54,7 +54,7 @@ std::string Intervention::to_string() const {
         s += (i ? "@" : s.empty() ? "repair=" : " repair=") + repairs[i].to_string();
     // A denoise's shifts, stated where its outputs are recorded (rows:columns, in patches).
     for (const Repair& r : repairs)
-        if (r.kind == RepairKind::Denoise) {
+        if (r.shifts > 0) {  // a denoise
             s += " shifts=";
             for (const auto& shift : denoise_shifts(r.shifts))
                 s += (s.back() == '=' ? "" : ",") + std::to_string(shift[0]) + ":" + std::to_string(shift[1]);
@@ -82,7 +82,7 @@ void Intervention::validate(const Config& c) const {
     int denoises = 0;
     for (const Repair& r : repairs) {
         r.validate(c);
-        if (r.kind == RepairKind::Denoise && ++denoises > 1) throw UsageError("@" + r.to_string() + ": a second @denoise");
+        if (r.shifts > 0 && ++denoises > 1) throw UsageError("@" + r.to_string() + ": a second @denoise");
     }
 }
 

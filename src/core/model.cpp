@@ -518,7 +518,7 @@ Features Model::forward(const float* pixels, int batch, int height, int width, c
         // A denoise's shifted forwards first: the repairs written before it apply to them too.
         ShiftedStreams shifted;
         const auto denoise = std::find_if(intervention_.repairs.begin(), intervention_.repairs.end(),
-                                          [](const Repair& r) { return r.kind == RepairKind::Denoise; });
+                                          [](const Repair& r) { return r.shifts > 0; });
         if (denoise != intervention_.repairs.end()) {
             shifted.shifts = denoise_shifts(denoise->shifts);
             const auto others = shifted_pixels(pixels, batch, height, width, c.patch, shifted.shifts);

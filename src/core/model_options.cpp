@@ -6,6 +6,7 @@
 #include "vitreg/forward_memory.hpp"
 #include "vitreg/model_request.hpp"
 #include "vitreg/register_neuron_file.hpp"
+#include "vitreg/repair.hpp"
 
 namespace vitreg {
 
@@ -96,13 +97,7 @@ const std::string& model_name_help() {
     static const std::string help =
         "a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or pytorch_model.bin "
         "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]) or a torch "
-        "hub name (dinov2_vits14_reg4); suffixes add repairs, applied in the order written: @inpaint=artifacts[:LAYERS] "
-        "(flagged patches -> mean of unflagged neighbours; 1 forward per image), @inpaint=directions:FILE[:LAYERS] (the "
-        "same, flagged by |cos| with the defect directions of vitreg defects), @denoise=shift:K[:median] (K forwards of "
-        "the image shifted by whole patches, split into content and grid-locked noise by reweighted least squares or "
-        "medians, the content kept; shifts (0,0), (0,1), (1,0), (-1,-1), (0,-1), (-1,0), (1,1), (1,-1), (-1,1), then radius "
-        "2 and 3; K forwards), @debias=FILE (minus the per-position mean map of vitreg calibrate-bias, "
-        "scaled per image where the map is an outlier; 1 forward), @registers=mean:FILE[:LAYERS] or @registers=zero[:LAYERS] (1 forward)";
+        "hub name (dinov2_vits14_reg4); suffixes add repairs, applied in the order written: " + repair_help();
     return help;
 }
 

@@ -57,8 +57,8 @@ ModelSpec ModelSpec::parse(const std::string& text) {
         } else {
             throw UsageError(text + ": unknown suffix '@" + s +
                              "' (expected an attention kind: softmax, softmax1, sink; a precision: fp32, bf16, "
-                             "int8, int8=SCALES.json; an intervention: evict=LIST, ttr=K:NEURONS; or a repair: inpaint=artifacts, "
-                             "denoise=shift:K, debias=FILE, registers=mean:FILE|zero)");
+                             "int8, int8=SCALES.json; an intervention: evict=LIST, ttr=K:NEURONS; or a repair: " +
+                             repair_forms() + ")");
         }
         m.suffix = "@" + s + m.suffix;
         m.model.resize(at);

@@ -4,84 +4,14 @@
 #include <cmath>
 #include <string>
 
-#include <tbb/parallel_for.h>
-
 #include "core/defect_direction_rows.hpp"
-#include "core/pos_embed.hpp"
-#include "core/shift_decomposition.hpp"
+#include "core/repairs/repair_type.hpp"
 #include "core/robust_outliers.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
 
 namespace {
-
-float* patch_rows(float* x, const StreamShape& s, int b) {
-    return x + (static_cast<std::size_t>(b) * s.tokens + s.first_patch) * s.dim;
-}
-
-// Debias: the calibrated map on this grid minus its per-channel median over positions, so that
-// only what is tied to a position goes (the median keeps the few artifact cells out of it). Where
-// that map is itself an outlier (its norm above median + 10·MAD over the positions: a locked
-// artifact), it is scaled per image by the least-squares factor of the token's own deviation
-// from the centre: the artifact's size varies by a few percent from image to image, which at
-// ~80x the median norm is more than the rule allows, while its direction does not.
-void subtract_position_map(const RepairCalibration& cal, float* x, const StreamShape& s, const Config& c) {
-    const int D = s.dim, cells = cal.grid * cal.grid;
-    std::vector<float> centre(D);
-    std::vector<float> column(cells);
-    for (int d = 0; d < D; ++d) {
-        for (int i = 0; i < cells; ++i) column[i] = cal.bias[static_cast<std::size_t>(i) * D + d];
-        centre[d] = median_of(column);
-    }
-    // Resampled as the model resamples its position embedding (docs/design.md, "Repairs and dense evaluation").
-    std::vector<float> map = resample_pos_embed(cal.bias, cal.grid, D, s.grid_h, s.grid_w, c.pos_interp);
-    const std::size_t np = static_cast<std::size_t>(s.grid_h) * s.grid_w;
-    for (std::size_t i = 0; i < np; ++i)
-        for (int d = 0; d < D; ++d) map[i * D + d] -= centre[d];
-    const std::vector<std::uint8_t> locked = flag_artifact_patches(map.data(), static_cast<int>(np), D);
-    for (int b = 0; b < s.batch; ++b) {
-        float* p = patch_rows(x, s, b);
-        for (std::size_t i = 0; i < np; ++i) {
-            const float* m = map.data() + i * D;
-            double scale = 1.0;
-            if (locked[i]) {
-                double along = 0, size = 0;
-                for (int d = 0; d < D; ++d) {
-                    along += (static_cast<double>(p[i * D + d]) - centre[d]) * m[d];
-                    size += static_cast<double>(m[d]) * m[d];
-                }
-                scale = along / size;
-            }
-            for (int d = 0; d < D; ++d) p[i * D + d] -= static_cast<float>(scale * m[d]);
-        }
-    }
-}
-
-void replace_registers(const Repair& r, int layer, float* x, const StreamShape& s) {
-    const std::size_t n = static_cast<std::size_t>(s.registers) * s.dim;
-    for (int b = 0; b < s.batch; ++b) {
-        float* reg = x + (static_cast<std::size_t>(b) * s.tokens + s.first_register) * s.dim;
-        if (r.zero) std::fill(reg, reg + n, 0.0f);
-        else std::copy_n(r.calibration->register_means.data() + static_cast<std::size_t>(layer) * n, n, reg);
-    }
-}
-
-// Shift-denoising: each image's content part of its K shifted forwards (docs/design.md, "Repairs and
-// dense evaluation"); x holds the unshifted forward, `shifted` the others.
-void denoise_shifted(const Repair& r, float* x, const StreamShape& s, const ShiftedStreams& shifted) {
-    const std::size_t copy_size = static_cast<std::size_t>(s.batch) * s.tokens * s.dim;
-    if (shifted.shifts.size() != static_cast<std::size_t>(r.shifts) || shifted.rows.size() != (shifted.shifts.size() - 1) * copy_size)
-        throw Error("denoise: the shifted forwards do not match the repair");
-    tbb::parallel_for(0, s.batch, [&](int b) {
-        float* own = patch_rows(x, s, b);
-        std::vector<const float*> views{own};
-        for (std::size_t k = 1; k < shifted.shifts.size(); ++k)
-            views.push_back(shifted.rows.data() + (k - 1) * copy_size + (static_cast<std::size_t>(b) * s.tokens + s.first_patch) * s.dim);
-        const ShiftDecomposition split = decompose_shifted(views, shifted.shifts, s.grid_h, s.grid_w, s.dim, r.median);
-        std::copy(split.content.begin(), split.content.end(), own);
-    });
-}
 
 std::vector<std::uint8_t> outlier_mask(const std::vector<float>& values, float mad_k) {
     std::vector<std::uint8_t> flagged(values.size(), 0);
@@ -159,24 +89,7 @@ void apply_repairs(const std::vector<Repair>& repairs, int layer, float* x, cons
                    const ShiftedStreams* shifted) {
     for (const Repair& r : repairs) {
         const auto layers = r.layers_of(c.depth);
-        if (std::find(layers.begin(), layers.end(), layer) == layers.end()) continue;
-        switch (r.kind) {
-            case RepairKind::Inpaint:
-                for (int b = 0; b < s.batch; ++b) {
-                    float* p = patch_rows(x, s, b);
-                    const int count = s.grid_h * s.grid_w;
-                    inpaint_flagged(p, s.grid_h, s.grid_w, s.dim,
-                                    r.directions ? flag_direction_patches(p, count, s.dim, r.directions->row(layer))
-                                                 : flag_artifact_patches(p, count, s.dim));
-                }
-                break;
-            case RepairKind::Debias: subtract_position_map(*r.calibration, x, s, c); break;
-            case RepairKind::Registers: replace_registers(r, layer, x, s); break;
-            case RepairKind::Denoise:
-                if (!shifted) throw Error("denoise: the forward was not given its shifted forwards");
-                denoise_shifted(r, x, s, *shifted);
-                break;
-        }
+        if (std::find(layers.begin(), layers.end(), layer) != layers.end()) r.type->edit(r, layer, x, s, c, shifted);
     }
 }
 

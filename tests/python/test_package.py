@@ -150,6 +150,36 @@ def test_the_model_stub_names_every_option_of_the_table():
     assert keywords == [(o["keyword"], o["default"]) for o in vitreg.model_options()]
 
 
+# The library's option tables (option_spec.hpp) behind each call's keywords; the defaults a call
+# states for itself (a dense job runs one image per forward, the evaluations read whole images).
+TABLES = {"extract": ["pixel", "batch"], "dense": ["dense", "pixel", "batch"], "compare": ["pixel"],
+          "explore": ["pixel"], "study": ["pixel"], "eval_correspondence": ["pixel"],
+          "eval_segmentation": ["segmentation", "pixel"], "eval_knn": ["knn", "pixel"]}
+OWN_DEFAULTS = {("dense", "batch"): 1, ("eval_correspondence", "resize"): "long:448",
+                ("eval_segmentation", "resize"): "long:448"}
+
+
+def test_the_stubs_keywords_are_the_option_tables():
+    stubs = {n.name: n for n in stub_tree().body if isinstance(n, ast.FunctionDef)}
+    for function, groups in TABLES.items():
+        keywords = [(name, default) for name, kind, default in stub_signature(stubs[function]) if kind == "kw"]
+        for group in groups:
+            want = [(o["keyword"], OWN_DEFAULTS.get((function, o["keyword"]), o["default"]))
+                    for o in vitreg._vitreg._option_table(group)]
+            names = [name for name, _ in want]
+            got = [k for k in keywords if k[0] in names]
+            assert got == want, (function, group)
+
+
+def test_the_option_tables_bounds_hold_in_python(tmp_path):
+    batch = next(o for o in vitreg._vitreg._option_table("batch") if o["keyword"] == "batch")
+    assert batch["bounds"] == (1, 4096) and batch["flag"] == "--batch"
+    with pytest.raises(vitreg.UsageError, match=r"^batch: 4097 is outside 1\.\.4096$"):
+        vitreg.extract(vitreg.Model(SHIPPED), os.path.join(ASSETS, "astronaut.jpg"), tmp_path / "out", batch=4097)
+    with pytest.raises(vitreg.UsageError, match=r"^decode: 'fast' is not one of exact, draft$"):
+        vitreg.Model(SHIPPED).preprocess(os.path.join(ASSETS, "astronaut.jpg"), decode="fast")
+
+
 def test_help_shows_the_named_keywords():
     assert "**kwargs" not in vitreg.extract.__doc__.splitlines()[0]
     assert "patch_tokens" in vitreg.extract.__doc__.splitlines()[0]
