@@ -46,5 +46,5 @@ export LSAN_OPTIONS="suppressions=$suppressions"
 stage "tests (sanitized)"
 
 echo "== fuzz smoke =="
-VITREG_FUZZ_BUILD=build-asan scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-12}"
+VITREG_FUZZ_BUILD=build-asan scripts/fuzz.sh "${VITREG_FUZZ_SECONDS:-10}"
 stage "fuzz smoke"
