@@ -16,13 +16,18 @@ namespace vitreg::fuzz {
 namespace fs = std::filesystem;
 
 const std::string& scratch() {
-    static const std::string dir = [] {
+    // Never destroyed, so that the exit hook, which runs after static destructors, can still read it.
+    static const std::string* const dir = [] {
         std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
         std::string templ = base + "/vitreg-fuzz-XXXXXX";
         if (!::mkdtemp(templ.data())) throw std::runtime_error("cannot make a scratch folder in " + base);
-        return templ;
+        std::atexit([] {  // each test process and fuzz run would otherwise leave one behind
+            std::error_code ec;
+            fs::remove_all(*dir, ec);
+        });
+        return new std::string(templ);
     }();
-    return dir;
+    return *dir;
 }
 
 void put(const std::string& path, const std::uint8_t* data, std::size_t size) {

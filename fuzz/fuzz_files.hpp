@@ -10,7 +10,7 @@
 
 namespace vitreg::fuzz {
 
-// A folder of this process's own, made once (RAM-backed when /dev/shm exists).
+// A folder of this process's own, made once (RAM-backed when /dev/shm exists), removed at exit.
 const std::string& scratch();
 // Writes `size` bytes to `path`, replacing what is there.
 void put(const std::string& path, const std::uint8_t* data, std::size_t size);

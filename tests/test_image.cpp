@@ -362,6 +362,9 @@ TEST_CASE("an uncompressed TGA cut short is refused; a whole one decodes") {
     const std::string slow = std::string(VITREG_FUZZ_DIR) + "/regressions/disparity/tga-colour-mapped-25-bytes-slow.tga";
     CHECK_THROWS_WITH(decode_image(slow), Catch::Contains("truncated TGA (20728x1806 pixels of 1 bytes need 37434896 with "
                                                           "the colour map, 7 present)"));
+    const std::string cut_header = std::string(VITREG_FUZZ_DIR) + "/regressions/disparity/tga-17-byte-header-slow-9b1649.tga";
+    CHECK_THROWS_WITH(decode_image(cut_header), Catch::Contains("truncated TGA (4404x20494 pixels of 1 bytes need 90255704 "
+                                                                "with the colour map, 0 present)"));
     REQUIRE(stbi_write_tga((dir / "rle.tga").c_str(), 9, 7, 3, rgb.data()));  // RLE: stb writes it by default
     CHECK(decode_image(dir / "rle.tga").rgb == rgb);
     std::string rle("\0\0\x0a\0\0\0\0\0\0\0\0\0\x00\x04\x00\x04\x18\x20", 18);  // 1024x1024 RLE, 24 bits
