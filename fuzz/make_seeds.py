@@ -104,18 +104,50 @@ def safetensors_bytes(t, dtype="F32", metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
+def png_file(w, h, bit_depth, color, raw, extra=b""):
+    """A PNG of filtered rows `raw` (each led by its filter byte), `extra` chunks before IDAT."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color, 0, 0, 0)) +
+            (chunk(b"PLTE", extra) if extra else b"") + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
 def png_bytes(w, h, channels, bit_depth=8, seed=0):
     rng = np.random.default_rng(seed)
     dtype = ">u2" if bit_depth == 16 else np.uint8
     pixels = rng.integers(0, 2 ** bit_depth, size=(h, w, channels)).astype(dtype)
     color = {1: 0, 2: 4, 3: 2, 4: 6}[channels]
-    raw = b"".join(b"\0" + pixels[y].tobytes() for y in range(h))
+    return png_file(w, h, bit_depth, color, b"".join(b"\0" + pixels[y].tobytes() for y in range(h)))
 
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bit_depth, color, 0, 0, 0)) +
-            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+def label_png(labels, palette=None):
+    """A label mask: palette indices with `palette` (RGB triples, VOC's SegmentationClass), else grey levels."""
+    labels = np.asarray(labels, np.uint8)
+    h, w = labels.shape
+    raw = b"".join(b"\0" + labels[y].tobytes() for y in range(h))
+    return png_file(w, h, 8, 3 if palette else 0, raw, bytes(np.asarray(palette, np.uint8).ravel()) if palette else b"")
+
+
+def tree(paths, contents=()):
+    """A folder-reader input (fuzz/fuzz_files.hpp, make_tree): the listing, then the files' bytes."""
+    listing = "\n".join(paths).encode()
+    return listing + (b"\n\n" + b"\n--\n".join(contents) if contents else b"")
+
+
+def npy_bytes(a):
+    """A .npy (version 1.0) of `a`, as numpy.save writes it."""
+    import io
+    buf = io.BytesIO()
+    np.save(buf, a)
+    return buf.getvalue()
+
+
+def npz_bytes(a, compressed):
+    import io
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, disparity=a)
+    return buf.getvalue()
 
 
 def bmp_bytes(w, h):
@@ -157,7 +189,9 @@ def webp_bytes(kind):
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
-    dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list")}
+    dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list", "homography", "disparity",
+                                              "segmentation", "classes", "calibration", "defects", "neurons",
+                                              "modelname")}
     for d in dirs.values():
         os.makedirs(d, exist_ok=True)
 
@@ -200,6 +234,88 @@ def main():
     put("image", "anim.webp", webp_bytes("anim"))
     put("list", "plain.txt", "a.jpg\nb/c.png\n")
     put("list", "comments.txt", "# header\n\n  spaced name.jpg  \r\n\t#not a comment?\nlast-without-newline.png")
+    eval_seeds(put)
+    repair_seeds(put)
+
+
+def eval_seeds(put):
+    """What `vitreg eval` reads: homographies, disparity maps, VOC and class folders."""
+    hpatches = "7.9e-01 1.0e-02 2.7e+01\n-2.1e-02 9.1e-01 4.2e+01\n1.1e-05 -2.9e-05 1.0e+00\n"
+    put("homography", "H_1_2.txt", hpatches)
+    put("homography", "identity.txt", "1 0 0 0 1 0 0 0 1")
+    put("homography", "opencv.xml", '<?xml version="1.0"?>\n<opencv_storage>\n<H type_id="opencv-matrix">\n'
+        "  <rows>3</rows>\n  <cols>3</cols>\n  <dt>d</dt>\n  <data>\n    " + hpatches.replace("\n", " ") +
+        "</data></H>\n</opencv_storage>\n")
+    put("homography", "bad_2x3.xml", "<opencv_storage><H><rows>2</rows><cols>3</cols><data>1 0 0 0 1 0</data></H></opencv_storage>")
+    put("homography", "bad_singular.txt", "1 2 3\n2 4 6\n0 0 1\n")
+    put("homography", "bad_nan.txt", "1 0 0 0 nan 0 0 0 1\n")
+
+    disparity = (np.arange(24, dtype=np.float32).reshape(4, 6) % 7) * 1.5
+    disparity[0, 0] = np.inf  # unknown, as skimage's motorcycle_disp.npz marks it
+    put("disparity", "grey.png", png_bytes(6, 4, 1, seed=5))
+    put("disparity", "stored_f4.npz", npz_bytes(disparity, compressed=False))
+    put("disparity", "deflated_f8.npz", npz_bytes(disparity.astype(np.float64), compressed=True))
+    put("disparity", "bare_f4.npy", npy_bytes(disparity))
+    put("disparity", "bad_rgb.png", png_bytes(3, 2, 3, seed=6))
+    put("disparity", "bad_3d.npy", npy_bytes(np.zeros((2, 2, 2), np.float32)))
+
+    voc = [[0, 0, 1, 1], [0, 255, 1, 1], [2, 2, 0, 0]]
+    palette = [[0, 0, 0], [128, 0, 0], [0, 128, 0]] + [[k, k, k] for k in range(3, 255)] + [[224, 224, 192]]
+    masks = ["masks/2007_000032.png", "masks/2007_000039.png"]
+    images = ["images/2007_000032.jpg", "images/2007_000039.jpg"]
+    put("segmentation", "palette.tree", tree(masks + images, [label_png(voc, palette), label_png(voc[::-1], palette)]))
+    put("segmentation", "grey.tree", tree(masks + images + ["images/notes.txt"], [label_png(voc), label_png(voc)]))
+    put("segmentation", "bad_missing_mask.tree", tree(masks[:1] + images, [label_png(voc)]))
+    one_bit = png_file(4, 3, 1, 0, b"\0\x30\0\x70\0\xc0")  # a 1-bit mask: labels 0 / 1
+    put("segmentation", "one_bit.tree", tree(masks + images, [one_bit, one_bit]))
+
+    put("classes", "two_classes.tree", tree(["cat/a.jpg", "cat/b.png", "dog/c.jpg", "dog/d.PNG", "dog/readme.txt"]))
+    put("classes", "bad_file_beside.tree", tree(["cat/a.jpg", "cat/b.jpg", "dog/c.jpg", "dog/d.jpg", "labels.csv"]))
+    put("classes", "bad_one_image.tree", tree(["cat/a.jpg", "cat/b.jpg", "dog/c.jpg", "empty/"]))
+
+
+def repair_seeds(put):
+    """What the repairs and interventions read, for a model of 2 blocks of width 8 with 2 registers;
+    the modelname seeds name these files (fuzz/repair_targets.cpp)."""
+    rng = np.random.default_rng(7)
+    depth, dim, registers, grid = 2, D, 2, 2
+    calibration = {"format": "vitreg-repair-calibration", "layer": "1", "depth": str(depth), "registers": str(registers),
+                   "source": "tiny.safetensors", "images": json.dumps(["a.jpg", "b.jpg"])}
+    bias = rng.standard_normal((grid * grid, dim)).astype(np.float32)
+    means = rng.standard_normal((depth, registers, dim)).astype(np.float32)
+    put("calibration", "registers2.safetensors", safetensors_bytes({"bias": bias, "register_means": means}, "F32", calibration))
+    put("calibration", "no_registers.safetensors",
+        safetensors_bytes({"bias": bias}, "F32", dict(calibration, registers="0", images='["blank:4"]')))
+    put("calibration", "bad_layer.safetensors", safetensors_bytes({"bias": bias}, "F32", dict(calibration, layer="2", registers="0")))
+
+    directions = rng.standard_normal((depth, dim)).astype(np.float32)
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    singular = np.sort(rng.uniform(0.5, 3, (depth, 3)).astype(np.float32))[:, ::-1]
+    meta = {"format": "vitreg.defects", "samples": "16384", "seed": "0", "model": "tiny.safetensors"}
+    put("defects", "two_layers.safetensors", safetensors_bytes({"directions": directions, "singular_values": singular}, "F32", meta))
+    put("defects", "bad_rows.safetensors",
+        safetensors_bytes({"directions": directions, "singular_values": singular[:1]}, "F32", meta))
+
+    ranked = [{"layer": 1, "neuron": n, "score": s} for n, s in [(5, 9.5), (2, 6.25), (7, 1.0)]]
+    neurons = {"format": "vitreg-register-neurons", "version": 1, "model": "tiny.safetensors",
+               "rule": "norm > median + 10.000000 MAD, last block, patches", "mad_k": 10.0, "images": ["a.jpg", "b.jpg"],
+               "images_with_outliers": ["a.jpg"], "selected": [[1, 5], [1, 2]], "ranked": ranked}
+    put("neurons", "selected.json", json.dumps(neurons, indent=1))
+    put("neurons", "minimal.json", json.dumps({"format": "vitreg-register-neurons", "version": 1, "selected": [[0, 1], [1, 2]],
+                                               "ranked": [{"layer": 0, "neuron": 1, "score": 2.5}]}))
+    put("neurons", "bad_version.json", json.dumps(dict(neurons, version=2)))
+    put("neurons", "bad_no_neurons.json", json.dumps(dict(neurons, selected=[])))
+
+    for name, text in [("plain", "tiny.safetensors"), ("hub_revision", "facebook/dinov2-small@main"),
+                       ("kinds", "m.safetensors@softmax1@bf16"), ("int8_scales", "m@int8=scales.json"),
+                       ("evict", "m@evict=sink,reg:1,patch:2,3"), ("ttr", "m@ttr=2:neurons.json:2"),
+                       ("ttr_list", "m@ttr=1:1:5,0:3"),
+                       ("repairs", "m@inpaint=artifacts:-1@denoise=shift:4:median@registers=zero:0,1"),
+                       ("calibrated", "m@debias=bias.safetensors@registers=mean:bias.safetensors:last"),
+                       ("directions", "m@inpaint=directions:defects.safetensors:all"),
+                       ("bad_two_precisions", "m@bf16@int8"), ("bad_layer", "m@inpaint=artifacts:7"),
+                       ("bad_unknown", "m@denoise=shift:99")]:
+        put("modelname", name + ".txt", text)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,9 @@
 #include "targets.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
-#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "vitreg/error.hpp"
@@ -15,34 +13,11 @@
 #include "vitreg/preprocess.hpp"
 #include "core/safetensors.hpp"
 #include "io/torch_file.hpp"
-#include "../src/io/zip_reader.hpp"  // crc32, for the archives wrapped around bare pickles
+#include "fuzz_files.hpp"
 
 namespace vitreg::fuzz {
 
 namespace {
-
-// A private scratch folder, made once per process (RAM-backed when /dev/shm exists).
-const std::string& scratch() {
-    static const std::string dir = [] {
-        std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-        std::string templ = base + "/vitreg-fuzz-XXXXXX";
-        if (!::mkdtemp(templ.data())) throw std::runtime_error("cannot make a scratch folder in " + base);
-        return templ;
-    }();
-    return dir;
-}
-
-void put(const std::string& path, const std::uint8_t* data, std::size_t size) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!out) throw std::runtime_error("cannot write " + path);
-}
-
-std::vector<std::uint8_t> seed(const std::string& relative) {
-    std::ifstream in(std::string(VITREG_FUZZ_SEEDS_DIR) + "/" + relative, std::ios::binary);
-    if (!in) throw std::runtime_error("missing seed " + relative);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // A loaded model runs once on the smallest image its patch allows, when that stays small.
 void run_once(const Model& m) {
@@ -50,31 +25,6 @@ void run_once(const Model& m) {
     if (static_cast<long>(c.patch) * c.patch * c.dim > (1 << 20) || c.depth > 8) return;
     const std::vector<float> pixels(static_cast<std::size_t>(3) * c.patch * c.patch, 0.25f);
     m.forward(pixels.data(), 1, c.patch, c.patch, ForwardOptions{1});
-}
-
-// A stored zip of `entries` (name, bytes), as torch.save lays one out (without its alignment padding).
-std::string zip_archive(const std::vector<std::pair<std::string, std::string>>& entries) {
-    std::string out, central;
-    const auto le = [](std::string& s, std::uint64_t v, int n) {
-        for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-    };
-    for (const auto& [name, data] : entries) {
-        const auto crc = vitreg::crc32(reinterpret_cast<const unsigned char*>(data.data()), data.size());
-        const std::size_t offset = out.size();
-        le(out, 0x04034b50, 4), le(out, 20, 2), le(out, 0, 2), le(out, 0, 2), le(out, 0, 4);
-        le(out, crc, 4), le(out, data.size(), 4), le(out, data.size(), 4), le(out, name.size(), 2), le(out, 0, 2);
-        out += name + data;
-        le(central, 0x02014b50, 4), le(central, 20, 2), le(central, 20, 2), le(central, 0, 2), le(central, 0, 2);
-        le(central, 0, 4), le(central, crc, 4), le(central, data.size(), 4), le(central, data.size(), 4);
-        le(central, name.size(), 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2), le(central, 0, 2);
-        le(central, 0, 4), le(central, offset, 4);
-        central += name;
-    }
-    const std::size_t cd_offset = out.size();
-    out += central;
-    le(out, 0x06054b50, 4), le(out, 0, 2), le(out, 0, 2), le(out, entries.size(), 2), le(out, entries.size(), 2);
-    le(out, central.size(), 4), le(out, cd_offset, 4), le(out, 0, 2);
-    return out;
 }
 
 }  // namespace
@@ -180,14 +130,41 @@ void input_list(const std::uint8_t* data, std::size_t size) {
     }
 }
 
+namespace {
+
+using Target = void (*)(const std::uint8_t*, std::size_t);
+
+// fuzz/targets.txt's order; the replay test checks the two agree.
+const std::vector<std::pair<std::string, Target>>& targets() {
+    static const std::vector<std::pair<std::string, Target>> table{
+        {"safetensors", safetensors_file}, {"torch", torch_file},
+        {"config", config_json},           {"image", image_file},
+        {"list", input_list},              {"homography", homography_file},
+        {"disparity", disparity_file},     {"segmentation", segmentation_folder},
+        {"classes", class_folders},        {"calibration", calibration_file},
+        {"defects", defect_directions_file}, {"neurons", neurons_file},
+        {"modelname", model_name}};
+    return table;
+}
+
+}  // namespace
+
+const std::vector<std::string>& target_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const auto& t : targets()) out.push_back(t.first);
+        return out;
+    }();
+    return names;
+}
+
 bool run_target(const std::string& name, const std::uint8_t* data, std::size_t size) {
-    if (name == "safetensors") safetensors_file(data, size);
-    else if (name == "torch") torch_file(data, size);
-    else if (name == "config") config_json(data, size);
-    else if (name == "image") image_file(data, size);
-    else if (name == "list") input_list(data, size);
-    else return false;
-    return true;
+    for (const auto& t : targets())
+        if (t.first == name) {
+            t.second(data, size);
+            return true;
+        }
+    return false;
 }
 
 }  // namespace vitreg::fuzz

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "fuzz_files.hpp"  // zip_archive
 #include "test_support.hpp"
 #include "vitreg/analysis/correspondence.hpp"
 #include "vitreg/analysis/dense_knn.hpp"
@@ -150,4 +151,41 @@ TEST_CASE("eval: geometry files that are not a 3x3 homography are refused by nam
     CHECK_THROWS_WITH(read_pair_geometry(singular), Catch::Contains("singular"));
     test::write_bytes(text, "1 0 0 0 1 0 0 0 1");
     CHECK(read_pair_geometry(text).homography[4] == 1.0);
+    // Found by fuzz/: the zero matrix passed as regular, a size past int was cast to one (undefined
+    // behaviour), and a long element overflowed std::regex's stack.
+    test::write_bytes(singular, "0 0 0 0 0 0 0 0 0");
+    CHECK_THROWS_WITH(read_pair_geometry(singular), Catch::Contains(singular) && Catch::Contains("singular"));
+    test::write_bytes(text, "1e200 0 0 0 1e200 0 0 0 1e200");  // regular at any scale
+    CHECK(read_pair_geometry(text).homography[8] == 1e200);
+    test::write_bytes(xml, "<rows>1e300</rows><cols>3</cols><data>1 0 0 0 1 0 0 0 1</data>");
+    CHECK_THROWS_WITH(read_pair_geometry(xml), Catch::Contains("this matrix is 1e+300x3"));
+    test::write_bytes(xml, "<rows>3</rows><cols>3</cols><data>" + std::string(64000, '1') + "</data>");
+    CHECK_THROWS_WITH(read_pair_geometry(xml), Catch::Contains(xml) && Catch::Contains("found 1"));
+    test::write_bytes(xml, "<rows><cols>3</cols><data>1 0 0 0 1 0 0 0 1</data><rows>3</rows>");
+    CHECK(read_pair_geometry(xml).homography[0] == 1.0);  // the first <rows> that holds no element
+}
+
+TEST_CASE("eval: disparity arrays whose shape or size lies are refused by name", "[eval]") {
+    const std::string found = std::string(VITREG_FUZZ_DIR) + "/regressions/disparity/";
+    CHECK_THROWS_WITH(read_pair_geometry(found + "npz-declares-2gb-deflated.npz"),
+                      Catch::Contains("declares 2147483647 bytes, more than its 11 deflated bytes can hold"));
+    test::TempDir dir;
+    const std::string npz = dir.path() + "/d.npz";
+    const auto array = [&](const std::string& shape, std::size_t floats) {
+        std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+        header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+        std::string npy = std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(header.size() & 0xff) +
+                          static_cast<char>(header.size() >> 8) + header + std::string(4 * floats, '\0');
+        test::write_bytes(npz, fuzz::zip_archive({{"disparity.npy", npy}}));
+    };
+    array("(2, 3)", 6);
+    CHECK(read_pair_geometry(npz).disparity.size() == 6);
+    array("(99999999999, 1)", 1);
+    CHECK_THROWS_WITH(read_pair_geometry(npz), Catch::Contains(npz) && Catch::Contains("does not match its shape"));
+    array("(2147483647, 2147483647)", 1);  // 2^62 - 2^32 + 1 floats: the product must not wrap
+    CHECK_THROWS_WITH(read_pair_geometry(npz), Catch::Contains("does not match its shape"));
+    array("(" + std::string(60000, '1') + ", 1)", 1);
+    CHECK_THROWS_WITH(read_pair_geometry(npz), Catch::Contains("does not match its shape"));
+    array("(6,)", 6);
+    CHECK_THROWS_WITH(read_pair_geometry(npz), Catch::Contains("must be a 2-D array"));
 }

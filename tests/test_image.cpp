@@ -356,6 +356,21 @@ TEST_CASE("an uncompressed TGA cut short is refused; a whole one decodes") {
     CHECK(img.rgb == rgb);
     CHECK_THROWS_WITH(decode_image(dir / "cut.tga"),
                       dir / "cut.tga" + ": truncated TGA (9x7 pixels of 3 bytes need 189, 188 present)");
+
+    // Colour-mapped and RLE files, which stb reads past their end as zeros: a 25-byte file declaring
+    // 20728x1806 pixels (found by fuzz_disparity) took seconds. A whole RLE file still decodes.
+    const std::string slow = std::string(VITREG_FUZZ_DIR) + "/regressions/disparity/tga-colour-mapped-25-bytes-slow.tga";
+    CHECK_THROWS_WITH(decode_image(slow), Catch::Contains("truncated TGA (20728x1806 pixels of 1 bytes need 37434896 with "
+                                                          "the colour map, 7 present)"));
+    const std::string cut_header = std::string(VITREG_FUZZ_DIR) + "/regressions/disparity/tga-17-byte-header-slow-9b1649.tga";
+    CHECK_THROWS_WITH(decode_image(cut_header), Catch::Contains("truncated TGA (4404x20494 pixels of 1 bytes need 90255704 "
+                                                                "with the colour map, 0 present)"));
+    REQUIRE(stbi_write_tga((dir / "rle.tga").c_str(), 9, 7, 3, rgb.data()));  // RLE: stb writes it by default
+    CHECK(decode_image(dir / "rle.tga").rgb == rgb);
+    std::string rle("\0\0\x0a\0\0\0\0\0\0\0\0\0\x00\x04\x00\x04\x18\x20", 18);  // 1024x1024 RLE, 24 bits
+    write_bytes(dir / "rle-cut.tga", rle + std::string(100, '\x7f'));
+    CHECK_THROWS_WITH(decode_image(dir / "rle-cut.tga"),
+                      dir / "rle-cut.tga" + ": truncated TGA (1024x1024 pixels of 3 bytes need at least 32768, 100 present)");
 }
 
 TEST_CASE("formats stb 2.27 cannot be trusted with are refused by name") {

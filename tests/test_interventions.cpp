@@ -222,6 +222,13 @@ TEST_CASE("find-register-neurons ranks the planted neuron first, with the refere
     CHECK(parse_register_neurons(dir / "neurons.json:3").size() == 3);
     write_bytes(dir / "bad.json", R"({"format": "vitreg-register-neurons", "version": 9})");
     CHECK_THROWS_WITH(parse_register_neurons(dir / "bad.json"), Catch::Contains("unsupported \"version\""));
+    // Found by fuzz/: a layer of 1e30 was cast to int (undefined behaviour); indices are whole and bounded.
+    for (const char* layer : {"1e30", "1.5", "-1", "1048577"}) {
+        write_bytes(dir / "bad.json", std::string(R"({"format": "vitreg-register-neurons", "version": 1, "ranked": [{"layer": )") +
+                                          layer + R"(, "neuron": 2, "score": 1}], "selected": [[1, 2]]})");
+        CHECK_THROWS_WITH(parse_register_neurons(dir / "bad.json"),
+                          Catch::Contains("bad.json") && Catch::Contains("a layer is not an integer in 0..1048576"));
+    }
 }
 
 TEST_CASE("test-time registers take the planted outliers' norm off the patches, as the reference does") {

@@ -8,9 +8,10 @@
 #include <fstream>
 #include <cctype>
 #include <cstring>
-#include <regex>
+#include <limits>
 #include <sstream>
 
+#include "core/parse_number.hpp"
 #include "io/zip_reader.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
@@ -55,26 +56,39 @@ std::array<double, 9> homography_of(const std::vector<double>& v, const std::str
         h[i] = v[i];
         m(i / 3, i % 3) = v[i];
     }
-    if (std::abs(m.determinant()) < 1e-12 * std::pow(m.norm(), 3)) throw UsageError(path + ": the homography is singular");
+    // |det| against |m|^3 is scale-free: measured on m over its largest entry, so that huge entries
+    // cannot overflow it, and the zero matrix is singular too.
+    const double largest = m.cwiseAbs().maxCoeff();
+    const Eigen::Matrix3d unit = largest > 0 ? Eigen::Matrix3d(m / largest) : m;
+    if (largest == 0 || std::abs(unit.determinant()) < 1e-12 * std::pow(unit.norm(), 3))
+        throw UsageError(path + ": the homography is singular");
     return h;
+}
+
+// The text of the first <tag>...</tag> that holds no other element. Searched by hand: std::regex
+// recurses once per character and overflows the stack on a long element.
+std::string element_text(const std::string& text, const std::string& tag, const std::string& path) {
+    const std::string open = "<" + tag + ">", close = "</" + tag + ">";
+    for (auto at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+        const auto start = at + open.size(), end = text.find('<', start);
+        if (end != std::string::npos && text.compare(end, close.size(), close) == 0) return text.substr(start, end - start);
+    }
+    throw UsageError(path + ": not an OpenCV matrix (no <" + tag + ">)");
 }
 
 // OpenCV's FileStorage XML: the first element with rows, cols and data.
 std::array<double, 9> read_opencv_xml(const std::string& path) {
     const std::string text = read_bytes(path);
-    auto field = [&](const std::string& tag) {
-        std::smatch m;
-        if (!std::regex_search(text, m, std::regex("<" + tag + ">([^<]*)</" + tag + ">")))
-            throw UsageError(path + ": not an OpenCV matrix (no <" + tag + ">)");
-        return m[1].str();
-    };
+    const std::string rows_text = element_text(text, "rows", path), cols_text = element_text(text, "cols", path);
     std::vector<double> rows, cols, data;
-    if (!numbers_of(field("rows"), rows) || !numbers_of(field("cols"), cols) || rows.size() != 1 || cols.size() != 1)
+    if (!numbers_of(rows_text, rows) || !numbers_of(cols_text, cols) || rows.size() != 1 || cols.size() != 1)
         throw UsageError(path + ": unreadable <rows> or <cols>");
-    if (rows[0] != 3 || cols[0] != 3)
-        throw UsageError(path + ": a homography must be 3x3, this matrix is " + std::to_string(static_cast<int>(rows[0])) + "x" +
-                         std::to_string(static_cast<int>(cols[0])));
-    if (!numbers_of(field("data"), data)) throw UsageError(path + ": unreadable <data>");
+    if (rows[0] != 3 || cols[0] != 3) {
+        std::ostringstream size;  // streamed, not cast: the numbers need not fit an int
+        size << rows[0] << "x" << cols[0];
+        throw UsageError(path + ": a homography must be 3x3, this matrix is " + size.str());
+    }
+    if (!numbers_of(element_text(text, "data", path), data)) throw UsageError(path + ": unreadable <data>");
     return homography_of(data, path);
 }
 
@@ -86,7 +100,12 @@ std::string npz_entry(const std::string& archive, const std::string& path) {
         const ZipEntry& e = zip.entries().front();
         const unsigned char* data = reinterpret_cast<const unsigned char*>(archive.data()) + e.data_offset;
         if (e.method == 0) return std::string(reinterpret_cast<const char*>(data), e.size);
-        if (e.method != 8 || e.size > (1ull << 31)) throw UsageError(path + ": " + e.name + " is neither stored nor deflated");
+        if (e.method != 8) throw UsageError(path + ": " + e.name + " is neither stored nor deflated");
+        // Deflate shrinks by 1032:1 at most: a larger declared size is a lie, refused before the
+        // buffer for it is made.
+        if (e.size > std::min<std::uint64_t>(1ull << 31, e.compressed_size * 1032 + 1024))
+            throw UsageError(path + ": " + e.name + " declares " + std::to_string(e.size) + " bytes, more than its " +
+                             std::to_string(e.compressed_size) + " deflated bytes can hold");
         std::string out(e.size, '\0');
         z_stream z{};
         if (inflateInit2(&z, -MAX_WBITS) != Z_OK) throw UsageError(path + ": cannot inflate");
@@ -108,18 +127,30 @@ std::vector<float> npy_matrix(const std::string& bytes, const std::string& path,
     if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw UsageError(path + ": not a .npy array");
     const std::size_t header_len = bytes[6] == 1 ? (static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8) : 0;
     if (bytes[6] != 1 || 10 + header_len > bytes.size()) throw UsageError(path + ": unsupported .npy header");
+    // The header is read by plain search: std::regex recurses once per character matched and
+    // overflows the stack on a 64 KB header.
     const std::string header = bytes.substr(10, header_len);
-    std::smatch m;
-    if (header.find("'fortran_order': False") == std::string::npos ||
-        !std::regex_search(header, m, std::regex("'descr': '<f([48])'")))
+    const bool f4 = header.find("'descr': '<f4'") != std::string::npos, f8 = header.find("'descr': '<f8'") != std::string::npos;
+    if (header.find("'fortran_order': False") == std::string::npos || f4 == f8)
         throw UsageError(path + ": the disparity must be a C-order little-endian float array");
-    const std::size_t item = m[1].str() == "4" ? 4 : 8;
-    if (!std::regex_search(header, m, std::regex("'shape': \\((\\d+), (\\d+)\\)")))
+    const std::size_t item = f4 ? 4 : 8;
+    const std::string shape_key = "'shape': (";
+    const auto shape_at = header.find(shape_key), shape_end = header.find(')', shape_at);
+    const auto dims = shape_at == std::string::npos || shape_end == std::string::npos
+                          ? std::vector<std::string>{}
+                          : split(header.substr(shape_at + shape_key.size(), shape_end - shape_at - shape_key.size()), ',');
+    if (dims.size() != 2 || dims[1].empty() || dims[1][0] != ' ')
         throw UsageError(path + ": the disparity must be a 2-D array");
-    height = std::stoi(m[1].str());
-    width = std::stoi(m[2].str());
-    const std::size_t n = static_cast<std::size_t>(height) * width;
-    if (height <= 0 || width <= 0 || bytes.size() != 10 + header_len + n * item) throw UsageError(path + ": the array's size does not match its shape");
+    const auto rows = parse_integer(dims[0], 1, std::numeric_limits<int>::max());
+    const auto cols = parse_integer(dims[1].substr(1), 1, std::numeric_limits<int>::max());
+    const std::size_t payload = bytes.size() - 10 - header_len;
+    // Divided, not multiplied: a shape near 2^31 x 2^31 must not wrap around to the payload's size.
+    if (!rows || !cols || payload % item != 0 || payload / item / static_cast<std::size_t>(*rows) != static_cast<std::size_t>(*cols) ||
+        payload / item % static_cast<std::size_t>(*rows) != 0)
+        throw UsageError(path + ": the array's size does not match its shape");
+    height = static_cast<int>(*rows);
+    width = static_cast<int>(*cols);
+    const std::size_t n = payload / item;
     std::vector<float> out(n);
     const char* data = bytes.data() + 10 + header_len;
     for (std::size_t i = 0; i < n; ++i) {

@@ -10,7 +10,8 @@
 namespace vitreg {
 
 std::string defects_file(const std::string& path) {
-    return std::filesystem::is_directory(path) ? path + "/defects.safetensors" : path;
+    std::error_code ec;  // a name the file system cannot look up is read as a file, and refused by name
+    return std::filesystem::is_directory(path, ec) ? path + "/defects.safetensors" : path;
 }
 
 DefectDirectionRows read_defect_direction_rows(const std::string& path) {

@@ -14,7 +14,8 @@ ModelRequest ModelRequest::from_options(const std::string& model, const OptionVa
     // a name that is a file as written keeps its '@'.
     ModelRequest r;
     r.model = model;
-    if (model.find('@') != std::string::npos && !std::filesystem::exists(model)) r = from_spec(ModelSpec::parse(model));
+    std::error_code ec;  // a name the file system cannot look up (too long) is not a file
+    if (model.find('@') != std::string::npos && !std::filesystem::exists(model, ec)) r = from_spec(ModelSpec::parse(model));
     for (const auto& named : values) model_option(named.first);  // refuses a name that is not an option
     for (const ModelOption& option : model_options()) {
         const auto given = values.find(option.name);

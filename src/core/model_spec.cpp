@@ -11,10 +11,12 @@ namespace vitreg {
 
 namespace {
 
-// "ORG/NAME" that is not a path on disk: a Hugging Face hub id, whose "@REVISION" is its own.
+// "ORG/NAME" that is not a path on disk: a Hugging Face hub id, whose "@REVISION" is its own. A
+// name the file system cannot look up (too long) is no path either.
 bool looks_like_hub_id(const std::string& s) {
+    std::error_code ec;
     return std::count(s.begin(), s.end(), '/') == 1 && s.front() != '/' && s.front() != '.' && s.back() != '/' &&
-           !std::filesystem::exists(s);
+           !std::filesystem::exists(s, ec);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "vitreg/register_neuron_file.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/json_limits.hpp"
 #include "core/parse_number.hpp"
@@ -13,6 +14,8 @@ namespace {
 
 constexpr const char* kFormat = "vitreg-register-neurons";
 constexpr int kVersion = 1;
+// The bounds of a layer and a neuron index, in the file as on the command line.
+constexpr long kMaxLayer = 1 << 20, kMaxNeuron = 1 << 30;
 
 }  // namespace
 
@@ -32,16 +35,25 @@ void write_register_neurons(const std::string& path, const RegisterNeuronRanking
 RegisterNeuronRanking read_register_neurons(const std::string& path) {
     const nlohmann::json j = read_format_file(path, kFormat, kVersion, "register-neuron file", "vitreg find-register-neurons");
     const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg register-neuron file: " + why); };
+    // A whole number in [0, hi]: nlohmann's get<int>() converts 1e30 or 2.5 without a word (1e30
+    // is undefined behaviour).
+    const auto index_of = [&](const nlohmann::json& v, long hi, const char* what) {
+        if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > hi)
+            throw fail(std::string(what) + " is not an integer in 0.." + std::to_string(hi));
+        return static_cast<int>(v.get<std::int64_t>());
+    };
     RegisterNeuronRanking r;
     try {
         r.model = j.value("model", "");
         r.images = j.value("images", std::vector<std::string>{});
         r.with_outliers = j.value("images_with_outliers", std::vector<std::string>{});
         r.mad_k = j.value("mad_k", 10.0f);
-        for (const auto& e : j.at("ranked")) r.ranked.push_back({e.at("layer").get<int>(), e.at("neuron").get<int>(), e.at("score").get<double>()});
+        for (const auto& e : j.at("ranked"))
+            r.ranked.push_back({index_of(e.at("layer"), kMaxLayer, "a layer"), index_of(e.at("neuron"), kMaxNeuron, "a neuron"),
+                                e.at("score").get<double>()});
         for (const auto& e : j.at("selected")) {
             if (!e.is_array() || e.size() != 2) throw fail("a \"selected\" entry is not [layer, neuron]");
-            r.selected.push_back({e[0].get<int>(), e[1].get<int>()});
+            r.selected.push_back({index_of(e[0], kMaxLayer, "a layer"), index_of(e[1], kMaxNeuron, "a neuron")});
         }
     } catch (const nlohmann::json::exception& e) {
         throw fail(e.what());
@@ -66,8 +78,8 @@ std::vector<RegisterNeuron> parse_register_neurons(const std::string& spec) {
     std::vector<RegisterNeuron> neurons;
     for (const auto& p : split(spec, ',')) {
         const auto colon = p.find(':');
-        const auto layer = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(0, colon), 0, 1 << 20);
-        const auto neuron = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(colon + 1), 0, 1 << 30);
+        const auto layer = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(0, colon), 0, kMaxLayer);
+        const auto neuron = colon == std::string::npos ? std::nullopt : parse_integer(p.substr(colon + 1), 0, kMaxNeuron);
         if (!layer || !neuron)
             throw UsageError("--register-neurons: bad entry '" + p + "' (expected LAYER:NEURON, or a neurons.json)");
         const RegisterNeuron n{static_cast<int>(*layer), static_cast<int>(*neuron)};

@@ -81,21 +81,32 @@ void check_png_chunks(const std::uint8_t* data, std::size_t size, const std::str
     }
 }
 
-// An uncompressed true-colour or grey TGA: stb copies each row with stbi__getn and ignores its
-// failure, so a file cut short leaves the rest of the pixels as whatever the heap held
-// (CVE-2023-45663). Colour-mapped, RLE and 15/16-bit RGB files are read a byte at a time, and
-// stb reads zeros past the end. A header with colour-map type 0 at byte 1 is no other format's.
-void check_tga(const std::uint8_t* data, std::size_t size, const std::string& name) {
-    if (size < 18 || data[1] != 0 || (data[2] != 2 && data[2] != 3)) return;
+// A TGA whose pixels cannot fit in its bytes. An uncompressed true-colour or grey one: stb copies
+// each row with stbi__getn and ignores its failure, so a file cut short leaves the rest of the
+// pixels as whatever the heap held (CVE-2023-45663). Colour-mapped, RLE and 15/16-bit RGB files are
+// read a byte at a time and stb reads zeros past the end: a 25-byte file declaring 20728x1806
+// colour-mapped pixels took 6 s and 578 MB under ASan (found by fuzz_disparity). An RLE packet is
+// 1 byte and one pixel at least, for 128 pixels at most. Colour-map type 0 or 1 at byte 1 with one
+// of these image types at byte 2 is no other format vitreg reads (each has a magic number). stb
+// reads a header cut short as zeros too (a 17-byte one passed before), so it is read so here.
+void check_tga(const std::uint8_t* bytes, std::size_t size, const std::string& name) {
+    std::uint8_t data[18] = {};
+    std::memcpy(data, bytes, std::min<std::size_t>(size, sizeof data));
+    if (size < 3 || data[1] > 1) return;
+    const bool mapped = data[1] == 1, rle = data[2] >= 9;
+    const int type = data[2] & ~8;  // 1 colour-mapped, 2 true colour, 3 grey; +8 for RLE
+    if (mapped ? type != 1 : type != 2 && type != 3) return;
     const std::uint64_t w = data[12] | data[13] << 8, h = data[14] | data[15] << 8;
     const int bits = data[16];
-    const int bytes = bits == 8 ? 1 : bits == 16 && data[2] == 3 ? 2 : bits == 24 ? 3 : bits == 32 ? 4 : 0;
-    if (bytes == 0 || w == 0 || h == 0) return;
-    const std::uint64_t need = w * h * bytes, have = size - std::min<std::size_t>(size, 18 + data[0]);
+    if ((bits != 8 && bits != 15 && bits != 16 && bits != 24 && bits != 32) || w == 0 || h == 0) return;
+    const std::uint64_t pixel_bytes = (bits + 7) / 8, pixels = w * h;
+    const std::uint64_t map = mapped ? (data[5] | data[6] << 8) * ((data[7] + 7) / 8) : 0;
+    const std::uint64_t need = map + (rle ? (pixels + 127) / 128 * (1 + pixel_bytes) : pixels * pixel_bytes);
+    const std::uint64_t have = size - std::min<std::size_t>(size, 18 + data[0]);
     if (have < need)
         throw ImageError(name + ": truncated TGA (" + std::to_string(w) + "x" + std::to_string(h) + " pixels of " +
-                         std::to_string(bytes) + " bytes need " + std::to_string(need) + ", " + std::to_string(have) +
-                         " present)");
+                         std::to_string(pixel_bytes) + " bytes need " + (rle ? "at least " : "") + std::to_string(need) +
+                         (map ? " with the colour map" : "") + ", " + std::to_string(have) + " present)");
 }
 
 }  // namespace
