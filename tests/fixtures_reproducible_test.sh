@@ -15,7 +15,7 @@ trap 'rm -rf "$tmp"' EXIT
 /usr/bin/python3 "$root/tests/fixtures/make_defects.py" --out "$tmp/defects" >/dev/null
 # repairs/: the reference's @denoise split on the planted model.
 /usr/bin/python3 "$root/tests/fixtures/make_repair_fixtures.py" --out "$tmp/repairs" >/dev/null
-# upstream/torchvision: Debian's torchvision is the upstream itself. open_clip's, DINOv2's, DINOv3's, timm's and
+# upstream/torchvision: Debian's torchvision is the upstream itself. open_clip's, DINO's, DINOv2's, DINOv3's, timm's and
 # transformers' fixtures and the transformers key lists need those upstreams' sources, which CI does not have (tests/upstream/README.md).
 /usr/bin/python3 "$root/tests/upstream/torchvision_fixtures.py" "$tmp/upstream/torchvision" >/dev/null
 mkdir -p "$tmp/webp_unit"
@@ -23,5 +23,5 @@ mkdir -p "$tmp/webp_unit"
 # heldout/ comes from the training recipe (weights/recipe), not from this generator.
 /usr/bin/python3 "$root/tests/fixtures_match.py" "$tmp" "$root/tests/fixtures" --exclude make_fixtures.py \
   --exclude make_torch_files.py --exclude make_dense_set.py --exclude make_photo_fixtures.py --exclude make_defects.py --exclude make_repair_fixtures.py --exclude make.py --exclude __pycache__ --exclude heldout \
-  --exclude open_clip --exclude dinov2 --exclude dinov3 --exclude timm --exclude transformers --exclude transformers_keys.json
+  --exclude open_clip --exclude dino --exclude dinov2 --exclude dinov3 --exclude timm --exclude transformers --exclude transformers_keys.json
 echo "fixtures match the reference generator"

@@ -12,6 +12,7 @@
 
 #include "core/checkpoint/timm_architectures.hpp"
 #include "test_support.hpp"
+#include "upstream_case.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
 
@@ -144,11 +145,8 @@ TEST_CASE("timm's own VisionTransformer and Eva: hub folders, class token, regis
         INFO("timm " << index["commit"].get<std::string>() << " case " << c["name"].get<std::string>());
         const Model m = Model::load(fixture(c["model"].get<std::string>()));
         const std::string size = c["size"].get<std::string>(), key = c["input"].get<std::string>();
-        const SafetensorsFile inputs(fixture(c["inputs"].get<std::string>()));
         const SafetensorsFile f(fixture(c["expected"].get<std::string>()));
-        const auto input = tensor(inputs, key);
-        const int batch = static_cast<int>(inputs.get(key).shape[0]);
-        const Features out = m.forward(input.data(), batch, c["height"].get<int>(), c["width"].get<int>(), ForwardOptions{2});
+        const Features out = run_upstream_case(m, c, key);
         const int registers = c["registers"].get<int>();
         const bool class_token = c["class_token"].get<bool>();
         CHECK(out.registers == registers);

@@ -22,7 +22,7 @@ the builder's): width 64 in 1 head (a hub .pth states no heads; vitreg takes the
 import os
 
 
-from upstream_util import checkout_args, import_checkout, make_dino_fixtures, stand_in_sdpa
+from upstream_util import checkout_args, import_checkout, forward_features, make_dino_fixtures, stand_in_sdpa
 
 BUILDERS = ("dinov2_vits14", "dinov2_vits14_reg", "dinov2_vitg14")  # vit_giant2: SwiGLU (fused, without xFormers plain)
 SHAPE = dict(embed_dim=64, depth=2, num_heads=1, mlp_ratio=2)
@@ -48,7 +48,7 @@ def main():
     checkout, commit, out = checkout_args(__doc__, "dinov2")
     backbones, vits = import_dinov2(checkout)
     make_dino_fixtures(out, "dinov2", "facebookresearch/dinov2", commit, backbones, vits, SIZES,
-                       {name: (SHAPE, {"img_size": 56}) for name in BUILDERS}, "x_norm_regtokens")
+                       {name: (SHAPE, {"img_size": 56}) for name in BUILDERS}, forward_features("x_norm_regtokens"))
 
 
 if __name__ == "__main__":

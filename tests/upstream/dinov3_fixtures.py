@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from upstream_util import checkout_args, import_checkout, make_dino_fixtures, stand_in, stand_in_sdpa
+from upstream_util import checkout_args, import_checkout, forward_features, make_dino_fixtures, stand_in, stand_in_sdpa
 
 # hub builder -> the shape it is built at. The 7B's width 80 (2 heads of 40) makes swiglu64's
 # alignment bite: int(3 * 80 * 2 / 3) = 160 rounds up to 192.
@@ -54,7 +54,7 @@ def main():
     checkout, commit, out = checkout_args(__doc__, "dinov3")
     backbones, vits = import_dinov3(checkout)
     make_dino_fixtures(out, "dinov3", "facebookresearch/dinov3", commit, backbones, vits, SIZES,
-                       {name: (shape, {}) for name, shape in SHAPE.items()}, "x_storage_tokens")
+                       {name: (shape, {}) for name, shape in SHAPE.items()}, forward_features("x_storage_tokens"))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """What the upstream fixture scripts share: random weights on every tensor, the files they write,
-stand-ins for the torch 2 APIs Debian's torch 1.13 lacks, and DINO's forward_features run."""
+stand-ins for the torch 2 APIs Debian's torch 1.13 lacks, and the DINO families' hub models and runs."""
 import json
 import os
 import sys
@@ -75,12 +75,14 @@ def import_checkout(root, package):
     return __import__(package)
 
 
-# DINO's forward_features keys: the class token, the extra tokens (registers, DINOv3's storage
-# tokens) and the patches, each after the final norm.
-def dino_outputs(model, pixels, extra_key):
-    with torch.no_grad():
-        out = model.forward_features(pixels.double())
-    return {"cls": out["x_norm_clstoken"], "registers": out[extra_key], "patches": out["x_norm_patchtokens"]}
+def forward_features(extra_key):
+    """DINOv2's and DINOv3's run: forward_features' class token, extra tokens (`extra_key`: registers,
+    DINOv3's storage tokens) and patches, each after the final norm."""
+    def run(model, pixels):
+        with torch.no_grad():
+            out = model.forward_features(pixels.double())
+        return {"cls": out["x_norm_clstoken"], "registers": out[extra_key], "patches": out["x_norm_patchtokens"]}
+    return run
 
 
 def dino_inputs(out, sizes, generator):
@@ -90,15 +92,15 @@ def dino_inputs(out, sizes, generator):
     return pixels
 
 
-def dino_case(out, upstream, name, model, extra_key, pixels):
+def dino_case(out, upstream, name, model, run, pixels):
     """Save the model as the torch hub's .pth (its state dict, float32) and what its float64
-    forward_features gives at each size; the cases.json rows."""
+    forward gives at each size (`run(model, x)`: cls, registers, patches); the cases.json rows."""
     os.makedirs(out, exist_ok=True)
     torch.save({k: v.detach().float().clone() for k, v in model.state_dict().items()}, os.path.join(out, name + ".pth"))
     model = model.double().eval()
     expected, rows = {}, []
     for size, x in pixels.items():
-        outputs = dino_outputs(model, x, extra_key)
+        outputs = run(model, x)
         for key, value in outputs.items():
             if value.numel():  # (no registers: nothing to store)
                 expected[f"{size}.{key}"] = value
@@ -110,20 +112,20 @@ def dino_case(out, upstream, name, model, extra_key, pixels):
     return rows
 
 
-def hub_model(builder, vits, shape, **builder_kwargs):
-    """The model a hub builder makes (its own settings), at a small `shape`: vits.DinoVisionTransformer
+def hub_model(builder, vits, shape, model_class="DinoVisionTransformer", **builder_kwargs):
+    """The model a hub builder makes (its own settings), at a small `shape`: vits.<model_class>
     is wrapped while the builder runs. Returns the model and every argument it was built with."""
-    real, seen = vits.DinoVisionTransformer, {}
+    real, seen = getattr(vits, model_class), {}
 
     def small(**kwargs):
         seen.update(kwargs, **shape)
         return real(**seen)
 
-    vits.DinoVisionTransformer = small
+    setattr(vits, model_class, small)
     try:
         model = builder(pretrained=False, **builder_kwargs)
     finally:
-        vits.DinoVisionTransformer = real
+        setattr(vits, model_class, real)
     return model.eval(), {k: described(v) for k, v in seen.items() if k != "device"}
 
 
@@ -139,15 +141,16 @@ def described(value):
     return getattr(value, "__name__", type(value).__name__)
 
 
-def make_dino_fixtures(out, upstream, repository, commit, backbones, vits, sizes, builds, extra_key):
-    """DINOv2's and DINOv3's fixtures alike: each hub builder's model (`builds`: name -> (shape,
-    builder keyword arguments)), every tensor random, run at `sizes`, indexed with its settings."""
+def make_dino_fixtures(out, upstream, repository, commit, backbones, vits, sizes, builds, run,
+                       model_class="DinoVisionTransformer"):
+    """DINO's, DINOv2's and DINOv3's fixtures alike: each hub builder's model (`builds`: name -> (shape,
+    builder keyword arguments)), every tensor random, `run` at `sizes`, indexed with its settings."""
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(53)
     pixels = dino_inputs(out, sizes, generator)
     rows, settings = [], {}
     for name, (shape, kwargs) in builds.items():
-        model, settings[name] = hub_model(getattr(backbones, name), vits, shape, **kwargs)
+        model, settings[name] = hub_model(getattr(backbones, name), vits, shape, model_class, **kwargs)
         randomize(model, generator, ("norm1.weight", "norm2.weight", "norm.weight", "gamma"))
-        rows += dino_case(out, upstream, name, model, extra_key, pixels)
+        rows += dino_case(out, upstream, name, model, run, pixels)
     write_index(out, repository, commit, rows, settings=settings)
