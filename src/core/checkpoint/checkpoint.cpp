@@ -6,6 +6,7 @@
 #include "core/checkpoint/name_table.hpp"
 #include "core/checkpoint/shape.hpp"
 #include "core/file_kind.hpp"
+#include "core/safetensors.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -25,7 +26,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides) {
+Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides, CheckpointRead read) {
     std::string file = path;
     if (is_dir(path)) {
         // The weights a hub folder holds, safetensors first (HF, open_clip).
@@ -43,7 +44,7 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
             throw CheckpointError(path + ": " + why);
         }
     }
-    file_ = open_tensor_file(file, overrides);
+    file_ = read == CheckpointRead::HeaderOnly ? open_tensor_file_header(file, overrides) : open_tensor_file(file, overrides);
     config_ = resolve(parent_dir(file), overrides);
 }
 
