@@ -121,7 +121,8 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         if (!whole || total != (transpose ? shape[1] : shape[0])) rows.assign(views.size(), part_shape[0]);
     }
     std::vector<float> out;
-    out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
+    // One part is the whole: its floats are the result (no second fp32 copy of the tensor).
+    if (views.size() > 1) out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
     for (std::size_t i = 0; i < views.size(); ++i) {
         const TensorView* v = views[i];
         part_shape[0] = rows[i];
@@ -135,7 +136,8 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         auto f = v->to_float();
         file_->release(*v);
         apply_bias_mask(*v, f);
-        out.insert(out.end(), f.begin(), f.end());
+        if (views.size() == 1) out = std::move(f);
+        else out.insert(out.end(), f.begin(), f.end());
     }
     if (transpose) {
         const std::size_t rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
