@@ -4,12 +4,27 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "core/safetensors.hpp"
+#include "vitreg/checkpoint.hpp"
+#include "vitreg/checkpoint_summary.hpp"
+#include "vitreg/forward_memory.hpp"
 
 namespace vitreg::cli {
 
+namespace {
+
+// The checkpoint as named, read header-only (its weights are never loaded); the loader's notes on stderr.
+CheckpointSummary summarize(const ModelArgs& args) {
+    const ModelRequest request = args.request();
+    CheckpointSummary s = summarize_checkpoint(resolve_model_path(request.model), request.overrides);
+    for (const auto& note : s.config.notes) status_out() << "vitreg: note: " << note << "\n";
+    return s;
+}
+
+}  // namespace
+
 void register_info(CLI::App& app, Command& run) {
-    auto* cmd = app.add_subcommand("info", "print the resolved configuration of a checkpoint");
+    auto* cmd = app.add_subcommand("info", "print the resolved configuration of a checkpoint and its weights' memory at each "
+                                           "precision (from the file's header: no weight is read)");
     auto args = std::make_shared<ModelArgs>();
     add_model_args(*cmd, *args);
     auto json = std::make_shared<bool>(false);
@@ -18,20 +33,22 @@ void register_info(CLI::App& app, Command& run) {
                   "the file's own metadata");
     cmd->callback([&run, args, json] {
         run = [args, json] {
-            const Model m = load_model(*args);
-            const Config& c = m.config();
+            const CheckpointSummary s = summarize(*args);
+            const Config& c = s.config;
+            const auto memory = weight_memory(s.tensors);
             if (*json) {
-                nlohmann::ordered_json out = {{"file", m.path()}, {"config", to_json(c)}, {"metadata", nlohmann::json::object()}};
-                if (!is_torch_file(m.path())) {
-                    const SafetensorsFile file(m.path());
-                    for (const auto& [key, value] : file.metadata()) out["metadata"][key] = value;
-                }
+                nlohmann::ordered_json out = {{"file", s.path}, {"config", to_json(c)}, {"metadata", nlohmann::json::object()},
+                                              {"weight_bytes", nlohmann::json::object()}, {"missing_bytes", s.missing_bytes}};
+                for (const auto& [key, value] : s.metadata) out["metadata"][key] = value;
+                for (const auto& m : memory) out["weight_bytes"][m.format] = m.bytes;
                 // (a file's metadata is its author's text: bytes that are not UTF-8 print as U+FFFD)
                 std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
                 return 0;
             }
             auto row = [](const char* k, const std::string& v) { std::cout << std::left << std::setw(14) << k << v << "\n"; };
-            row("file", m.path());
+            row("file", s.path);
+            if (s.missing_bytes > 0)
+                row("truncated", format_bytes(s.missing_bytes) + " of tensor data lie past the end of the file (it cannot be loaded)");
             row("family", to_string(c.family));
             row("layout", c.source);
             row("dim", std::to_string(c.dim));
@@ -71,6 +88,9 @@ void register_info(CLI::App& app, Command& run) {
             row("eps", eps.str());
             row("dtype", to_string(c.dtype));
             row("parameters", std::to_string(c.parameters));
+            std::cout << "weights\n";
+            for (const auto& m : memory)
+                std::cout << "  " << std::left << std::setw(12) << m.format << std::setw(10) << format_bytes(m.bytes) << m.how << "\n";
             row("native grid", std::to_string(c.grid) + "x" + std::to_string(c.grid) + " (" + std::to_string(c.native_size()) + " px)");
             std::ostringstream ms;
             ms << c.mean[0] << "," << c.mean[1] << "," << c.mean[2] << " / " << c.std[0] << "," << c.std[1] << "," << c.std[2];
@@ -87,10 +107,9 @@ void register_info(CLI::App& app, Command& run) {
                    << ", center crop " << c.input_size << " (crop_pct " << c.crop_pct << ")";
             row("resize eval", ev.str());
             // Everything else the file states about itself (provenance, training, metrics).
-            if (is_torch_file(m.path())) return 0;  // a state dict states nothing about itself
-            const SafetensorsFile file(m.path());
-            if (!file.metadata().empty()) std::cout << "metadata\n";
-            for (const auto& [key, value] : file.metadata())
+            // (a state dict states nothing about itself)
+            if (!s.metadata.empty()) std::cout << "metadata\n";
+            for (const auto& [key, value] : s.metadata)
                 std::cout << "  " << std::left << std::setw(22) << key << (value.size() > 100 ? value.substr(0, 97) + "..." : value)
                           << "\n";
             return 0;

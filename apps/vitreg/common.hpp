@@ -128,6 +128,9 @@ private:
     std::chrono::steady_clock::time_point start_;
 };
 
+// Whether freed blocks of a MB and more stay in the heap (true: the images' decode buffers are
+// reused) or are unmapped on free (while weights load). main() sets true; load_model false while loading.
+void keep_big_blocks_in_heap(bool keep);
 // Resolves, loads and packs (open_model); prints the loader's notes (inferred heads, retrofits) to stderr.
 Model load_model(const ModelRequest& request);
 Model load_model(const ModelArgs& args);

@@ -1,6 +1,4 @@
 // vitreg: ViT feature extraction and attention-artifact analysis on the CPU.
-#include <malloc.h>
-
 #include <iostream>
 
 #include "common.hpp"
@@ -8,13 +6,7 @@
 #include "vitreg/version.hpp"
 
 int main(int argc, char** argv) {
-    // A camera photo decodes into a buffer of tens of MB. glibc serves blocks over 32 MB with a
-    // fresh mmap and unmaps them on free, so every image paid its pages' faults again (a fifth
-    // of a 12 MP photo's decode and resize). Kept in the heap, the next image reuses them.
-#ifdef M_MMAP_THRESHOLD
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+    vitreg::cli::keep_big_blocks_in_heap(true);  // the images' decode buffers are reused
     // Named, so --help, the man page and docs/cli.md say `vitreg` whatever path ran it.
     CLI::App app{"vitreg: ViT feature extraction with registers, softmax-1 and sink attention", "vitreg"};
     app.set_version_flag("--version", std::string("vitreg ") + VITREG_VERSION);

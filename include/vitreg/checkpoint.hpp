@@ -15,15 +15,23 @@ namespace source {
 struct NameTable;
 }
 
+// How much of a checkpoint is read: all of it, or (vitreg info) the header, configs and the few
+// small tensors resolution reads, a truncated safetensors file's missing tensors listed unreadable.
+enum class CheckpointRead { Whole, HeaderOnly };
+
 class Checkpoint {
 public:
     // `path`: a .safetensors or torch.save (.pth/.pt/.bin) file, or a folder holding
     // model.safetensors or pytorch_model.bin (+ config.json).
-    explicit Checkpoint(const std::string& path, const ConfigOverrides& overrides = {});
+    explicit Checkpoint(const std::string& path, const ConfigOverrides& overrides = {},
+                        CheckpointRead read = CheckpointRead::Whole);
 
     const Config& config() const { return config_; }
     const std::string& path() const { return file_->path(); }
     const TensorFile& file() const { return *file_; }
+    // The stored names of the model's tensors (a two-tower file's vision tower and projection),
+    // sorted: what config().parameters counts.
+    const std::vector<std::string>& model_tensors() const { return model_tensors_; }
 
     // A bias stored in parts counts as present when any part is: the others are zero.
     bool has(const std::string& canonical) const;
@@ -47,6 +55,7 @@ private:
     // Canonical -> stored names: the source's table for this file (a few sources pick names from
     // the tensors; timm's CLIP head may stand for `proj`).
     std::shared_ptr<source::NameTable> names_;
+    std::vector<std::string> model_tensors_;
     Config config_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "kernels.hpp"
 #include "parse_number.hpp"
+#include "vitreg/config.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
 
@@ -49,15 +50,14 @@ std::int64_t usable_memory() {
 
 }  // namespace
 
-ForwardMemory forward_memory(const Model& model, int height, int width, int threads) {
-    const Config& c = model.config();
+ForwardMemory forward_memory(const Config& c, Precision precision, std::int64_t tokens, int height, int width, int threads) {
     const std::int64_t D = c.dim, H = c.mlp_hidden, p = c.patch;
-    const std::int64_t N = model.tokens(height, width), patches = (height / p) * std::int64_t(width / p);
+    const std::int64_t N = tokens, patches = (height / p) * std::int64_t(width / p);
     const bool swiglu = c.mlp == MlpKind::SwiGlu;
     ForwardMemory m;
     // Per block q|k|v, proj, fc1 (SwiGLU: both halves) and fc2; the patch embedding; positions.
     const std::int64_t per_block = 4 * D * D + (swiglu ? 3 : 2) * D * H;
-    m.weights = (c.depth * per_block + 3 * p * p * D) * weight_bytes(model.precision().precision) +
+    m.weights = (c.depth * per_block + 3 * p * p * D) * weight_bytes(precision) +
                 std::int64_t(c.depth) * 8 * D * 4;  // norms, LayerScales, biases: fp32
     // Floats per token: x, its LayerNorm, q|k|v, the hidden rows (and SwiGLU's gated half or the
     // normed hidden), the GEMM's packed input (as wide as fc2's), the position table and the
@@ -67,10 +67,33 @@ ForwardMemory forward_memory(const Model& model, int height, int width, int thre
     m.activations = (N * per_token + patches * 3 * p * p) * 4;
     const bool key_blocks = kernels::attention_by_key_blocks(static_cast<int>(std::min<std::int64_t>(N, 1 << 30)), nullptr);
     const int t = threads > 0 ? threads : tbb::info::default_concurrency();
-    const std::int64_t kv = 2 * N * D * (model.precision().precision == Precision::Fp32 ? 4 : weight_bytes(Precision::Bf16));
+    const std::int64_t kv = 2 * N * D * (precision == Precision::Fp32 ? 4 : weight_bytes(Precision::Bf16));
     m.attention = kv + std::int64_t(t) * static_cast<std::int64_t>(kernels::attention_thread_bytes(
                                               static_cast<int>(std::min<std::int64_t>(N, 1 << 30)), c.head_dim, key_blocks));
     return m;
+}
+
+ForwardMemory forward_memory(const Model& model, int height, int width, int threads) {
+    return forward_memory(model.config(), model.precision().precision, model.tokens(height, width), height, width, threads);
+}
+
+void refuse_what_cannot_fit(const std::string& model, const Config& c, Precision precision, std::int64_t cap, int threads) {
+    const int side = c.native_size();
+    const std::int64_t tokens = c.prefix_tokens() + c.registers + std::int64_t(c.grid) * c.grid;
+    const auto need = [&](Precision p) { return forward_memory(c, p, tokens, side, side, threads); };
+    const ForwardMemory here = need(precision);
+    if (here.total() <= cap) return;
+    std::string each, fits;
+    for (const auto& named : EnumTable<Precision>::names) {
+        const std::int64_t total = need(named.value).total();
+        each += std::string(each.empty() ? "" : ", ") + named.name + " " + format_bytes(total);
+        if (fits.empty() && total <= cap) fits = model + "@" + named.name + " would fit";
+    }
+    throw UsageError(model + ": one " + std::to_string(side) + "x" + std::to_string(side) + " image at " + to_string(precision) +
+                     " needs about " + format_bytes(here.total()) + " (weights " + format_bytes(here.weights) + ", activations " +
+                     format_bytes(here.activations + here.attention) + ", margin " + format_bytes(here.margin) +
+                     "), over the memory cap of " + format_bytes(cap) + " (--max-memory); nothing was loaded. By precision: " +
+                     each + "; " + (fits.empty() ? "none fits this cap" : fits));
 }
 
 std::int64_t default_memory_cap() { return usable_memory() / 4 * 3; }

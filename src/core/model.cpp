@@ -365,7 +365,8 @@ void Model::check_tokens(int height, int width, std::int64_t max_tokens, const s
     if (need.total() > cap)
         throw UsageError(input + ", whose forward needs about " + format_bytes(need.total()) + " (weights " +
                          format_bytes(need.weights) + ", activations " + format_bytes(need.activations) + ", attention " +
-                         format_bytes(need.attention) + "), over the memory cap of " + format_bytes(cap) +
+                         format_bytes(need.attention) + ", margin " + format_bytes(need.margin) + "), over the memory cap of " +
+                         format_bytes(cap) +
                          " (--max-memory; --max-tokens N sets a bound in tokens instead)");
 }
 

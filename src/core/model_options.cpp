@@ -65,8 +65,10 @@ std::vector<ModelOption> make_table() {
          std::int64_t(1) << 40, std::to_string(image.max_pixels),
          [](ModelRequest& r, const std::string& v) { r.image_limits.max_pixels = std::stoll(v); }},
         {"max-memory", K::Text, G::Open,
-         "the memory one image's forward may use: 4G, 512M, bytes, or a share like 50% (default: 75% of the physical "
-         "memory or the cgroup's limit); inputs whose estimated forward needs more are refused (unless --max-tokens)",
+         "the memory the model and one image's forward may use: 4G, 512M, bytes, or a share like 50% (default: 75% of "
+         "the physical memory or the cgroup's limit); a model whose weights and one native-size image need more is "
+         "refused before loading, with the precision that would fit; inputs whose estimated forward needs more are "
+         "refused (unless --max-tokens)",
          {}, 0, 0, "", [](ModelRequest& r, const std::string& v) { r.max_memory = parse_memory_size(v); }},
         {"max-tokens", K::Integer, G::Run,
          "refuse inputs that make more tokens than this (0 = no limit; default: what fits --max-memory)", {}, 0,

@@ -4,6 +4,7 @@
 
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/forward_memory.hpp"
 #include "vitreg/model_options.hpp"
 #include "core/parse_number.hpp"
 
@@ -40,7 +41,11 @@ ModelRequest ModelRequest::from_spec(const ModelSpec& spec, ModelRequest base) {
 }
 
 Model open_model(const ModelRequest& request) {
-    Model m = Model::load(resolve_model_path(request.model), request.overrides, request.precision);
+    const std::string path = resolve_model_path(request.model);
+    // The header and configs alone say whether the weights and one image fit the cap.
+    refuse_what_cannot_fit(request.model, Checkpoint(path, request.overrides).config(), request.precision.precision,
+                           request.max_memory > 0 ? request.max_memory : default_memory_cap(), request.threads);
+    Model m = Model::load(path, request.overrides, request.precision);
     if (!request.intervention.empty()) m = m.with(request.intervention);
     return m.with_memory_cap(request.max_memory);
 }

@@ -89,7 +89,7 @@ std::uint64_t read_u64_le(const unsigned char* p) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimits& limits)
+SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimits& limits, bool header_only)
     : path_(path), map_(path, 8, [](std::size_t size) {
           return "file is " + std::to_string(size) + " bytes, too short for a safetensors header";
       }) {
@@ -148,7 +148,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimit
             v.shape.push_back(static_cast<std::int64_t>(s));
         }
         const std::uint64_t begin = jo[0].get<std::uint64_t>(), end = jo[1].get<std::uint64_t>();
-        if (begin > end || end > data_size)
+        if (begin > end || (end > data_size && !header_only))
             fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(begin) + ", " +
                            std::to_string(end) + "] fall outside the " + std::to_string(data_size) +
                            "-byte data section (truncated file?)");
@@ -156,7 +156,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, const SafetensorsLimit
             fail(path, "tensor '" + name + "': " + std::to_string(end - begin) + " bytes for shape " +
                            v.shape_string() + " of " + to_string(v.dtype) + " (expected " +
                            std::to_string(numel * dtype_size(v.dtype)) + ")");
-        v.data = data + begin;
+        v.data = end <= data_size ? data + begin : nullptr;  // past the end: header_only's
         v.nbytes = static_cast<std::size_t>(end - begin);
         if (v.nbytes) ranges.emplace_back(begin, end);
         tensors_.emplace(name, std::move(v));

@@ -17,7 +17,9 @@ namespace vitreg {
 class SafetensorsFile final : public TensorFile {
 public:
     // Maps and validates `path`. Throws CheckpointError naming the file and the fault.
-    explicit SafetensorsFile(const std::string& path, const SafetensorsLimits& limits = {});
+    // `header_only` (vitreg info): a tensor whose bytes lie past the end of a truncated file is
+    // listed with a null `data` (to_float throws) instead of refusing the file.
+    explicit SafetensorsFile(const std::string& path, const SafetensorsLimits& limits = {}, bool header_only = false);
     SafetensorsFile(const SafetensorsFile&) = delete;
     SafetensorsFile& operator=(const SafetensorsFile&) = delete;
 
@@ -35,6 +37,10 @@ private:
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
 };
+
+struct ConfigOverrides;
+// open_tensor_file, but a safetensors file is read header_only (above).
+std::unique_ptr<TensorFile> open_tensor_file_header(const std::string& path, const ConfigOverrides& overrides);
 
 // Half-precision conversions: widening is exact; narrowing rounds to nearest even.
 float half_to_float(std::uint16_t h);

@@ -31,6 +31,8 @@ std::string TensorView::shape_string() const {
 }
 
 std::vector<float> TensorView::to_float() const {
+    if (!data && nbytes)  // a header-only read's tensor past the end of the file
+        throw CheckpointError("tensor '" + name + "' lies past the end of its file (truncated; only its header was read)");
     const auto n = static_cast<std::size_t>(numel());
     std::vector<float> out(n);
     if (n == 0) return out;
@@ -57,6 +59,7 @@ DType TensorFile::dominant_dtype() const {
 }
 
 void TensorFile::drop_pages(const unsigned char* data, std::size_t nbytes) {
+    if (!data) return;
     const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto begin = reinterpret_cast<std::uintptr_t>(data), end = begin + nbytes;
     const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
@@ -86,12 +89,24 @@ bool is_torch_file(const std::string& path) {
     return has_torch_extension(path);
 }
 
-std::unique_ptr<TensorFile> open_tensor_file(const std::string& path, const ConfigOverrides& overrides) {
+namespace {
+
+std::unique_ptr<TensorFile> open_file(const std::string& path, const ConfigOverrides& overrides, bool header_only) {
     if (is_torch_file(path)) return std::make_unique<TorchFile>(path, overrides.state_dict_key);
     if (!overrides.state_dict_key.empty())
         throw UsageError(path + ": a state-dict key ('" + overrides.state_dict_key +
                          "') picks the tensors inside a PyTorch file; this is a safetensors file");
-    return std::make_unique<SafetensorsFile>(path, overrides.limits);
+    return std::make_unique<SafetensorsFile>(path, overrides.limits, header_only);
+}
+
+}  // namespace
+
+std::unique_ptr<TensorFile> open_tensor_file(const std::string& path, const ConfigOverrides& overrides) {
+    return open_file(path, overrides, false);
+}
+
+std::unique_ptr<TensorFile> open_tensor_file_header(const std::string& path, const ConfigOverrides& overrides) {
+    return open_file(path, overrides, true);
 }
 
 }  // namespace vitreg

@@ -51,10 +51,10 @@ def test_max_memory_refuses_an_input_whose_forward_would_not_fit():
     # Refused before anything is allocated, with the estimate and the cap; within the cap it runs.
     x = np.zeros((1, 3, 1022, 1022), np.float32)
     with pytest.raises(vitreg.UsageError, match=r"makes 5334 tokens, whose forward needs about \d+ MB \(weights .*\), "
-                                                r"over the memory cap of 16 MB \(--max-memory"):
-        vitreg.Model(SHIPPED, max_memory="16M").forward(x)
+                                                r"over the memory cap of 96 MB \(--max-memory"):
+        vitreg.Model(SHIPPED, max_memory="96M").forward(x)
     small = np.zeros((1, 3, 224, 224), np.float32)
-    assert vitreg.Model(SHIPPED, max_memory="64M").forward(small)["patch"].shape == (1, 16, 16, 192)
+    assert vitreg.Model(SHIPPED, max_memory="96M").forward(small)["patch"].shape == (1, 16, 16, 192)
 
 
 def test_model_refuses_an_unknown_keyword_or_a_wrong_value_clearly():

@@ -6,6 +6,7 @@
 #include "core/checkpoint/name_table.hpp"
 #include "core/checkpoint/shape.hpp"
 #include "core/file_kind.hpp"
+#include "core/safetensors.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -25,7 +26,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides) {
+Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides, CheckpointRead read) {
     std::string file = path;
     if (is_dir(path)) {
         // The weights a hub folder holds, safetensors first (HF, open_clip).
@@ -43,7 +44,7 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
             throw CheckpointError(path + ": " + why);
         }
     }
-    file_ = open_tensor_file(file, overrides);
+    file_ = read == CheckpointRead::HeaderOnly ? open_tensor_file_header(file, overrides) : open_tensor_file(file, overrides);
     config_ = resolve(parent_dir(file), overrides);
 }
 
@@ -120,7 +121,8 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         if (!whole || total != (transpose ? shape[1] : shape[0])) rows.assign(views.size(), part_shape[0]);
     }
     std::vector<float> out;
-    out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
+    // One part is the whole: its floats are the result (no second fp32 copy of the tensor).
+    if (views.size() > 1) out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
     for (std::size_t i = 0; i < views.size(); ++i) {
         const TensorView* v = views[i];
         part_shape[0] = rows[i];
@@ -134,7 +136,8 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         auto f = v->to_float();
         file_->release(*v);
         apply_bias_mask(*v, f);
-        out.insert(out.end(), f.begin(), f.end());
+        if (views.size() == 1) out = std::move(f);
+        else out.insert(out.end(), f.begin(), f.end());
     }
     if (transpose) {
         const std::size_t rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);

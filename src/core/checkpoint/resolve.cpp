@@ -361,16 +361,16 @@ void describe(const Config& c, Notes& notes) {
     if (c.evict_sink) notes.add(NoteTopic::Eviction, "the checkpoint evicts each head's sink key on every run (calibrated sink, evicted)");
 }
 
-// The parameters of the model (a two-tower file's vision tower and projection only).
-std::int64_t count_parameters(const TensorFile& f, const SideFiles& side, const std::string& prefix) {
-    std::int64_t n = 0;
+// The tensors of the model (a two-tower file's vision tower and projection only).
+std::vector<std::string> model_tensor_names(const TensorFile& f, const SideFiles& side, const std::string& prefix) {
+    std::vector<std::string> out;
     for (const auto& name : f.names()) {
         const bool tower = side.top.is_object()
                                ? starts_with(name, prefix + "vision_model.") || name == prefix + "visual_projection.weight"
                                : starts_with(name, prefix);
-        if (tower) n += f.get(name).numel();
+        if (tower) out.push_back(name);
     }
-    return n;
+    return out;
 }
 
 }  // namespace
@@ -407,7 +407,9 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
 
     describe(c, notes);
     c.notes = notes.in_order();
-    c.parameters = count_parameters(*file_, side, prefix_);
+    model_tensors_ = model_tensor_names(*file_, side, prefix_);
+    c.parameters = 0;
+    for (const auto& name : model_tensors_) c.parameters += file_->get(name).numel();
     return c;
 }
 
