@@ -249,6 +249,80 @@ py::list model_options_list() {
     return out;
 }
 
+// The docstrings of Model's methods, apart so that bind_model reads as the list of bindings.
+const char* const kPreprocessDoc =
+    R"(An image as the model's input: float32 [3, height, width], the same values as the
+checkpoint's own PyTorch pipeline gives for the same file (PIL's decode and Image.resize, then
+ToTensor and Normalize with the checkpoint's mean and std).
+
+image     a path (str or os.PathLike) to an image file (JPEG, PNG, WebP, BMP, PNM, TGA, GIF), or
+          a uint8 array-like [height, width, 3] (RGB) or [height, width] (grey): numpy, a torch
+          tensor, a memoryview.
+resize    'eval' (the checkpoint's eval transform: DINOv2's shortest edge to 256 and centre crop
+          224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest edge to its
+          input size and crop; with the checkpoint's filter, bicubic unless its config names
+          another) | 'none' (crop right/bottom to whole patches) | 'WxH' | 'short:N' | 'long:N'.
+pipeline  None (the checkpoint's own) | 'torchvision' | 'timm' | 'hf' | 'open_clip': whose size,
+          crop and conversion rules.
+resample  'pil' (PIL's uint8 resize) | 'torch' (F.interpolate bicubic antialias on floats).
+decode    'exact' | 'draft' (JPEGs at a reduced DCT scale, as PIL's Image.draft: faster, other
+          pixels).
+exif_transpose  apply the file's EXIF orientation first (HF's load_image does).
+Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError for a bad array.)";
+const char* const kDenseDoc =
+    R"(One image's dense features: the array `vitreg dense` writes for it (row 0.npy), as float32
+(float16 with dtype='f16').
+
+dense(image, *, layers='last', norm=False, concat=False, window=0, stride=0, scales=[1.0], flip=False,
+      grid=None, upsample='none', jbu_sigma_spatial=1.0, jbu_sigma_range=0.15, jbu_radius=2, dtype='f32',
+      pca_dims=0, resize='eval', threads=model.threads)
+
+image     a path or uint8 array (preprocessed with `resize` as preprocess does), or float32
+          [3, H, W] already preprocessed.
+window, stride  a sliding window of crops (pixels, multiples of the patch): each crop's grid added
+          into the image's grid and averaged where crops overlap; the crops run as one batch.
+scales, flip  the image at each scale (and mirrored), grids resized bilinearly to one (grid=(h, w),
+          default the image's own) and averaged.
+upsample  'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE' (SIZE image or xN);
+          jbu: joint bilateral upsampling guided by the image.
+pca_dims  K > 0: the layers side by side reduced to K principal components fitted on this image's
+          grid (after the views, before upsampling); returns (features [h, w, K], basis) with basis
+          a dict of float32 arrays as <row>.pca_basis.safetensors holds: mean [C], components [K, C],
+          explained_variance [K], explained_variance_ratio [K] (features ≈ mean + reduced @ components).
+Returns [h, w, C] for one layer or with concat, else [layers, h, w, D].)";
+const char* const kForwardDoc =
+    R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:
+
+  cls        [B, D]        x_norm_clstoken (CLIP: ln_post(CLS); no class token: = pooled)
+  pooled     [B, D]        mean of the patch tokens (then fc_norm where the model has one)
+  registers  [B, R, D]     x_norm_regtokens (R may be 0)
+  patch      [B, h, w, D]  x_norm_patchtokens on the patch grid, row-major
+  embedding  [B, E]        cls @ proj, unnormalized (only models with a projection: CLIP)
+
+x is float32 [B, 3, H, W] or one image [3, H, W] (C-contiguous), H and W multiples of the patch;
+images of one call share their size (stack the outputs of preprocess). x may be any array-like
+whose memory can be shared: a numpy array, a torch tensor (DLPack), a memoryview; it is read in
+place, never copied; float64 or strided input is refused, not converted. The GIL is released
+while it runs. The arrays own their memory (torch.from_numpy takes them without a copy).)";
+const char* const kTraceDoc =
+    R"(A forward that also records what it is asked for (vitreg's Probe): the features of forward, plus
+
+  attention   [La, B, heads, Q, T]  rows of `queries` in attention_layers (attention_layers, queries:
+                                    the layer and token indices, in that order)
+  norms       [L, B, T]             L2 norm of every token after every block (norms=True), with
+  max_abs     [L, B, T]             its infinity norm and
+  kurtosis    [L, B]                the Pearson kurtosis of each block's output
+  abstention  [L, B, heads, T]      1 - sum(p) of every query row (softmax1 / sink)
+  key_mass    [L, B, heads, T]      mean attention each key receives
+  mlp         [Lm, B, T, hidden]    MLP activations after GELU / SwiGLU of mlp_layers
+  blocks      [Lb, B, T, D]         the residual stream after `blocks` (final-normed with blocks_normed),
+                                    as DINOv2's get_intermediate_layers
+  qkv         [Lq, B, T, 3D]        the q | k | v projections of qkv_layers
+  tokens, grid                      T and the patch grid (h, w)
+
+Token order is [CLS, registers, patches]. Layers are 'all' | 'last' | 'i,j' | [i, j] (negative
+counts from the end) or None; queries are a list of 'cls' | 'reg:K' | 'patch:R,C', or 'all'.)";
+
 }  // namespace
 
 void bind_model(py::module_& m) {
@@ -285,82 +359,18 @@ void bind_model(py::module_& m) {
              "height"_a, "width"_a, "Multiply-adds x 2 of one image's forward at this input size.")
         .def("preprocess", &preprocess_image, "image"_a, "resize"_a = "eval", "pipeline"_a = py::none(),
              "resample"_a = "pil", "decode"_a = "exact", "exif_transpose"_a = false,
-             R"(An image as the model's input: float32 [3, height, width], the same values as the
-checkpoint's own PyTorch pipeline gives for the same file (PIL's decode and Image.resize, then
-ToTensor and Normalize with the checkpoint's mean and std).
-
-image     a path (str or os.PathLike) to an image file (JPEG, PNG, WebP, BMP, PNM, TGA, GIF), or
-          a uint8 array-like [height, width, 3] (RGB) or [height, width] (grey): numpy, a torch
-          tensor, a memoryview.
-resize    'eval' (the checkpoint's eval transform: DINOv2's shortest edge to 256 and centre crop
-          224; timm's from pretrained_cfg input_size / crop_pct; CLIP's shortest edge to its
-          input size and crop; with the checkpoint's filter, bicubic unless its config names
-          another) | 'none' (crop right/bottom to whole patches) | 'WxH' | 'short:N' | 'long:N'.
-pipeline  None (the checkpoint's own) | 'torchvision' | 'timm' | 'hf' | 'open_clip': whose size,
-          crop and conversion rules.
-resample  'pil' (PIL's uint8 resize) | 'torch' (F.interpolate bicubic antialias on floats).
-decode    'exact' | 'draft' (JPEGs at a reduced DCT scale, as PIL's Image.draft: faster, other
-          pixels).
-exif_transpose  apply the file's EXIF orientation first (HF's load_image does).
-Raises vitreg.ImageError for a file that cannot be decoded, vitreg.UsageError for a bad array.)")
+             kPreprocessDoc)
         .def("dense", &model_dense, "image"_a,
-             R"(One image's dense features: the array `vitreg dense` writes for it (row 0.npy), as float32
-(float16 with dtype='f16').
-
-dense(image, *, layers='last', norm=False, concat=False, window=0, stride=0, scales=[1.0], flip=False,
-      grid=None, upsample='none', jbu_sigma_spatial=1.0, jbu_sigma_range=0.15, jbu_radius=2, dtype='f32',
-      pca_dims=0, resize='eval', threads=model.threads)
-
-image     a path or uint8 array (preprocessed with `resize` as preprocess does), or float32
-          [3, H, W] already preprocessed.
-window, stride  a sliding window of crops (pixels, multiples of the patch): each crop's grid added
-          into the image's grid and averaged where crops overlap; the crops run as one batch.
-scales, flip  the image at each scale (and mirrored), grids resized bilinearly to one (grid=(h, w),
-          default the image's own) and averaged.
-upsample  'none' | 'image' | 'xN' | 'bilinear' | 'jbu' | 'bilinear:SIZE' | 'jbu:SIZE' (SIZE image or xN);
-          jbu: joint bilateral upsampling guided by the image.
-pca_dims  K > 0: the layers side by side reduced to K principal components fitted on this image's
-          grid (after the views, before upsampling); returns (features [h, w, K], basis) with basis
-          a dict of float32 arrays as <row>.pca_basis.safetensors holds: mean [C], components [K, C],
-          explained_variance [K], explained_variance_ratio [K] (features ≈ mean + reduced @ components).
-Returns [h, w, C] for one layer or with concat, else [layers, h, w, D].)")
+             kDenseDoc)
         .def("forward", &forward, "x"_a, "threads"_a = py::none(),
-             R"(Runs a batch and returns its final-normed features as a dict of float32 arrays:
-
-  cls        [B, D]        x_norm_clstoken (CLIP: ln_post(CLS); no class token: = pooled)
-  pooled     [B, D]        mean of the patch tokens (then fc_norm where the model has one)
-  registers  [B, R, D]     x_norm_regtokens (R may be 0)
-  patch      [B, h, w, D]  x_norm_patchtokens on the patch grid, row-major
-  embedding  [B, E]        cls @ proj, unnormalized (only models with a projection: CLIP)
-
-x is float32 [B, 3, H, W] or one image [3, H, W] (C-contiguous), H and W multiples of the patch;
-images of one call share their size (stack the outputs of preprocess). x may be any array-like
-whose memory can be shared: a numpy array, a torch tensor (DLPack), a memoryview; it is read in
-place, never copied; float64 or strided input is refused, not converted. The GIL is released
-while it runs. The arrays own their memory (torch.from_numpy takes them without a copy).)")
+             kForwardDoc)
         .def("_pixels_address", [](const PyModel&, const py::object& x) {
                  return reinterpret_cast<std::uintptr_t>(checked_batch(x).data);
              }, "x"_a, "The address forward and trace read x from (the zero-copy test compares it with the caller's).")
         .def("trace", &trace, "x"_a, "attention_layers"_a = py::none(), "queries"_a = std::vector<std::string>{"cls"},
              "norms"_a = false, "abstention"_a = false, "key_mass"_a = false, "mlp_layers"_a = py::none(),
              "blocks"_a = py::none(), "blocks_normed"_a = false, "qkv_layers"_a = py::none(), "threads"_a = py::none(),
-             R"(A forward that also records what it is asked for (vitreg's Probe): the features of forward, plus
-
-  attention   [La, B, heads, Q, T]  rows of `queries` in attention_layers (attention_layers, queries:
-                                    the layer and token indices, in that order)
-  norms       [L, B, T]             L2 norm of every token after every block (norms=True), with
-  max_abs     [L, B, T]             its infinity norm and
-  kurtosis    [L, B]                the Pearson kurtosis of each block's output
-  abstention  [L, B, heads, T]      1 - sum(p) of every query row (softmax1 / sink)
-  key_mass    [L, B, heads, T]      mean attention each key receives
-  mlp         [Lm, B, T, hidden]    MLP activations after GELU / SwiGLU of mlp_layers
-  blocks      [Lb, B, T, D]         the residual stream after `blocks` (final-normed with blocks_normed),
-                                    as DINOv2's get_intermediate_layers
-  qkv         [Lq, B, T, 3D]        the q | k | v projections of qkv_layers
-  tokens, grid                      T and the patch grid (h, w)
-
-Token order is [CLS, registers, patches]. Layers are 'all' | 'last' | 'i,j' | [i, j] (negative
-counts from the end) or None; queries are a list of 'cls' | 'reg:K' | 'patch:R,C', or 'all'.)")
+             kTraceDoc)
         .def("__repr__", [](const PyModel& self) {
             const Config& c = self.model.config();
             return "vitreg.Model('" + self.model.path() + "', dim=" + std::to_string(c.dim) + ", depth=" +

@@ -131,3 +131,16 @@ TEST_CASE("from_options refuses what is not an option or not one of its values",
     CHECK_THROWS_AS(ModelRequest::from_options("m", {{"evict", "sinks"}}), UsageError);
     CHECK(model_option("pos-interp").keyword() == "pos_interp");
 }
+
+TEST_CASE("a name's suffix sets the precision and attention; an option that contradicts it is refused", "[model_request]") {
+    // Only given options arrive (the CLI leaves the others empty): the suffix is not overridden by a default.
+    CHECK(ModelRequest::from_options("m@int8", {}).precision.precision == Precision::Int8);
+    CHECK(ModelRequest::from_options("m@bf16", {{"precision", ""}}).precision.precision == Precision::Bf16);
+    CHECK(ModelRequest::from_options("m@int8", {{"precision", "int8"}, {"act-quant", "per-token"}}).precision.precision ==
+          Precision::Int8);
+    CHECK(ModelRequest::from_options("m@softmax1", {}).overrides.attention == AttentionKind::Softmax1);
+    CHECK_THROWS_WITH(ModelRequest::from_options("m@bf16", {{"precision", "int8"}}),
+                      Catch::Contains("m@bf16: the name asks for bf16 and --precision for int8"));
+    CHECK_THROWS_WITH(ModelRequest::from_options("m@softmax1", {{"attention", "softmax"}}),
+                      Catch::Contains("the name asks for softmax1 attention and --attention for softmax"));
+}

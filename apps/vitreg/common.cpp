@@ -33,9 +33,10 @@ void add_model_args(CLI::App& cmd, ModelArgs& args) {
     cmd.add_option("MODEL", args.model, model_name_help())->required();
     for (const ModelOption& o : model_options()) {
         if (o.group != OptionGroup::Open) continue;
-        std::string& value = args.options[o.name];
-        value = o.default_text;
-        add_table_option(cmd, o.name, value);
+        // Left empty unless given, so that a default never overrides the model name's own suffix
+        // (MODEL@int8 with no --precision runs int8); --help still shows the default.
+        CLI::Option* option = add_table_option(cmd, o.name, args.options[o.name]);
+        if (!o.default_text.empty()) option->default_str(o.default_text);
     }
 }
 

@@ -1,6 +1,7 @@
 #include "vitreg/model_request.hpp"
 
 #include <filesystem>
+#include <optional>
 
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
@@ -10,13 +11,31 @@
 
 namespace vitreg {
 
+namespace {
+
+// A suffix and an option that both set the normalizer or the precision must agree: which one
+// was meant cannot be guessed ("m@bf16" with --precision int8).
+void refuse_contradiction(const std::string& model, const ModelSpec& spec, const ModelRequest& r) {
+    if (spec.precision && spec.precision->precision != r.precision.precision)
+        throw UsageError(model + ": the name asks for " + to_string(spec.precision->precision) + " and --precision for " +
+                         to_string(r.precision.precision) + "; give one");
+    if (spec.attention && spec.attention != r.overrides.attention)
+        throw UsageError(model + ": the name asks for " + to_string(*spec.attention) + " attention and --attention for " +
+                         (r.overrides.attention ? to_string(*r.overrides.attention) : std::string("the checkpoint's")) +
+                         "; give one");
+}
+
+}  // namespace
+
 ModelRequest ModelRequest::from_options(const std::string& model, const OptionValues& values) {
     // The model's name may carry a configuration's suffixes ("m.safetensors@inpaint=artifacts");
     // a name that is a file as written keeps its '@'.
     ModelRequest r;
     r.model = model;
     std::error_code ec;  // a name the file system cannot look up (too long) is not a file
-    if (model.find('@') != std::string::npos && !std::filesystem::exists(model, ec)) r = from_spec(ModelSpec::parse(model));
+    std::optional<ModelSpec> spec;
+    if (model.find('@') != std::string::npos && !std::filesystem::exists(model, ec)) spec = ModelSpec::parse(model);
+    if (spec) r = from_spec(*spec);
     for (const auto& named : values) model_option(named.first);  // refuses a name that is not an option
     for (const ModelOption& option : model_options()) {
         const auto given = values.find(option.name);
@@ -29,6 +48,7 @@ ModelRequest ModelRequest::from_options(const std::string& model, const OptionVa
                              std::to_string(option.max) + " (--" + option.name + " on the command line)");
         option.apply(r, text);
     }
+    if (spec) refuse_contradiction(model, *spec, r);
     return r;
 }
 
