@@ -7,6 +7,7 @@
 #include "vitreg/batch_options.hpp"
 #include "vitreg/canonical_checkpoint.hpp"
 #include "vitreg/checkpoint.hpp"
+#include "vitreg/checkpoint_summary.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/dense.hpp"
 #include "vitreg/dense_options.hpp"
