@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "vitreg/checkpoint_summary.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/inputs.hpp"
@@ -25,6 +26,16 @@ void run_once(const Model& m) {
     if (static_cast<long>(c.patch) * c.patch * c.dim > (1 << 20) || c.depth > 8) return;
     const std::vector<float> pixels(static_cast<std::size_t>(3) * c.patch * c.patch, 0.25f);
     m.forward(pixels.data(), 1, c.patch, c.patch, ForwardOptions{1});
+}
+
+// What `vitreg info` reads first (the header and configs alone: a truncated file passes), then
+// the whole load and a run.
+void describe_and_run(const std::string& path) {
+    try {
+        (void)weight_memory(summarize_checkpoint(path).tensors);
+    } catch (const Error&) {
+    }
+    run_once(Model::load(path));
 }
 
 }  // namespace
@@ -53,7 +64,7 @@ void torch_file(const std::uint8_t* data, std::size_t size) {
                 if (t.nbytes <= (1u << 20)) (void)t.to_float();
             }
         }
-        run_once(Model::load(path));
+        describe_and_run(path);
     } catch (const Error&) {
     }
 }
@@ -74,7 +85,7 @@ void safetensors_file(const std::uint8_t* data, std::size_t size) {
                 if (t.nbytes <= (1u << 20)) (void)t.to_float();
             }
         }
-        run_once(Model::load(path));
+        describe_and_run(path);
     } catch (const Error&) {
     }
 }
@@ -89,7 +100,7 @@ void config_json(const std::uint8_t* data, std::size_t size) {
     }();
     put(dir + "/config.json", data, size);
     try {
-        run_once(Model::load(dir));
+        describe_and_run(dir);
     } catch (const Error&) {
     }
 }

@@ -14,13 +14,14 @@ namespace vitreg::fuzz {
 
 // --- Checkpoints, images and lists (targets.cpp) ---
 // safetensors: a .safetensors file: header JSON, dtypes, shapes, offsets, metadata; when the
-// header passes, every tensor is widened and the checkpoint resolved, packed and run once on a
-// tiny image.
+// header passes, every tensor is widened, the checkpoint described header-only (as `vitreg info`
+// does: summarize_checkpoint), then resolved, packed and run once on a tiny image.
 void safetensors_file(const std::uint8_t* data, std::size_t size);
-// config: an HF config.json beside a fixed, valid HF checkpoint: parsing and config resolution.
+// config: an HF config.json beside a fixed, valid HF checkpoint: parsing and config resolution,
+// header-only (summarize_checkpoint) and for a load.
 void config_json(const std::uint8_t* data, std::size_t size);
 // torch: a PyTorch checkpoint: the zip reader, the restricted unpickler and the tensor rebuild; a
-// file that passes is loaded, packed and run once. An input that does not start with "PK" is taken
+// file that passes is described header-only (summarize_checkpoint), loaded, packed and run once. An input that does not start with "PK" is taken
 // for a data.pkl and wrapped into a torch.save-style archive whose storages "0".."23" hold 2048
 // bytes each, so that mutated pickles reach the tensors.
 void torch_file(const std::uint8_t* data, std::size_t size);

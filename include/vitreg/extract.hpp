@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "vitreg/batch_job.hpp"
 
 namespace vitreg {
@@ -11,6 +13,10 @@ namespace vitreg {
 struct ExtractOptions : BatchOptions {
     bool patch_tokens = false;  // also write patch/<row>.{npy,safetensors} [h, w, D]
     bool project = false;       // also write embedding [E] = cls · proj (models with a projection: CLIP)
+
+    // What extract's own options add to the job's identity (job.json) and to run.json, listed once.
+    // `project` appears only when set, so jobs written before it existed still resume.
+    nlohmann::ordered_json to_json() const;
 };
 
 // Writes into options.out_dir (or its shard folder; created if needed), every file atomically:

@@ -8,6 +8,13 @@
 
 namespace vitreg {
 
+nlohmann::ordered_json ExtractOptions::to_json() const {
+    nlohmann::ordered_json j;
+    j["patch_tokens"] = patch_tokens;
+    if (project) j["project"] = true;
+    return j;
+}
+
 BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                               const BatchProgress& progress) {
     const Config& c = model.config();
@@ -21,8 +28,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
     const auto table = batch::extract_table(D, R, E);
 
     auto identity = batch::job_identity("vitreg extract", model, inputs, options);
-    identity["patch_tokens"] = options.patch_tokens;
-    if (options.project) identity["project"] = true;
+    identity.update(options.to_json());
 
     batch::ChunkWork work;
     work.tensors = table;
@@ -57,7 +63,6 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"pos_interp", to_string(c.pos_interp)},
         {"resize", options.resize.to_string()},
         {"format", to_string(options.format)},
-        {"patch_tokens", options.patch_tokens},
         {"dim", D},
         {"registers", R},
         // without a class token, cls holds the pooled feature (fc_norm of the mean patch token)
@@ -68,6 +73,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"test_time_registers", model.intervention().test_time_registers},
         {"row_files", options.patch_tokens ? nlohmann::json{"patch/{row}" + ext} : nlohmann::json::array()},
     };
+    info.update(nlohmann::json(options.to_json()));
     return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), table, options.format, model.path(),
                                       std::move(info));
 }
