@@ -223,7 +223,6 @@ void foreground_colour(const float* whitened, float foreground, float* rgb) {
 
 std::vector<PcaPreview> pca_preview(const std::vector<PatchFeatures>& images, int dim) {
     const Matrix all = rows_of(images, dim);
-    const Eigen::Index total = all.rows();
 
     std::vector<Eigen::Index> fg = first_component_foreground(all, images);
 
