@@ -255,6 +255,19 @@ class CliTest(unittest.TestCase):
             patch = 8 if model == clip else 16
             self.assertEqual(np.load(os.path.join(out, "0.npy")).shape, (96 // patch, 64 // patch, 32 if model == clip else 48))
 
+    def test_a_names_precision_suffix_is_what_runs(self):
+        # The command line once filled --precision with its default, which overrode MODEL@int8.
+        image = os.path.join(ASSETS, "astronaut.jpg")
+        for suffix, described in (("@int8", "int8"), ("@bf16", "bf16")):
+            out = os.path.join(self.tmp, suffix[1:])
+            r = vitreg("extract", MODEL + suffix, image, "-o", out, "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertTrue(read_json(os.path.join(out, "run.json"))["precision"].startswith(described))
+        r = vitreg("extract", MODEL + "@bf16", image, "-o", os.path.join(self.tmp, "both"), "--precision", "int8")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("the name asks for bf16 and --precision for int8", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "both")))
+
     def test_extract_npy_loads_with_numpy(self):
         out = os.path.join(self.tmp, "out")
         r = vitreg("extract", MODEL, ASSETS, "-o", out, "--patch-tokens", "--batch", "3", "--threads", "2")
