@@ -62,8 +62,10 @@ ModelRequest ModelRequest::from_spec(const ModelSpec& spec, ModelRequest base) {
 
 Model open_model(const ModelRequest& request) {
     const std::string path = resolve_model_path(request.model);
-    // The header and configs alone say whether the weights and one image fit the cap.
-    refuse_what_cannot_fit(request.model, Checkpoint(path, request.overrides).config(), request.precision.precision,
+    // The header and configs alone say whether the weights and one image fit the cap: nothing of
+    // the weights is read before the refusal.
+    const Checkpoint header(path, request.overrides, CheckpointRead::HeaderOnly);
+    refuse_what_cannot_fit(request.model, header.config(), request.precision.precision,
                            request.max_memory > 0 ? request.max_memory : default_memory_cap(), request.threads);
     Model m = Model::load(path, request.overrides, request.precision);
     if (!request.intervention.empty()) m = m.with(request.intervention);
