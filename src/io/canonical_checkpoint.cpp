@@ -119,7 +119,7 @@ Config convert_checkpoint(const std::string& path, const ConfigOverrides& overri
                           const WeightQuantization& quantization) {
     const Checkpoint ck(path, overrides);
     if (ck.quantization().quantized())
-        throw UsageError(ck.path() + ": is " + to_string(ck.quantization().precision) +
+        throw UsageError(ck.path() + ": the file is " + to_string(ck.quantization().precision) +
                          "-quantized already; convert the checkpoint it came from (its source_digest names it)");
     if (quantization.quantized() && (quantization.precision != Precision::Int8 || dtype != DType::F32))
         throw UsageError(out + ": a quantized file keeps its other tensors in F32 (int8 only, from --dtype int8)");
