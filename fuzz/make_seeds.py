@@ -104,6 +104,38 @@ def safetensors_bytes(t, dtype="F32", metadata=None):
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
 
 
+QUANTIZED = ("patch_embed.proj.weight", ".attn.qkv.weight", ".attn.proj.weight", ".mlp.fc1.weight", ".mlp.fc2.weight",
+             ".mlp.w12.weight", ".mlp.w3.weight")
+
+
+def quantized_bytes(t, bits=8, metadata=None):
+    """vitreg convert --dtype int8's layout: the linears' weights I8 beside an F32 scale per output channel."""
+    qmax = np.float32(2 ** (bits - 1) - 1)
+    header, blobs, offset = {}, [], 0
+    out = {}
+    for name in sorted(t):
+        a = t[name].astype(np.float32)
+        if not name.endswith(QUANTIZED):
+            out[name] = ("F32", a.shape, a.tobytes())
+            continue
+        rows = a.reshape(a.shape[0], -1)
+        scale = np.abs(rows).max(axis=1) / qmax
+        scale[scale == 0] = 1
+        q = np.clip(np.rint(rows / scale[:, None]), -qmax, qmax).astype(np.int8)
+        out[name] = ("I8", a.shape, q.tobytes())
+        out[name + ".scale"] = ("F32", scale.shape, scale.astype(np.float32).tobytes())
+    for name in sorted(out):
+        dtype, shape, raw = out[name]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    header["__metadata__"] = dict(metadata or {}, heads="2", quantization="int8", weight_bits=str(bits),
+                                  source_digest="fnv1a64:0123456789abcdef")
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
 def png_file(w, h, bit_depth, color, raw, extra=b""):
     """A PNG of filtered rows `raw` (each led by its filter byte), `extra` chunks before IDAT."""
     def chunk(kind, data):
@@ -210,6 +242,9 @@ def main():
     put("safetensors", "softmax1_swiglu", safetensors_bytes(tensors("dinov2", swiglu=True), "F32",
                                                             {"heads": "2", "attention": "softmax1", "origin": "timm"}))
     put("safetensors", "nometa_f32", safetensors_bytes(tensors("dinov2")))
+    put("safetensors", "dinov2_int8", quantized_bytes(tensors("dinov2", registers=2),
+                                                      metadata={"num_registers": "2", "patch_size": "2"}))
+    put("safetensors", "swiglu_int8_7bit", quantized_bytes(tensors("dinov2", swiglu=True), bits=7))
     put("safetensors", "hf_reg2", safetensors_bytes(to_hf(tensors("dinov2", registers=2)), "F32", {"format": "pt"}))
 
     config = {"architectures": ["Dinov2WithRegistersModel"], "hidden_size": D, "num_attention_heads": 2,

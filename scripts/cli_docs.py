@@ -41,15 +41,19 @@ JSON_SCHEMAS = [
         ("config.grid", "integer", "the native patch grid's side"),
         ("config.image_mean", "array", "the per-channel mean the pixels are normalized with"),
         ("config.image_std", "array", "the per-channel standard deviation"),
-        ("config.dtype", "string", "the checkpoint's stored dtype (F32, F16, BF16)"),
+        ("config.dtype", "string", "the checkpoint's stored dtype (F32, F16, BF16; I8 for an int8-quantized file)"),
         ("config.parameters", "integer", "the number of parameters"),
         ("config.notes", "array", "what the loader inferred or retrofitted, as sentences"),
         ("metadata", "object", "the file's own safetensors metadata, text to text (empty for a PyTorch file)"),
         ("weight_bytes", "object", "the weights' memory by format: f32, bf16, f16, int8 (with its scales) and int4-g128 "
-                                   "(an estimate); the matrices in the format, the other tensors in fp32"),
+                                   "(an estimate); the matrices in the format, the other tensors in fp32 (from the shapes: a "
+                                   "quantized file runs only in its own)"),
         ("weight_bytes.f32", "integer", "every tensor in fp32"),
         ("weight_bytes.int8", "integer", "the int8 matrices with an fp32 scale and an int32 sum per output column"),
         ("missing_bytes", "integer", "tensor bytes past the end of a truncated file (0 for a whole file)"),
+        ("quantization", "object or null", "a quantized file's (`vitreg convert --dtype int8`); null for float weights"),
+        ("quantization.precision", "string", "the one precision the file runs at: int8"),
+        ("quantization.weight_bits", "integer", "its weights' width: 8, or 7"),
     ]),
     ("bench", "`vitreg bench MODEL --json` prints one object (times in milliseconds per image):", [
         ("file", "string", "the checkpoint file that was timed"),
@@ -84,7 +88,8 @@ JSON_SCHEMAS = [
                                   "`kernel`, `unit`, `rows`, `layers` (qkv, proj, fc1, fc2), `all`, `instruction_peak`"),
         ("peak.forward_fraction_of_peak", "number", "the forward's GFLOP/s over threads × the kernels' peak (0 when "
                                                     "not fp32)"),
-        ("vs_fp32", "object or null", "reduced precision only: the same inputs through the fp32 forward"),
+        ("vs_fp32", "object or null", "reduced precision only: the same inputs through the fp32 forward (null for a quantized "
+                                            "file, which has none)"),
         ("vs_fp32.cls_cosine_min", "number", "the smallest CLS cosine over the batch"),
         ("vs_fp32.patch_cosine_mean", "number", "the mean patch-token cosine"),
         ("vs_fp32.patch_cosine_min", "number", "the smallest patch-token cosine"),

@@ -185,6 +185,32 @@ class CliTest(unittest.TestCase):
         self.assertIn("refusing to unpickle posix.system", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "evil.safetensors")))
 
+    def test_convert_int8_runs_as_model_at_int8(self):
+        """docs/design.md, "Reduced precision": a quantized file gives MODEL@int8's features, byte for byte,
+        says so in info, and runs at int8 of its own width only."""
+        model = os.path.join(FIXTURES, "models", "hf_reg2")
+        image = os.path.join(ASSETS, "chelsea.png")
+        out = os.path.join(self.tmp, "int8.safetensors")
+        r = vitreg("convert", model, out, "--dtype", "int8", "--int8-weights", "7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("int8, 7-bit weights", r.stderr)
+        header = read_safetensors_header(out)
+        self.assertEqual(header["__metadata__"]["quantization"], "int8")
+        self.assertEqual(header["blocks.0.mlp.fc1.weight"]["dtype"], "I8")
+        r = vitreg("info", out)
+        self.assertIn("quantized     int8, 7-bit weights", r.stdout)
+        for name, m in (("source", model + "@int8"), ("file", out + "@int8")):
+            r = vitreg("extract", m, image, "-o", os.path.join(self.tmp, name), "--int8-weights", "7")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for array in ("cls.npy", "pooled.npy", "registers.npy"):
+            self.assertEqual(read_bytes(os.path.join(self.tmp, "source", array)), read_bytes(os.path.join(self.tmp, "file", array)))
+        r = vitreg("extract", out, image, "-o", os.path.join(self.tmp, "fp32"))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("runs only at int8", r.stderr)
+        r = vitreg("convert", model, out, "--int8-weights", "7")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--int8-weights: applies to --dtype int8 only", r.stderr)
+
     def test_other_families_through_info_extract_maps_compare_and_dense(self):
         """docs/design.md, "Families": a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool
         without a class token) through info, extract --project, maps, compare and dense."""

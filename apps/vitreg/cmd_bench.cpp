@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
 #include "core/peak.hpp"
@@ -215,7 +216,9 @@ BenchResult run_bench(const Model& m, BenchArgs& a) {
     r.gflops = m.flops_per_image(h, w) / (r.median * 1e6);
     r.kernels = kernel_isa(m.precision().precision, m.precision().int8_weight_bits);
     if (a.peak) r.peak = measure_peak(m, a.batch, h, w, a.threads, r.gflops);
-    if (m.precision().precision != Precision::Fp32) {
+    // A quantized file has no fp32 forward (its source has: bench that for the error).
+    const bool quantized = Checkpoint(m.path(), a.model.request().overrides, CheckpointRead::HeaderOnly).quantization().quantized();
+    if (m.precision().precision != Precision::Fp32 && !quantized) {
         // The error next to the speed: the same inputs through the fp32 forward.
         ModelRequest fp32 = a.model.request();
         fp32.precision = PrecisionOptions{};

@@ -1,4 +1,5 @@
 // vitreg info MODEL: the resolved configuration.
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -35,12 +36,15 @@ void register_info(CLI::App& app, Command& run) {
         run = [args, json] {
             const CheckpointSummary s = summarize(*args);
             const Config& c = s.config;
-            const auto memory = weight_memory(s.tensors);
+            auto memory = weight_memory(s.tensors);
+            const WeightQuantization& q = s.quantization;
             if (*json) {
                 nlohmann::ordered_json out = {{"file", s.path}, {"config", to_json(c)}, {"metadata", nlohmann::json::object()},
                                               {"weight_bytes", nlohmann::json::object()}, {"missing_bytes", s.missing_bytes}};
                 for (const auto& [key, value] : s.metadata) out["metadata"][key] = value;
                 for (const auto& m : memory) out["weight_bytes"][m.format] = m.bytes;
+                out["quantization"] = q.quantized() ? nlohmann::ordered_json{{"precision", to_string(q.precision)}, {"weight_bits", q.bits}}
+                                                    : nlohmann::ordered_json(nullptr);
                 // (a file's metadata is its author's text: bytes that are not UTF-8 print as U+FFFD)
                 std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
                 return 0;
@@ -87,7 +91,15 @@ void register_info(CLI::App& app, Command& run) {
             eps << c.eps;
             row("eps", eps.str());
             row("dtype", to_string(c.dtype));
+            if (q.quantized())
+                row("quantized", to_string(q.precision) + ", " + std::to_string(q.bits) +
+                                     "-bit weights with an fp32 scale per output channel; runs only at " + to_string(q.precision) +
+                                     " (MODEL@" + to_string(q.precision) + "), loaded without quantizing");
             row("parameters", std::to_string(c.parameters));
+            if (q.quantized())  // the one format it runs in: the others would need the weights it came from
+                memory.erase(std::remove_if(memory.begin(), memory.end(),
+                                            [&](const WeightMemory& m) { return m.format != to_string(q.precision); }),
+                             memory.end());
             std::cout << "weights\n";
             for (const auto& m : memory)
                 std::cout << "  " << std::left << std::setw(12) << m.format << std::setw(10) << format_bytes(m.bytes) << m.how << "\n";

@@ -13,7 +13,11 @@
 namespace vitreg {
 
 struct CanonicalWrite {
-    DType dtype = DType::F32;
+    DType dtype = DType::F32;  // of every tensor but quantized weights and their scales
+    // quantized(): the weights the forward quantizes at that precision stored quantized (the patch
+    // embedding's and each block's linears; an attention-pool head stays float), each with its
+    // "W.scale" (F32), and quantization / weight_bits in the metadata (see WeightQuantization).
+    WeightQuantization quantization;
     // Per-head sink logits [depth * heads] to store (attention=sink); unset: the checkpoint's own.
     std::optional<std::vector<float>> sinks;
     // Added to the metadata of the resolved configuration, replacing what it says.
@@ -27,7 +31,11 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
 
 // `vitreg convert`: the checkpoint at `path` (any family, layout or file format) as `dtype`, with
 // provenance in the metadata: source (the file name), source_digest, source_layout and
-// converted_by. Returns the configuration written.
-Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out);
+// converted_by. `quantization` (--dtype int8: Int8 of 8 or 7 bits, with dtype F32) stores the
+// weights as the int8 forward packs them: the file then loads only at int8, to the same features
+// as the source at int8, bit for bit. Throws UsageError for a source quantized already. Returns
+// the configuration written.
+Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out,
+                          const WeightQuantization& quantization = {});
 
 }  // namespace vitreg

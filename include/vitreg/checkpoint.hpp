@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "vitreg/config.hpp"
+#include "vitreg/precision.hpp"
 #include "vitreg/tensor_file.hpp"
 
 namespace vitreg {
@@ -18,6 +19,24 @@ struct NameTable;
 // How much of a checkpoint is read: all of it, or (vitreg info) the header, configs and the few
 // small tensors resolution reads, a truncated safetensors file's missing tensors listed unreadable.
 enum class CheckpointRead { Whole, HeaderOnly };
+
+// A quantized checkpoint (vitreg convert --dtype int8; docs/design.md, "Reduced precision"): the
+// linears the forward quantizes at `precision` (the patch embedding's and each block's) stored as
+// integers of `bits`, each beside its fp32 scales per output channel ("W" I8, "W.scale" F32).
+// Its metadata says so: quantization=int8, weight_bits=8|7, and the source_digest it came from.
+struct WeightQuantization {
+    Precision precision = Precision::Fp32;  // the one precision the file runs at
+    int bits = 0;                           // 0: float weights
+    bool quantized() const { return bits > 0; }
+};
+
+// One quantized weight: its integers as stored (in the mapped file; `view` to release once
+// packed) and their per-output-channel scales.
+struct Int8Tensor {
+    const TensorView* view = nullptr;
+    const std::int8_t* q = nullptr;  // [out, in...] row-major, within ±(2^(bits−1) − 1)
+    std::vector<float> scale;        // [out], finite and positive
+};
 
 class Checkpoint {
 public:
@@ -44,11 +63,20 @@ public:
     // Throws a CheckpointError naming the tensor, the expected and the stored shape.
     std::vector<float> load(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
 
+    // How the weights are stored (quantization.cpp): float unless the metadata says quantized.
+    const WeightQuantization& quantization() const { return quantization_; }
+    // A quantized file's weight `canonical` (shape [out, in...]) and its "<canonical>.scale".
+    // Throws CheckpointError naming the file and the tensor: a file not quantized, a weight not
+    // I8 or of another shape, a scale missing, not F32 [out], not finite and positive, or an
+    // integer past the file's weight_bits.
+    Int8Tensor load_int8(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
+
 private:
     std::vector<std::string> source_names(const std::string& canonical) const;
     void apply_bias_mask(const TensorView& bias, std::vector<float>& values) const;
     bool proj_transposed() const;
     Config resolve(const std::string& dir, const ConfigOverrides& overrides);  // src/core/checkpoint/resolve.cpp
+    WeightQuantization read_quantization() const;  // src/core/checkpoint/quantization.cpp
 
     std::unique_ptr<TensorFile> file_;
     std::string prefix_;  // e.g. "dinov2." for HF task models
@@ -56,6 +84,7 @@ private:
     // the tensors; timm's CLIP head may stand for `proj`).
     std::shared_ptr<source::NameTable> names_;
     std::vector<std::string> model_tensors_;
+    WeightQuantization quantization_;
     Config config_;
 };
 

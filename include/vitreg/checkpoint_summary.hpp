@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vitreg/checkpoint.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/tensor_file.hpp"
 
@@ -36,7 +37,8 @@ struct CheckpointSummary {
     std::string path;
     Config config;
     std::map<std::string, std::string> metadata;  // the file's own (safetensors __metadata__)
-    std::vector<TensorShape> tensors;              // the model's (config.parameters counts them)
+    std::vector<TensorShape> tensors;              // the model's (config.parameters counts them; a quantized file's scales aside)
+    WeightQuantization quantization;               // a quantized file's (vitreg convert --dtype int8)
     std::int64_t missing_bytes = 0;                // tensor bytes past the end of a truncated file
 
     std::int64_t parameters() const;  // the sum over `tensors`

@@ -14,12 +14,14 @@
 
 namespace vitreg {
 
-enum class DType { F32, F16, BF16 };
+// I8: a quantized checkpoint's int8 weights (vitreg convert --dtype int8), read only beside
+// their scales by the int8 forward (Checkpoint::load_int8); to_float refuses them.
+enum class DType { F32, F16, BF16, I8 };
 
 template <>
 struct EnumTable<DType> {
     static constexpr const char* what = "dtype";
-    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}};
+    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}, {DType::I8, "I8"}};
 };
 
 std::string to_string(DType d);
@@ -36,7 +38,8 @@ struct TensorView {
 
     std::int64_t numel() const;
     std::string shape_string() const;  // "[1, 257, 384]"
-    // Converts (F16/BF16 widen exactly) into float32, row-major.
+    // Converts (F16/BF16 widen exactly) into float32, row-major. Throws CheckpointError for I8
+    // (quantized weights mean nothing without their scales).
     std::vector<float> to_float() const;
 };
 

@@ -34,6 +34,7 @@ CheckpointSummary summarize_checkpoint(const std::string& path, const ConfigOver
     s.path = ck.path();
     s.config = ck.config();
     s.metadata = ck.file().metadata();
+    s.quantization = ck.quantization();
     for (const auto& name : ck.model_tensors()) {
         const TensorView& v = ck.file().get(name);
         s.tensors.push_back({name, v.dtype, v.shape, v.numel(), is_matrix(name, v.shape)});

@@ -519,6 +519,11 @@ const char* to_string(Int8Isa isa) {
 }
 
 PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bits) {
+    const quant::Int8Weights w = quant::quantize_channels(b, n, k, 1, ldb, bits);
+    return pack_int8(w.q.data(), w.scale.data(), k, n, isa, bits);
+}
+
+PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int8Isa isa, int bits) {
     if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
     PackedInt8 p;
     p.k = k;
@@ -527,26 +532,15 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
     if (p.isa == Int8Isa::Avx2Maddubs && bits != 7)
         throw Error("the vpmaddubsw kernel is exact for 7-bit weights only (VITREG_INT8_ISA=avx2-maddubs needs "
                     "--int8-weights 7)");
-    const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
     set_panel_shape(p, p.isa == Int8Isa::Amx, tiles(p.isa).nr);
-    p.scale.resize(n);
+    p.scale.assign(scale, scale + n);
     p.sums.assign(n, 0);
-    std::vector<std::int8_t> q(static_cast<std::size_t>(p.groups()) * 4 * n, 0);  // [k padded][n]
-    for (int col = 0; col < n; ++col) {
-        float max_abs = 0.0f;
-        for (int row = 0; row < k; ++row) max_abs = std::max(max_abs, std::fabs(b[row * ldb + col]));
-        p.scale[col] = quant::symmetric_scale(max_abs, qmax);
-        for (int row = 0; row < k; ++row) {
-            const std::int8_t v = quant::quantize_s8(b[row * ldb + col], p.scale[col], qmax);
-            q[static_cast<std::size_t>(row) * n + col] = v;
-            p.sums[col] += v;
-        }
-    }
+    for (int col = 0; col < n; ++col)
+        for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
     pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;
-        if (g >= p.groups()) return word;  // AMX's padding along k
-        for (int i = 0; i < 4; ++i)
-            word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(q[static_cast<std::size_t>(4 * g + i) * n + col]))
+        for (int i = 0; i < 4 && 4 * g + i < k; ++i)  // zero past k: the last group's and AMX's padding
+            word |= static_cast<std::uint32_t>(static_cast<std::uint8_t>(q[static_cast<std::size_t>(col) * k + 4 * g + i]))
                     << (8 * i);
         return word;
     });

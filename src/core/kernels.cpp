@@ -72,23 +72,31 @@ T* thread_scratch(std::size_t n) {
 
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
                    std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
+    if (precision == Precision::Int8) {  // quantized per row of W (an output channel), as a quantized file stores it
+        const quant::Int8Weights q = quant::quantize_channels(w, out, in, in, 1, int8_weight_bits);
+        return make_linear_int8(q.q.data(), q.scale.data(), out, in, std::move(bias), fixed, int8_weight_bits);
+    }
     Linear l;
     l.precision = precision;
     l.in_ = in;
     l.out_ = out;
     l.bias = std::move(bias);
     const RowMatrix wt = Eigen::Map<const RowMatrix>(w, out, in).transpose();
-    switch (precision) {
-        case Precision::Fp32: l.wt = gemm::pack(wt.data(), in, out, out); break;
-        case Precision::Bf16:
-            if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
-            else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
-            break;
-        case Precision::Int8:
-            l.wq = gemm::pack_int8(wt.data(), in, out, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
-            l.fixed = fixed;
-            break;
-    }
+    if (precision == Precision::Fp32) l.wt = gemm::pack(wt.data(), in, out, out);
+    else if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
+    else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
+    return l;
+}
+
+Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
+                        std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
+    Linear l;
+    l.precision = Precision::Int8;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    l.wq = gemm::pack_int8(q, scale, in, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
+    l.fixed = fixed;
     return l;
 }
 

@@ -36,6 +36,10 @@ struct Linear {
 // `int8_weight_bits` its weights' width (8, or 7: see PrecisionOptions).
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
                    std::optional<quant::AffineU8> fixed = std::nullopt, int int8_weight_bits = 8);
+// An int8 linear from weights quantized already (a quantized checkpoint's): q [out, in] within
+// ±(2^(bits−1) − 1) and its per-output-channel `scale` [out]; packed, not quantized again.
+Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
+                        std::optional<quant::AffineU8> fixed, int int8_weight_bits);
 
 // A linear's input in the GEMM's precision (bf16 pairs, or uint8 with per-row scales): kept
 // by the caller between layers and forwards.

@@ -58,7 +58,6 @@ struct LinearLoader {
     Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {},
                       bool bias = true) const {
         if (stored.empty()) stored = {out, in};
-        const auto w = ck.load(name + ".weight", stored);
         std::optional<quant::AffineU8> fixed;
         if (calibration) {
             const auto it = calibration->ranges.find(name);
@@ -66,9 +65,16 @@ struct LinearLoader {
                 throw IoError(calibration_path + ": has no range for " + name + " (calibrated for another model?)");
             fixed = quant::affine_u8(it->second.min, it->second.max);
         }
-        Linear l = kernels::make_linear(w.data(), out, in,
-                                        bias ? to_vector(ck.load(name + ".bias", {out})) : Eigen::VectorXf::Zero(out),
-                                        precision, fixed, int8_weight_bits);
+        Eigen::VectorXf b = bias ? to_vector(ck.load(name + ".bias", {out})) : Eigen::VectorXf::Zero(out);
+        Linear l;
+        if (ck.quantization().quantized()) {  // packed as stored, not quantized again
+            const Int8Tensor w = ck.load_int8(name + ".weight", stored);
+            l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
+            ck.file().release(*w.view);
+        } else {
+            l = kernels::make_linear(ck.load(name + ".weight", stored).data(), out, in, std::move(b), precision, fixed,
+                                     int8_weight_bits);
+        }
         l.name = name;
         return l;
     }
@@ -240,9 +246,32 @@ struct Model::Impl {
     void project(Features& f) const;
 };
 
+namespace {
+
+// A quantized file runs at the precision and weight width it was quantized for, nothing else: a
+// float forward would need the original's weights, which the integers only approximate.
+void refuse_other_precision(const Checkpoint& ck, const PrecisionOptions& precision) {
+    const WeightQuantization& q = ck.quantization();
+    if (!q.quantized()) return;
+    const std::string file = ck.path();
+    if (precision.precision != q.precision)
+        throw UsageError(file + ": its weights are " + to_string(q.precision) + "-quantized (vitreg convert --dtype " +
+                         to_string(q.precision) + "), so it runs only at " + to_string(q.precision) + " (MODEL@" +
+                         to_string(q.precision) + " or --precision " + to_string(q.precision) + "), not " +
+                         to_string(precision.precision) + "; for " + to_string(precision.precision) +
+                         " load the checkpoint it was converted from");
+    if (precision.int8_weight_bits != q.bits)
+        throw UsageError(file + ": its int8 weights are " + std::to_string(q.bits) + "-bit, but " +
+                         std::to_string(precision.int8_weight_bits) + "-bit weights were asked for: give --int8-weights " +
+                         std::to_string(q.bits) + " (int8_weights=" + std::to_string(q.bits) + " in Python)");
+}
+
+}  // namespace
+
 Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
     precision.validate();
     const Checkpoint ck(path, overrides);
+    refuse_other_precision(ck, precision);
     auto impl = std::make_shared<Impl>();
     const Config& c = ck.config();
     impl->config = c;

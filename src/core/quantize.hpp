@@ -1,9 +1,14 @@
 #pragma once
 // The reduced-precision number formats of the forward (docs/design.md, "Reduced precision"),
 // written once: the GEMM packers, the activation quantizer and the tests all round through these.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
+
+#include "vitreg/error.hpp"
 
 namespace vitreg::quant {
 
@@ -74,6 +79,32 @@ inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
     const float v = std::nearbyint(w / scale);
     if (std::isnan(v)) return 0;
     return v <= -qmax ? static_cast<std::int8_t>(-qmax) : v >= qmax ? static_cast<std::int8_t>(qmax) : static_cast<std::int8_t>(v);
+}
+
+// Weights quantized symmetric per output channel to `bits` (7 or 8): q [channels][len], each
+// channel's scale symmetric_scale(max|w|, 2^(bits−1) − 1). What gemm::pack_int8 packs, and what a
+// quantized checkpoint stores (vitreg convert --dtype int8): the same numbers, bit for bit.
+struct Int8Weights {
+    std::vector<std::int8_t> q;
+    std::vector<float> scale;  // [channels]
+};
+
+// Channel c's values are w[c · channel_stride + i · elem_stride], i < len.
+inline Int8Weights quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits = 8) {
+    if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
+    const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
+    Int8Weights out;
+    out.scale.resize(static_cast<std::size_t>(channels));
+    out.q.resize(static_cast<std::size_t>(channels) * len);
+    for (int c = 0; c < channels; ++c) {
+        const float* first = w + c * channel_stride;
+        float max_abs = 0.0f;  // (NaN: as std::max leaves it, in one order for every caller)
+        for (int i = 0; i < len; ++i) max_abs = std::max(max_abs, std::fabs(first[i * elem_stride]));
+        out.scale[c] = symmetric_scale(max_abs, qmax);
+        for (int i = 0; i < len; ++i)
+            out.q[static_cast<std::size_t>(c) * len + i] = quantize_s8(first[i * elem_stride], out.scale[c], qmax);
+    }
+    return out;
 }
 
 }  // namespace vitreg::quant

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/quantize.hpp"
 #include "io/file_digest.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/version.hpp"
@@ -16,20 +17,34 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     const std::int64_t D = c.dim, p = c.patch, M = c.grid, H = c.mlp_hidden;
     std::map<std::string, std::vector<float>> data;
     std::map<std::string, ArrayRef> tensors;
-    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values) {
-        tensors[name] = ArrayRef{shape, nullptr, w.dtype};
+    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values,
+                         DType dtype) {
+        tensors[name] = ArrayRef{shape, nullptr, dtype};
         data[name] = std::move(values);
     };
-    const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) { put(name, shape, ck.load(name, shape)); };
+    const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) {
+        put(name, shape, ck.load(name, shape), w.dtype);
+    };
+    // A weight the int8 forward quantizes: quantized here the same way (its integers, then its scales).
+    const auto weight = [&](const std::string& name, std::vector<std::int64_t> shape) {
+        if (!w.quantization.quantized()) return copy(name, shape);
+        const auto values = ck.load(name, shape);
+        const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
+        const quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, w.quantization.bits);
+        put(name, shape, std::vector<float>(q.q.begin(), q.q.end()), DType::I8);
+        put(name + ".scale", {out}, q.scale, DType::F32);
+    };
     const auto norm = [&](const std::string& name, std::int64_t width = 0) {
         copy(name + ".weight", {width ? width : D});
         copy(name + ".bias", {width ? width : D});
     };
-    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true) {
-        copy(name + ".weight", {out_dim, in_dim});
+    const auto linear = [&](const std::string& name, std::int64_t out_dim, std::int64_t in_dim, bool bias = true,
+                            bool quantized = true) {
+        if (quantized) weight(name + ".weight", {out_dim, in_dim});
+        else copy(name + ".weight", {out_dim, in_dim});
         if (bias) copy(name + ".bias", {out_dim});
     };
-    copy("patch_embed.proj.weight", {D, 3, p, p});
+    weight("patch_embed.proj.weight", {D, 3, p, p});
     if (c.patch_bias) copy("patch_embed.proj.bias", {D});
     if (c.class_token) copy("cls_token", {1, 1, D});
     if (c.registers) copy("register_tokens", {1, c.registers, D});
@@ -38,7 +53,7 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     } else if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
         auto grid = ck.load("pos_embed", {1, M * M, D});
         grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
-        put("pos_embed", {1, 1 + M * M, D}, std::move(grid));
+        put("pos_embed", {1, 1 + M * M, D}, std::move(grid), w.dtype);
     } else {
         copy("pos_embed", {1, c.prefix_tokens() + M * M, D});
     }
@@ -67,7 +82,8 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         if (w.sinks)
             put(b + "attn.sinks", {c.heads},
                 std::vector<float>(w.sinks->begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
-                                   w.sinks->begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads));
+                                   w.sinks->begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads),
+                w.dtype);
         else if (c.has_sinks)
             copy(b + "attn.sinks", {c.heads});
     }
@@ -76,11 +92,12 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         const auto& fc1 = *ck.parts("attn_pool.mlp.fc1.weight").front();
         const std::int64_t head_hidden = fc1.shape.at(0);
         copy("attn_pool.latent", {1, 1, D});
-        linear("attn_pool.qkv", 3 * D, D);
-        linear("attn_pool.proj", D, D);
+        // (fp32 at int8 too: the forward runs the head's few rows in fp32)
+        linear("attn_pool.qkv", 3 * D, D, true, false);
+        linear("attn_pool.proj", D, D, true, false);
         norm("attn_pool.norm");
-        linear("attn_pool.mlp.fc1", head_hidden, D);
-        linear("attn_pool.mlp.fc2", D, head_hidden);
+        linear("attn_pool.mlp.fc1", head_hidden, D, true, false);
+        linear("attn_pool.mlp.fc2", D, head_hidden, true, false);
     }
     for (auto& [name, t] : tensors) t.data = data[name].data();
 
@@ -90,14 +107,25 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         meta["attention"] = to_string(AttentionKind::Sink);
         meta.erase("evict");
     }
+    if (w.quantization.quantized()) {
+        meta["quantization"] = to_string(w.quantization.precision);
+        meta["weight_bits"] = std::to_string(w.quantization.bits);
+    }
     for (const auto& [k, v] : w.metadata) meta[k] = v;
     write_safetensors(out, tensors, meta);
 }
 
-Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out) {
+Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out,
+                          const WeightQuantization& quantization) {
     const Checkpoint ck(path, overrides);
+    if (ck.quantization().quantized())
+        throw UsageError(ck.path() + ": the file is " + to_string(ck.quantization().precision) +
+                         "-quantized already; convert the checkpoint it came from (its source_digest names it)");
+    if (quantization.quantized() && (quantization.precision != Precision::Int8 || dtype != DType::F32))
+        throw UsageError(out + ": a quantized file keeps its other tensors in F32 (int8 only, from --dtype int8)");
     CanonicalWrite w;
     w.dtype = dtype;
+    w.quantization = quantization;
     const std::string& file = ck.path();  // the weights file, also for a folder
     w.metadata = {{"source", file.substr(file.find_last_of('/') + 1)},
                   {"source_digest", file_digest(file)},

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +23,15 @@ std::string array_bytes(const ArrayRef& array) {
         if (n) std::memcpy(&out[0], half.data(), n * 2);
         return out;
     }
+    if (array.dtype == DType::I8) {  // quantized weights, held as the floats of their integers
+        for (std::size_t i = 0; i < n; ++i) {
+            const float v = array.data[i];
+            if (!(v >= -128.0f && v <= 127.0f) || v != std::nearbyint(v))
+                throw Error("an I8 array holds " + std::to_string(v) + ", not an integer in [-128, 127]");
+            out[i] = static_cast<char>(static_cast<std::int8_t>(v));
+        }
+        return out;
+    }
     for (std::size_t i = 0; i < n; ++i) {
         const std::uint16_t h = float_to_bf16(array.data[i]);
         std::memcpy(&out[2 * i], &h, 2);
@@ -34,6 +44,7 @@ std::string npy_header(const ArrayRef& array) {
     for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
     shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
     if (array.dtype == DType::BF16) throw UsageError(".npy has no bfloat16 type: write f32 or f16");
+    if (array.dtype == DType::I8) throw UsageError(".npy is written as f32 or f16 here, not int8");
     std::string header = std::string("{'descr': '") + (array.dtype == DType::F16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
     const std::size_t total = 10 + header.size() + 1;

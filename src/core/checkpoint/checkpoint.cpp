@@ -45,6 +45,7 @@ Checkpoint::Checkpoint(const std::string& path, const ConfigOverrides& overrides
         }
     }
     file_ = read == CheckpointRead::HeaderOnly ? open_tensor_file_header(file, overrides) : open_tensor_file(file, overrides);
+    quantization_ = read_quantization();
     config_ = resolve(parent_dir(file), overrides);
 }
 
@@ -133,6 +134,9 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         if (v->shape != part_shape && source::squeezed(v->shape) != source::squeezed(part_shape))
             throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
                                   ", expected " + shape_text(part_shape));
+        if (v->dtype == DType::I8)
+            throw CheckpointError(path() + ": tensor '" + v->name + "' is I8 (int8-quantized), where floats are read: " +
+                                  "only the int8 forward reads a quantized file's linear weights, nothing else is I8");
         auto f = v->to_float();
         file_->release(*v);
         apply_bias_mask(*v, f);

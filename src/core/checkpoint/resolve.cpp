@@ -408,6 +408,10 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     describe(c, notes);
     c.notes = notes.in_order();
     model_tensors_ = model_tensor_names(*file_, side, prefix_);
+    if (quantization_.quantized())  // the scales beside a quantized file's weights are no parameters
+        model_tensors_.erase(std::remove_if(model_tensors_.begin(), model_tensors_.end(),
+                                            [](const std::string& n) { return ends_with(n, ".weight.scale"); }),
+                             model_tensors_.end());
     c.parameters = 0;
     for (const auto& name : model_tensors_) c.parameters += file_->get(name).numel();
     return c;

@@ -1,0 +1,205 @@
+// Quantized checkpoint files (vitreg convert --dtype int8): they load without quantizing again,
+// to the same features as the source at int8, bit for bit; they run at int8 only; and a file
+// whose quantization is malformed is refused naming the file and the tensor.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "test_support.hpp"
+#include "vitreg/canonical_checkpoint.hpp"
+#include "vitreg/checkpoint_summary.hpp"
+#include "vitreg/model.hpp"
+#include "vitreg/writers.hpp"
+#include "core/kernels.hpp"
+#include "core/safetensors.hpp"
+#include "io/file_digest.hpp"
+
+using namespace vitreg;
+using namespace vitreg::test;
+
+namespace {
+
+std::vector<float> input(int h, int w) {
+    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
+    return x;
+}
+
+// Every output, compared as floats for equality (not within a tolerance: the same bits).
+void require_same(const Features& a, const Features& b) {
+    REQUIRE(a.patches.size() == b.patches.size());
+    CHECK(a.cls == b.cls);
+    CHECK(a.reg_tokens == b.reg_tokens);
+    CHECK(a.patches == b.patches);
+    CHECK(a.pooled == b.pooled);
+    CHECK(a.embedding == b.embedding);
+}
+
+PrecisionOptions int8(int bits = 8) {
+    PrecisionOptions p;
+    p.precision = Precision::Int8;
+    p.int8_weight_bits = bits;
+    return p;
+}
+
+WeightQuantization quantized(int bits = 8) { return {Precision::Int8, bits}; }
+
+// A safetensors file's tensors as floats (I8 ones widened), to be edited and written again.
+struct Tensors {
+    std::map<std::string, ArrayRef> refs;
+    std::map<std::string, std::vector<float>> values;
+    std::map<std::string, std::string> metadata;
+
+    explicit Tensors(const std::string& path) {
+        const SafetensorsFile f(path);
+        metadata = f.metadata();
+        for (const auto& name : f.names()) {
+            const TensorView& v = f.get(name);
+            std::vector<float> x(static_cast<std::size_t>(v.numel()));
+            if (v.dtype == DType::I8)
+                for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(reinterpret_cast<const std::int8_t*>(v.data)[i]);
+            else x = v.to_float();
+            values[name] = std::move(x);
+            refs[name] = ArrayRef{v.shape, nullptr, v.dtype};
+        }
+    }
+    void write(const std::string& path) {
+        for (auto& [name, r] : refs) r.data = values.at(name).data();
+        write_safetensors(path, refs, metadata);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("quantized file: the features of MODEL@int8, bit for bit", "[quantized]") {
+    const std::string model = GENERATE(as<std::string>{}, "models/dinov2_f32.safetensors", "models/hf_reg2", "models/hf_clip",
+                                       "models/hf_siglip_full", "models/timm_eva02_small", "models/dinov2_reg2_f16.safetensors");
+    const int bits = GENERATE(8, 7);
+    INFO(model << " " << bits << "-bit");
+    TempDir dir;
+    const std::string out = dir / "int8.safetensors";
+    convert_checkpoint(fixture(model), {}, DType::F32, out, quantized(bits));
+    const Model source = Model::load(fixture(model), {}, int8(bits)), file = Model::load(out, {}, int8(bits));
+    const int p = source.config().patch, native = source.config().grid * p;
+    for (const auto& [h, w] : {std::pair<int, int>{native, native}, {2 * p, 3 * p}}) {
+        const auto x = input(h, w);
+        require_same(file.forward(x.data(), 1, h, w), source.forward(x.data(), 1, h, w));
+    }
+    // The metadata: what it is, how wide, and what it came from.
+    const SafetensorsFile f(out);
+    CHECK(f.metadata().at("quantization") == "int8");
+    CHECK(f.metadata().at("weight_bits") == std::to_string(bits));
+    CHECK(f.metadata().at("source_digest") == file_digest(Checkpoint(fixture(model)).path()));
+    CHECK(f.get("blocks.0.attn.qkv.weight").dtype == DType::I8);
+    CHECK(f.get("blocks.0.attn.qkv.weight.scale").dtype == DType::F32);
+    CHECK(f.get("patch_embed.proj.weight").dtype == DType::I8);
+    CHECK(f.get("blocks.0.norm1.weight").dtype == DType::F32);  // what @int8 holds in fp32 stays fp32
+    CHECK(f.get("blocks.0.attn.qkv.bias").dtype == DType::F32);
+    if (f.has("attn_pool.qkv.weight")) CHECK(f.get("attn_pool.qkv.weight").dtype == DType::F32);
+}
+
+TEST_CASE("quantized file: per-tensor activation scales apply as to the source", "[quantized]") {
+    TempDir dir;
+    const std::string model = fixture("models/dinov2_f32.safetensors"), out = dir / "int8.safetensors";
+    convert_checkpoint(model, {}, DType::F32, out, quantized());
+    const Config c = Checkpoint(model).config();
+    Int8Calibration cal;
+    cal.model = model;
+    cal.ranges["patch_embed.proj"] = {-3.0f, 3.0f};
+    for (int i = 0; i < c.depth; ++i)
+        for (const char* l : {"attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"})
+            cal.ranges["blocks." + std::to_string(i) + "." + l] = {-2.5f + 0.1f * i, 4.0f};
+    write_int8_calibration(dir / "scales.json", cal);
+    PrecisionOptions p = int8();
+    p.act_quant = ActQuant::PerTensor;
+    p.scales = dir / "scales.json";
+    const int n = c.grid * c.patch;
+    const auto x = input(n, n);
+    require_same(Model::load(out, {}, p).forward(x.data(), 1, n, n), Model::load(model, {}, p).forward(x.data(), 1, n, n));
+}
+
+TEST_CASE("quantized file: packed as stored, the packing of the source at int8", "[quantized]") {
+    TempDir dir;
+    const std::string model = fixture("models/dinov2_f32.safetensors"), out = dir / "int8.safetensors";
+    convert_checkpoint(model, {}, DType::F32, out, quantized());
+    const Checkpoint source(model), file(out);
+    const int D = source.config().dim;
+    const auto w = source.load("blocks.1.attn.qkv.weight", {3 * D, D});
+    const auto want = kernels::make_linear(w.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), Precision::Int8);
+    const Int8Tensor q = file.load_int8("blocks.1.attn.qkv.weight", {3 * D, D});
+    CHECK(reinterpret_cast<const unsigned char*>(q.q) == q.view->data);  // read in place from the mapped file
+    const auto got = kernels::make_linear_int8(q.q, q.scale.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), std::nullopt, 8);
+    CHECK(got.wq.scale == want.wq.scale);
+    CHECK(got.wq.sums == want.wq.sums);
+    CHECK(std::equal(got.wq.data.begin(), got.wq.data.end(), want.wq.data.begin(), want.wq.data.end()));
+}
+
+TEST_CASE("quantized file: info says so, with the source's parameters", "[quantized]") {
+    TempDir dir;
+    const std::string model = fixture("models/hf_reg2"), out = dir / "int8.safetensors", f32 = dir / "f32.safetensors";
+    convert_checkpoint(model, {}, DType::F32, out, quantized(7));
+    convert_checkpoint(model, {}, DType::F32, f32);
+    const CheckpointSummary s = summarize_checkpoint(out), whole = summarize_checkpoint(f32);
+    CHECK(s.quantization.quantized());
+    CHECK(s.quantization.precision == Precision::Int8);
+    CHECK(s.quantization.bits == 7);
+    CHECK(s.config.dtype == DType::I8);
+    CHECK(s.config.parameters == whole.config.parameters);  // the scales are not counted
+    CHECK(weight_memory(s.tensors).at(3).bytes == weight_memory(whole.tensors).at(3).bytes);  // int8's
+    CHECK(!whole.quantization.quantized());
+    CHECK(read_bytes(out).size() < read_bytes(f32).size() / 2);
+}
+
+TEST_CASE("quantized file: runs at its own precision and width only", "[quantized]") {
+    TempDir dir;
+    const std::string out = dir / "int8.safetensors";
+    convert_checkpoint(fixture("models/dinov2_f32.safetensors"), {}, DType::F32, out, quantized());
+    CHECK_THROWS_WITH(Model::load(out), Catch::Contains(out) && Catch::Contains("int8-quantized") &&
+                                            Catch::Contains("not fp32"));
+    PrecisionOptions bf16;
+    bf16.precision = Precision::Bf16;
+    CHECK_THROWS_AS(Model::load(out, {}, bf16), UsageError);
+    CHECK_THROWS_WITH(Model::load(out, {}, int8(7)), Catch::Contains("8-bit") && Catch::Contains("--int8-weights 8"));
+    CHECK_THROWS_WITH(convert_checkpoint(out, {}, DType::F32, dir / "again.safetensors"),
+                      Catch::Contains("quantized already"));
+    const Checkpoint ck(out);
+    const std::int64_t D = ck.config().dim;
+    CHECK_THROWS_WITH(ck.load("blocks.0.attn.qkv.weight", {3 * D, D}), Catch::Contains(out) && Catch::Contains("is I8"));
+}
+
+TEST_CASE("quantized file: a malformed one is refused, naming the file and the tensor", "[quantized]") {
+    TempDir dir;
+    const std::string good = dir / "int8.safetensors", bad = dir / "bad.safetensors";
+    convert_checkpoint(fixture("models/dinov2_f32.safetensors"), {}, DType::F32, good, quantized(7));
+    const std::string qkv = "blocks.0.attn.qkv.weight", scale = qkv + ".scale";
+    struct Case {
+        const char* what;
+        std::function<void(Tensors&)> edit;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {"scale of the wrong shape", [&](Tensors& t) { t.refs[scale].shape = {7}, t.values[scale].resize(7); },
+         "tensor '" + scale + "' is F32 [7], expected F32 ["},
+        {"weight stored as floats", [&](Tensors& t) { t.refs[qkv].dtype = DType::F32; }, "tensor '" + qkv + "' is F32, expected I8"},
+        {"scale missing", [&](Tensors& t) { t.refs.erase(scale); }, "tensor '" + scale + "' is missing"},
+        {"scale zero", [&](Tensors& t) { t.values[scale][3] = 0.0f; }, "tensor '" + scale + "' holds 0.0"},
+        {"scale NaN", [&](Tensors& t) { t.values[scale][0] = NAN; }, "a scale is finite and positive"},
+        {"integer past 7 bits", [&](Tensors& t) { t.values[qkv][5] = 100.0f; }, "tensor '" + qkv + "' holds 100 at 5"},
+        {"I8 norm", [&](Tensors& t) { t.refs["norm.weight"].dtype = DType::I8, t.values["norm.weight"].assign(t.values["norm.weight"].size(), 1.0f); },
+         "tensor 'norm.weight' is I8"},
+        {"unknown format", [&](Tensors& t) { t.metadata["quantization"] = "int3"; }, "metadata quantization='int3'"},
+        {"bits wrong", [&](Tensors& t) { t.metadata["weight_bits"] = "9"; }, "metadata weight_bits='9'"},
+        {"digest missing", [&](Tensors& t) { t.metadata.erase("source_digest"); }, "metadata source_digest=''"},
+        {"digest malformed", [&](Tensors& t) { t.metadata["source_digest"] = "fnv1a64:xyz"; }, "source_digest='fnv1a64:xyz'"},
+        {"I8 without the metadata", [&](Tensors& t) { t.metadata.erase("quantization"); },
+         "is I8 but the metadata states no quantization"},
+    };
+    for (const Case& c : cases) {
+        INFO(c.what);
+        Tensors t(good);
+        c.edit(t);
+        t.write(bad);
+        CHECK_THROWS_WITH(Model::load(bad, {}, int8(7)), Catch::Contains(bad) && Catch::Contains(c.message));
+    }
+}
