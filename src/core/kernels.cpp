@@ -88,6 +88,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
             l.wq = gemm::pack_int8(wt.data(), in, out, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
             l.fixed = fixed;
             break;
+        case Precision::Int4: l.w4 = gemm::pack_int4(wt.data(), in, out, out); break;
     }
     return l;
 }
@@ -98,7 +99,11 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
     const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();
     const Precision precision = rounded ? Precision::Fp32 : layer.precision;
-    const int nr = precision == Precision::Fp32 ? layer.wt.nr : precision == Precision::Bf16 ? layer.wb.nr : layer.wq.nr;
+    const bool quantized = precision == Precision::Int8 || precision == Precision::Int4;  // uint8 input rows
+    const int nr = precision == Precision::Fp32   ? layer.wt.nr
+                   : precision == Precision::Bf16 ? layer.wb.nr
+                   : precision == Precision::Int8 ? layer.wq.nr
+                                                  : layer.w4.nr;
     // Reduced precision: the input rounded or quantized once, row tiles in parallel.
     const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
     const int side = tile_side(in, precision == Precision::Fp32 ? 4 : precision == Precision::Bf16 ? 2 : 1);
@@ -110,8 +115,8 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     float* packed = strip ? gemm::at_least(scratch.packed, n * in) : nullptr;
     float* rounded_x = rounded && !strip ? gemm::at_least(scratch.rounded, n * in) : nullptr;
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
-    float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
-    std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    float* row_scale = quantized ? gemm::at_least(scratch.scale, n) : nullptr;
+    std::int32_t* row_zero = quantized ? gemm::at_least(scratch.zero_point, n) : nullptr;
     const loops::Table& vec = loops::active();
     if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
@@ -126,7 +131,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                 vec.round_bf16(src, values, rounded_x + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
-            else if (precision == Precision::Int8)
+            else if (quantized)
                 gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
                                     low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
         });
@@ -158,6 +163,10 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
             case Precision::Bf16: gemm::multiply(a, rn, layer.wb, c0, c0 + cn, tile, width, fused); break;
             case Precision::Int8:
                 gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0}, rn, layer.wq, c0, c0 + cn, tile,
+                               width, fused);
+                break;
+            case Precision::Int4:
+                gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0}, rn, layer.w4, c0, c0 + cn, tile,
                                width, fused);
                 break;
         }
