@@ -106,22 +106,20 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
         }
 }
 
-// Σ (u − zp) over each group of k, for each of A's m rows: [m][blocks].
-void row_terms(const QuantizedRows& a, int m, const PackedInt4& b, std::vector<std::int32_t>& out) {
-    out.assign(static_cast<std::size_t>(m) * b.blocks(), 0);
-    const int groups = b.groups();
+}  // namespace
+
+void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out) {
+    const int groups = (k + 3) / 4, blocks = (k + quant::kInt4Group - 1) / quant::kInt4Group;
     for (int r = 0; r < m; ++r) {
         const auto* bytes = reinterpret_cast<const std::uint8_t*>(a.data + static_cast<std::size_t>(r) * groups);
-        for (int g = 0; g < b.blocks(); ++g) {
-            const int k0 = g * quant::kInt4Group, k1 = std::min(b.k, k0 + quant::kInt4Group);
+        for (int g = 0; g < blocks; ++g) {
+            const int k0 = g * quant::kInt4Group, k1 = std::min(k, k0 + quant::kInt4Group);
             std::int32_t sum = 0;
             for (int i = k0; i < k1; ++i) sum += bytes[i];
-            out[static_cast<std::size_t>(r) * b.blocks() + g] = sum - a.zero_point[r] * (k1 - k0);
+            out[static_cast<std::size_t>(r) * blocks + g] = sum - a.zero_point[r] * (k1 - k0);
         }
     }
 }
-
-}  // namespace
 
 void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1, float* c, long ldc,
               const Epilogue& e) {
@@ -129,8 +127,6 @@ void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1
     const detail::LowpTiles t = detail::int8_tiles(b.isa);
     if (t.nr != b.nr) throw Error("int4 weights packed for another kernel");
     static thread_local Int4Panel panel;
-    static thread_local std::vector<std::int32_t> terms;
-    row_terms(a, m, b, terms);
     const int groups = b.groups(), blocks = b.blocks();
     alignas(64) std::int32_t acc[detail::kMaxLowpTile];
     alignas(64) float f[detail::kMaxLowpTile];
@@ -146,7 +142,7 @@ void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1
                 t.tiles[rows - 1](ar + q0, groups, panel.codes.data() + static_cast<std::size_t>(q0) * b.nr, qn, acc);
                 const std::size_t at = static_cast<std::size_t>(g) * b.nr;
                 vec.int4_accumulate(acc, b.nr, rows, b.nr, a.zero_point + r, panel.sums.data() + at, panel.scale.data() + at,
-                                    panel.zero.data() + at, terms.data() + static_cast<std::size_t>(r) * blocks + g, blocks, f);
+                                    panel.zero.data() + at, a.group_terms + static_cast<std::size_t>(r) * blocks + g, blocks, f);
             }
             vec.int4_finish(f, b.nr, rows, cols, a.scale + r, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
                             c + r * ldc + (col - c0), ldc);

@@ -92,6 +92,7 @@ struct QuantizedRows {
     const std::uint32_t* data = nullptr;
     const float* scale = nullptr;            // [m]
     const std::int32_t* zero_point = nullptr;  // [m]
+    const std::int32_t* group_terms = nullptr;  // int4: [m][ceil(k / kInt4Group)] (int4_row_terms)
 };
 
 // Quantizes A [m, k] (stride lda) into `out` [m][ceil(k / 4)] groups (the padding zero) with
@@ -131,8 +132,11 @@ struct PackedInt4 {
 PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa = int4_kernel());
 // The weights the codes stand for, [k][n] row-major (quantize.hpp's dequantize_u4).
 std::vector<float> dequantize(const PackedInt4& b);
+// What the int4 GEMM needs of A beside its bytes: Σ (u − zp) over each group of k of each of its m
+// rows (data, zero_point), into out [m][ceil(k / kInt4Group)]; once per linear, not per panel.
+void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out);
 
-// C[0:m, c0:c1] = epilogue(dequantized A · dequantized B[:, c0:c1]).
+// C[0:m, c0:c1] = epilogue(dequantized A · dequantized B[:, c0:c1]); a.group_terms set.
 void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
 

@@ -117,6 +117,8 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
     float* row_scale = quantized ? gemm::at_least(scratch.scale, n) : nullptr;
     std::int32_t* row_zero = quantized ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    const int blocks = (in + quant::kInt4Group - 1) / quant::kInt4Group;
+    std::int32_t* terms = precision == Precision::Int4 ? gemm::at_least(scratch.group_terms, n * blocks) : nullptr;
     const loops::Table& vec = loops::active();
     if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
@@ -131,9 +133,14 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                 vec.round_bf16(src, values, rounded_x + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
-            else if (quantized)
-                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
-                                    low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
+            else if (quantized) {
+                std::uint32_t* rows_out = low + static_cast<std::size_t>(r0) * groups;
+                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr, rows_out, row_scale + r0,
+                                    row_zero + r0);
+                if (terms)
+                    gemm::int4_row_terms(gemm::QuantizedRows{rows_out, row_scale + r0, row_zero + r0}, rn, in,
+                                         terms + static_cast<std::size_t>(r0) * blocks);
+            }
         });
     if (rounded_x) x = rounded_x;
     // Column tiles are whole kernel panels (side / nr of them); row tiles `side` rows.
@@ -166,8 +173,8 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                                width, fused);
                 break;
             case Precision::Int4:
-                gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0}, rn, layer.w4, c0, c0 + cn, tile,
-                               width, fused);
+                gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0, terms + static_cast<std::size_t>(r0) * blocks},
+                               rn, layer.w4, c0, c0 + cn, tile, width, fused);
                 break;
         }
         if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rn, cn, width);

@@ -46,6 +46,7 @@ struct LinearScratch {
     gemm::GroupBuffer groups;
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
+    std::vector<std::int32_t> group_terms;  // int4: Σ (u − zp) per row and group of k
 };
 
 struct Norm {
