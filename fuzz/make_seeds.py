@@ -342,7 +342,7 @@ def repair_seeds(put):
     put("neurons", "bad_no_neurons.json", json.dumps(dict(neurons, selected=[])))
 
     for name, text in [("plain", "tiny.safetensors"), ("hub_revision", "facebook/dinov2-small@main"),
-                       ("kinds", "m.safetensors@softmax1@bf16"), ("int8_scales", "m@int8=scales.json"),
+                       ("kinds", "m.safetensors@softmax1@bf16"), ("int8_scales", "m@int8=scales.json"), ("int4", "m@sink@int4"),
                        ("evict", "m@evict=sink,reg:1,patch:2,3"), ("ttr", "m@ttr=2:neurons.json:2"),
                        ("ttr_list", "m@ttr=1:1:5,0:3"),
                        ("repairs", "m@inpaint=artifacts:-1@denoise=shift:4:median@registers=zero:0,1"),

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The default build on older CPUs: the same vitreg binary under qemu-user as an x86-64-v2 CPU
 (-cpu Nehalem: SSE4.2, no AVX) and as an AVX2 + FMA CPU (-cpu Haswell-v4) runs, says which
-kernels it chose, and extracts the same features as the native run (within 1e-5 of their
-scale). qemu 7.2 emulates no AVX-512; those kernels are tested natively where the CPU has them
-(VITREG_ISA forces each path in the other tests).
+kernels it chose (fp32, int8, int4), and extracts the same features as the native run at fp32 and
+at int4 (within 1e-5 of their scale). qemu 7.2 emulates no AVX-512; those kernels are tested
+natively where the CPU has them (VITREG_ISA forces each path in the other tests).
 
 usage: qemu_test.py VITREG_BINARY REPO_ROOT
 """
@@ -39,8 +39,8 @@ def kernels(cpu, *extra):
     return m.group(1)
 
 
-def features(cpu, out):
-    r = run(cpu, "extract", MODEL, *IMAGES, "-o", out, "--threads", "2", "--patch-tokens")
+def features(cpu, out, *extra):
+    r = run(cpu, "extract", MODEL, *IMAGES, "-o", out, "--threads", "2", "--patch-tokens", *extra)
     assert r.returncode == 0, r.stderr
     got = {n: np.load(os.path.join(out, f"{n}.npy")) for n in ("cls", "pooled", "registers")}
     for row in range(len(IMAGES)):
@@ -53,6 +53,7 @@ class OlderCpus(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.native = features(None, os.path.join(cls.tmp.name, "native"))
+        cls.native_int4 = features(None, os.path.join(cls.tmp.name, "native_int4"), "--precision", "int4")
 
     @classmethod
     def tearDownClass(cls):
@@ -64,16 +65,20 @@ class OlderCpus(unittest.TestCase):
                 self.assertEqual(kernels(cpu), want)
                 int8 = kernels(cpu, "--precision", "int8")
                 self.assertTrue(int8.startswith(f"{want} (vnni emulated)" if want == "avx2" else "portable"), int8)
+                # int4's codes (|q - 8| <= 8) run vpmaddubsw exactly where there is no VNNI
+                int4 = kernels(cpu, "--precision", "int4")
+                self.assertTrue(int4.startswith("avx2 vpmaddubsw" if want == "avx2" else "portable"), int4)
 
     def test_features_equal_the_native_run(self):
-        for cpu in CPUS:
-            with self.subTest(cpu=cpu):
-                got = features(cpu, os.path.join(self.tmp.name, cpu))
-                for name, want in self.native.items():
+        for cpu, precision in [(cpu, p) for cpu in CPUS for p in ("fp32", "int4")]:
+            with self.subTest(cpu=cpu, precision=precision):
+                got = features(cpu, os.path.join(self.tmp.name, cpu + precision), "--precision", precision)
+                native = self.native if precision == "fp32" else self.native_int4
+                for name, want in native.items():
                     self.assertEqual(got[name].shape, want.shape, name)
                     scale = float(np.max(np.abs(want)))
                     err = float(np.max(np.abs(got[name] - want)))
-                    self.assertLessEqual(err, 1e-5 * scale, f"{cpu} {name}: max |Δ| {err:.2e} of scale {scale:.2e}")
+                    self.assertLessEqual(err, 1e-5 * scale, f"{cpu} {precision} {name}: max |Δ| {err:.2e} of scale {scale:.2e}")
 
     def test_forcing_a_set_the_cpu_lacks_is_refused(self):
         r = run("Nehalem", "bench", MODEL, "--iters", "1", "--warmup", "0", env={"VITREG_ISA": "avx2"})

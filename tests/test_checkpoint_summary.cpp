@@ -78,7 +78,8 @@ TEST_CASE("summarize_checkpoint reads the header alone: a file without its data 
     CHECK(memory[2].bytes == e.bf16);  // f16: as wide as bf16
     CHECK(memory[3].format == "int8");
     CHECK(memory[3].bytes == e.int8);
-    CHECK(memory[4].estimate);
+    CHECK(memory[4].format == "int4");
+    CHECK(!memory[4].estimate);  // @int4 holds what it counts (gemm_lowp.hpp's PackedInt4)
     CHECK(memory[4].bytes < memory[3].bytes);
 
     // A tensor past the end is listed, and reading it says why it cannot be.

@@ -114,6 +114,76 @@ TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero point
     }
 }
 
+TEST_CASE("int4 GEMM is the product of its dequantized operands on every kernel, the same bits on each") {
+    std::mt19937 rng(4);
+    std::normal_distribution<float> normal(0.2f, 1.0f);
+    // k: under one group, one whole group, groups and a short last one, k % 4 ≠ 0 among them.
+    for (const auto [m, k, n] : {std::tuple{1, 1, 1}, {13, 7, 33}, {9, 128, 50}, {25, 130, 97}, {96, 384, 200}, {70, 301, 64}}) {
+        std::vector<float> a(m * k), b(k * n);
+        for (auto& v : a) v = normal(rng);
+        for (auto& v : b) v = 0.1f * normal(rng);
+        const int groups = (k + 3) / 4;
+        std::vector<std::uint32_t> qa(static_cast<std::size_t>(m) * groups);
+        std::vector<float> sa(m);
+        std::vector<std::int32_t> za(m);
+        quantize_rows(a.data(), k, m, k, nullptr, qa.data(), sa.data(), za.data());
+        std::vector<std::int32_t> terms(static_cast<std::size_t>(m) * ((k + 127) / 128));
+        int4_row_terms(QuantizedRows{qa.data(), sa.data(), za.data()}, m, k, terms.data());
+        std::vector<float> first;
+        for (const Int8Isa isa : {Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2,
+                                  Int8Isa::Avx2Maddubs, Int8Isa::Portable}) {
+            if (!supported(isa)) continue;
+            INFO(to_string(isa) << " m " << m << " k " << k << " n " << n);
+            const PackedInt4 p = pack_int4(b.data(), k, n, n, isa);
+            REQUIRE(p.isa == isa);
+            const std::vector<float> w = dequantize(p);
+            const int c0 = n > 48 ? 48 : 0;  // a column range from a later panel on (nr is 16 or 48)
+            std::vector<float> c(m * n, 7.0f);
+            multiply(QuantizedRows{qa.data(), sa.data(), za.data(), terms.data()}, m, p, c0, n, c.data() + c0, n);
+            long far = 0;
+            for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n; ++j) {
+                    double exact = 0, magnitude = 0;
+                    const auto* u = reinterpret_cast<const std::uint8_t*>(qa.data() + static_cast<std::size_t>(i) * groups);
+                    for (int q = 0; q < k; ++q) {
+                        const double term = double(u[q] - za[i]) * sa[i] * w[q * n + j];
+                        exact += term;
+                        magnitude += std::fabs(term);
+                    }
+                    far += j >= c0 ? std::fabs(c[i * n + j] - exact) > 1e-6 * magnitude : c[i * n + j] != 7.0f;
+                }
+            CHECK(far == 0);
+            if (first.empty()) first = c;
+            CHECK(c == first);
+        }
+    }
+}
+
+TEST_CASE("int4 weights: torchao's affine rule per group of 128, bf16 parameters, within half a step") {
+    // Range [-1, 2]: scale bf16(3 / 15) = 0.2001953125, zero bf16(-1 + 8 scale) = 0.6015625.
+    const vitreg::quant::AffineU4 q = vitreg::quant::affine_u4(-1.0f, 2.0f);
+    CHECK(q.scale == 0.2001953125f);
+    CHECK(q.zero == 0.6015625f);
+    CHECK(vitreg::quant::quantize_u4(-1.0f, q) == 0);
+    CHECK(vitreg::quant::quantize_u4(2.0f, q) == 15);
+    CHECK(vitreg::quant::quantize_u4(std::nanf(""), q) == 0);
+    CHECK(vitreg::quant::dequantize_u4(8, q) == q.zero);
+    CHECK(vitreg::quant::affine_u4(3.0f, 3.0f).scale == round_bf16(1e-6f));  // a constant group: the floor
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    constexpr int kK = 300, kN = 5;  // groups of 128, 128 and 44
+    std::vector<float> b(kK * kN);
+    for (auto& v : b) v = normal(rng);
+    const PackedInt4 p = pack_int4(b.data(), kK, kN, kN);
+    REQUIRE(p.blocks() == 3);
+    const std::vector<float> w = dequantize(p);
+    for (int r = 0; r < kK; ++r)
+        for (int j = 0; j < kN; ++j) {
+            const float scale = vitreg::quant::from_bf16(p.scale[(r / 128) * kN + j]);
+            CHECK(std::fabs(w[r * kN + j] - b[r * kN + j]) <= 0.5f * scale * 1.02f);
+        }
+}
+
 TEST_CASE("the vpmaddubsw kernel takes 7-bit weights only") {
     if (!supported(Int8Isa::Avx2Maddubs)) return;
     const std::vector<float> b(4 * 16, 1.0f);

@@ -138,6 +138,11 @@ TEST_CASE("a name's suffix sets the precision and attention; an option that cont
     CHECK(ModelRequest::from_options("m@bf16", {{"precision", ""}}).precision.precision == Precision::Bf16);
     CHECK(ModelRequest::from_options("m@int8", {{"precision", "int8"}, {"act-quant", "per-token"}}).precision.precision ==
           Precision::Int8);
+    CHECK(ModelRequest::from_options("m@int4", {}).precision.precision == Precision::Int4);
+    CHECK(ModelRequest::from_options("m@int4", {{"precision", "int4"}}).precision.precision == Precision::Int4);
+    CHECK_THROWS_WITH(ModelRequest::from_options("m@int4", {{"precision", "int8"}}),
+                      Catch::Contains("m@int4: the name asks for int4 and --precision for int8"));
+    CHECK_THROWS_WITH(ModelSpec::parse("m@int4@int8"), Catch::Contains("two precisions"));
     CHECK(ModelRequest::from_options("m@softmax1", {}).overrides.attention == AttentionKind::Softmax1);
     CHECK_THROWS_WITH(ModelRequest::from_options("m@bf16", {{"precision", "int8"}}),
                       Catch::Contains("m@bf16: the name asks for bf16 and --precision for int8"));

@@ -1,4 +1,4 @@
-// bf16 and int8 forwards against the PyTorch reference with the same quantization simulated
+// bf16, int8 and int4 forwards against the PyTorch reference with the same quantization simulated
 // (tests/reference/vit_reference.py, Numerics): same roundings, same scales and zero points.
 //
 // Tolerance: vitreg rounds its fp32 activations where the reference rounds float64 ones, so now
@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cpu.hpp"
+#include "gemm_lowp.hpp"
 #include "test_support.hpp"
 #include "vitreg/analysis/calibrate.hpp"
+#include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/model.hpp"
 #include "vitreg/writers.hpp"
@@ -52,7 +54,8 @@ TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same q
         for (const auto& [mode, precision] : {std::pair{std::string("bf16"), options(Precision::Bf16)},
                                               {"int8", options(Precision::Int8)},
                                               {"int8w7", options(Precision::Int8, "", 7)},
-                                              {"int8_per_tensor", options(Precision::Int8, scales)}}) {
+                                              {"int8_per_tensor", options(Precision::Int8, scales)},
+                                              {"int4", options(Precision::Int4)}}) {
             INFO(c["case"].get<std::string>() << " " << mode);
             const Model m = Model::load(fixture(c["model"].get<std::string>()), {}, precision);
             const Features out = m.forward(input.data(), 2, h, w, ForwardOptions{2});
@@ -74,10 +77,38 @@ TEST_CASE("bf16 and int8 forwards match the reference's simulation of the same q
     // reference's float64 than the vector sets: bf16's coarse roundings (2^-8) then flip on
     // the DINOv2 models (measured under VITREG_ISA=portable), so there only the bound above holds.
     const bool fused = vitreg::cpu::level() != vitreg::cpu::Level::Portable;
-    for (const std::string mode : {"bf16", "int8", "int8w7", "int8_per_tensor"}) {
+    for (const std::string mode : {"bf16", "int8", "int8w7", "int8_per_tensor", "int4"}) {
         INFO(mode);
         if (fused || mode != "bf16") CHECK(exact[mode] >= 1);
     }
+}
+
+TEST_CASE("int4 weights dequantize to the reference's quantizer bit for bit; int4 takes per-token input only") {
+    for (const auto& c : precision_cases()) {
+        const SafetensorsFile f(fixture(c["case"].get<std::string>()));
+        const Checkpoint ck(fixture(c["model"].get<std::string>()));
+        const int d = ck.config().dim, p = ck.config().patch;
+        for (const auto& [name, stored] : {std::pair{std::string("patch_embed.proj"), std::vector<std::int64_t>{d, 3, p, p}},
+                                           {"blocks.0.attn.proj", {d, d}}}) {
+            INFO(c["case"].get<std::string>() << " " << name);
+            const int in = static_cast<int>(stored.size() == 4 ? 3 * p * p : d);
+            const std::vector<float> w = ck.load(name + ".weight", stored);  // [out][in]
+            std::vector<float> wt(w.size());                                  // [in][out], as linears pack it
+            for (int o = 0; o < d; ++o)
+                for (int i = 0; i < in; ++i) wt[static_cast<std::size_t>(i) * d + o] = w[static_cast<std::size_t>(o) * in + i];
+            const std::vector<float> got = gemm::dequantize(gemm::pack_int4(wt.data(), in, d, d));
+            const std::vector<float> want = tensor(f, "int4_weight." + name);
+            REQUIRE(want.size() == got.size());
+            long differ = 0;
+            for (int o = 0; o < d; ++o)
+                for (int i = 0; i < in; ++i) differ += got[static_cast<std::size_t>(i) * d + o] != want[static_cast<std::size_t>(o) * in + i];
+            CHECK(differ == 0);
+        }
+    }
+    const std::string model = fixture(precision_cases().at(0)["model"].get<std::string>());
+    CHECK(Model::load(model, {}, options(Precision::Int4)).precision().describe() == "int4");
+    CHECK_THROWS_WITH(Model::load(model, {}, options(Precision::Int4, "x.json")),
+                      Catch::Contains("--act-quant per-tensor applies to --precision int8 only"));
 }
 
 TEST_CASE("7-bit int8 weights: the reference's reduce_range, refused outside int8 and as other widths") {
@@ -104,7 +135,7 @@ TEST_CASE("the reduced-precision forwards give the same bits at every thread cou
     const auto c = precision_cases().at(0);
     const SafetensorsFile f(fixture(c["case"].get<std::string>()));
     const auto input = tensor(f, "input");
-    for (const Precision p : {Precision::Bf16, Precision::Int8}) {
+    for (const Precision p : {Precision::Bf16, Precision::Int8, Precision::Int4}) {
         const Model m = Model::load(fixture(c["model"].get<std::string>()), {}, options(p));
         const Features one = m.forward(input.data(), 2, 12, 28, ForwardOptions{1});
         const Features two = m.forward(input.data(), 2, 12, 28, ForwardOptions{2});

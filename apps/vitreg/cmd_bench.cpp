@@ -24,7 +24,7 @@ namespace {
 
 // The four linear layers of a block, timed alone on one thread through one precision's kernels.
 struct LinearTimes {
-    std::string precision, kernel, unit;  // unit: GFLOP/s, or GOP/s for int8
+    std::string precision, kernel, unit;  // unit: GFLOP/s, or GOP/s for int8 and int4
     int rows = 0;
     std::vector<std::pair<std::string, double>> layers;  // qkv, proj, fc1, fc2
     double all = 0;                                       // the four together
@@ -45,7 +45,7 @@ LinearTimes time_linears(const Config& c, int rows, const CorePeak& peak, const 
     LinearTimes t;
     t.precision = to_string(precision.precision);
     t.instruction_peak = precision_peak(peak, precision, &t.kernel);
-    t.unit = precision.precision == Precision::Int8 ? "GOP/s" : "GFLOP/s";
+    t.unit = precision.precision == Precision::Int8 || precision.precision == Precision::Int4 ? "GOP/s" : "GFLOP/s";
     t.rows = rows;
     const int hidden = c.mlp_hidden;
     struct Shape {

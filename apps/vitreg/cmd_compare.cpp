@@ -131,7 +131,7 @@ void register_compare(CLI::App& app, Command& run) {
     };
     auto a = std::make_shared<Args>();
     cmd->add_option("MODEL", a->models, "checkpoints (file, folder or shipped name), each optionally @softmax|@softmax1|@sink and "
-                    "@fp32|@bf16|@int8|@int8=SCALES.json, e.g. MODEL@softmax1@int8")
+                    "@fp32|@bf16|@int8|@int8=SCALES.json|@int4, e.g. MODEL@softmax1@int8")
         ->required();
     cmd->add_option("--images", a->images, "image files, folders or @list.txt")->required();
     cmd->add_option("-o,--out", a->out, "output folder")->required();

@@ -69,7 +69,7 @@ void register_study(CLI::App& app, Command& run) {
         InputLimits input;
     };
     auto a = std::make_shared<Args>();
-    cmd->add_option("CONFIG", a->models, "configurations as in compare: MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8]"
+    cmd->add_option("CONFIG", a->models, "configurations as in compare: MODEL[@softmax|@softmax1|@sink][@fp32|@bf16|@int8|@int4]"
                                          "[@evict=LIST][@ttr=K:NEURONS]")
         ->required();
     cmd->add_option("--images", a->images, "image files, folders or @list.txt (even-numbered calibrate, odd-numbered evaluate)")

@@ -2,7 +2,9 @@
 // How the forward computes (docs/design.md, "Reduced precision"): fp32; bf16 GEMMs (fp32
 // accumulation, LayerNorm, normalizers, GELU and the residual stream in fp32); or int8 W8A8 linears
 // (weights symmetric per output channel, activations uint8 per token or per tensor) with bf16
-// attention matmuls. Chosen when a model is loaded: weights are packed once, for one precision.
+// attention matmuls; or int4 weights (W4A8: affine per group of 128 inputs, torchao's
+// Int4WeightOnlyConfig rule, run as int8 linears group by group). Chosen when a model is loaded:
+// weights are packed once, for one precision.
 #include <map>
 #include <string>
 #include <vector>
@@ -11,7 +13,7 @@
 
 namespace vitreg {
 
-enum class Precision { Fp32, Bf16, Int8 };
+enum class Precision { Fp32, Bf16, Int8, Int4 };
 // int8 activations: per token (dynamic, ONNX Runtime's DynamicQuantizeLinear rule per row), or
 // per tensor (static ranges from `vitreg calibrate-int8`, one per linear).
 enum class ActQuant { PerToken, PerTensor };
@@ -20,7 +22,8 @@ template <>
 struct EnumTable<Precision> {
     static constexpr const char* what = "precision";
     static constexpr EnumName<Precision> names[] = {
-        {Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}, {Precision::Int8, "int8"}};
+        {Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}, {Precision::Int8, "int8"},
+        {Precision::Int4, "int4"}};
 };
 template <>
 struct EnumTable<ActQuant> {
@@ -28,7 +31,7 @@ struct EnumTable<ActQuant> {
     static constexpr EnumName<ActQuant> names[] = {{ActQuant::PerToken, "per-token"}, {ActQuant::PerTensor, "per-tensor"}};
 };
 
-Precision parse_precision(const std::string& s);  // "fp32" | "bf16" | "int8"; throws UsageError
+Precision parse_precision(const std::string& s);  // "fp32" | "bf16" | "int8" | "int4"; throws UsageError
 std::string to_string(Precision p);
 ActQuant parse_act_quant(const std::string& s);  // "per-token" | "per-tensor"; throws UsageError
 std::string to_string(ActQuant a);

@@ -30,6 +30,13 @@ std::int64_t weight_bytes(Precision p) {
     return 4;
 }
 
+// The bytes of `count` packed weights: int4's codes take half a byte, and each group of 128 its
+// bf16 scale and zero and its 16-bit Σ (q − 8).
+std::int64_t weights_bytes(Precision p, std::int64_t count) {
+    if (p == Precision::Int4) return count / 2 + (count + quant::kInt4Group - 1) / quant::kInt4Group * 6;
+    return count * weight_bytes(p);
+}
+
 // The cgroup's memory limit (v2, then v1), or 0 where there is none to read.
 std::int64_t cgroup_limit() {
     for (const char* file : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
@@ -57,7 +64,7 @@ ForwardMemory forward_memory(const Config& c, Precision precision, std::int64_t 
     ForwardMemory m;
     // Per block q|k|v, proj, fc1 (SwiGLU: both halves) and fc2; the patch embedding; positions.
     const std::int64_t per_block = 4 * D * D + (swiglu ? 3 : 2) * D * H;
-    m.weights = (c.depth * per_block + 3 * p * p * D) * weight_bytes(precision) +
+    m.weights = weights_bytes(precision, c.depth * per_block + 3 * p * p * D) +
                 std::int64_t(c.depth) * 8 * D * 4;  // norms, LayerScales, biases: fp32
     // Floats per token: x, its LayerNorm, q|k|v, the hidden rows (and SwiGLU's gated half or the
     // normed hidden), the GEMM's packed input (as wide as fc2's), the position table and the

@@ -21,12 +21,9 @@ namespace {
 
 // One tile: MR rows of A against one panel, the raw accumulators written to `out` [MR][nr]
 // (64-byte aligned: the assembly tiles store whole vectors there).
-using Tile = void (*)(const std::uint32_t* a, long lda, const std::uint32_t* panel, int groups, void* out);
-struct Tiles {
-    const Tile* tiles;  // entry i handles i + 1 rows
-    int mr, nr;
-};
-constexpr int kMaxTile = 8 * 48;  // the largest mr × nr below
+using Tile = detail::LowpTile;
+using Tiles = detail::LowpTiles;
+constexpr int kMaxTile = detail::kMaxLowpTile;
 
 inline float bits_to_float(std::uint32_t u) {
     float x;
@@ -485,6 +482,8 @@ bool supported(Int8Isa isa) {
     }
     return false;
 }
+
+detail::LowpTiles detail::int8_tiles(Int8Isa isa) { return tiles(isa); }
 
 Int8Isa int8_kernel(int bits) {
     const Int8Choice& c = int8_choice();

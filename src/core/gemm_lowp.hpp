@@ -95,6 +95,7 @@ struct QuantizedRows {
     const std::uint32_t* data = nullptr;
     const float* scale = nullptr;            // [m]
     const std::int32_t* zero_point = nullptr;  // [m]
+    const std::int32_t* group_terms = nullptr;  // int4: [m][ceil(k / kInt4Group)] (int4_row_terms)
 };
 
 // Quantizes A [m, k] (stride lda) into `out` [m][ceil(k / 4)] groups (the padding zero) with
@@ -105,5 +106,53 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
 // C[0:m, c0:c1] = epilogue(dequantized A · B[:, c0:c1]).
 void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
+
+// ---- int4 weights (W4A8) --------------------------------------------------------------------
+// Weights affine per group of quant::kInt4Group along k (quantize.hpp's affine_u4), held as
+// 4-bit codes; activations uint8 per row as for int8. A panel's codes are unpacked to int8
+// (q − 8, in [−8, 7]) once per column panel and run through the int8 tiles one group of k at
+// a time: each group's exact int32 sums are dequantized with its scale and zero and summed in
+// fp32, C = sa · Σ_g [scale_g · (Σ u·(q − 8) − zp · Σ (q − 8)) + zero_g · Σ (u − zp)].
+// The int8 kernel of 7-bit weights runs them (|q − 8| ≤ 8 never saturates vpmaddubsw), except
+// that AMX's tiles give way to AVX512-VNNI (a group is two of its 16-group chunks).
+Int8Isa int4_kernel();
+
+struct PackedInt4 {
+    int k = 0, n = 0, nr = 0;
+    Int8Isa isa = Int8Isa::Portable;
+    // ceil(n / nr) panels of [groups()][nr] 16-bit words, the codes of k = 4g .. 4g + 3 from the
+    // low nibble up; the padding code 8 (weight 0).
+    std::vector<std::uint16_t, AlignedAllocator<std::uint16_t>> data;
+    std::vector<std::uint16_t> scale, zero;  // [blocks()][n] bf16
+    std::vector<std::int16_t> sums;          // [blocks()][n] Σ (q − 8) over the group
+    int groups() const { return (k + 3) / 4; }
+    int blocks() const { return (k + quant::kInt4Group - 1) / quant::kInt4Group; }
+    int panels() const { return (n + nr - 1) / nr; }
+};
+
+// Quantizes B [k, n] (stride ldb) to int4, group by group down each column, and packs it. A last
+// group shorter than kInt4Group (k not a multiple) is a group of its own.
+PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa = int4_kernel());
+// The weights the codes stand for, [k][n] row-major (quantize.hpp's dequantize_u4).
+std::vector<float> dequantize(const PackedInt4& b);
+// What the int4 GEMM needs of A beside its bytes: Σ (u − zp) over each group of k of each of its m
+// rows (data, zero_point), into out [m][ceil(k / kInt4Group)]; once per linear, not per panel.
+void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out);
+
+// C[0:m, c0:c1] = epilogue(dequantized A · dequantized B[:, c0:c1]); a.group_terms set.
+void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1, float* c, long ldc,
+              const Epilogue& epilogue = {});
+
+namespace detail {
+// An int8 kernel's tiles (gemm_lowp.cpp), for the int4 GEMM: MR rows of A against one panel, the
+// raw int32 sums into out [MR][nr] (64-byte aligned); entry i handles i + 1 rows.
+using LowpTile = void (*)(const std::uint32_t* a, long lda, const std::uint32_t* panel, int groups, void* out);
+struct LowpTiles {
+    const LowpTile* tiles;
+    int mr, nr;
+};
+LowpTiles int8_tiles(Int8Isa isa);
+constexpr int kMaxLowpTile = 8 * 48;  // the largest mr × nr of them
+}  // namespace detail
 
 }  // namespace vitreg::gemm

@@ -82,9 +82,15 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
     l.out_ = out;
     l.bias = std::move(bias);
     const RowMatrix wt = Eigen::Map<const RowMatrix>(w, out, in).transpose();
-    if (precision == Precision::Fp32) l.wt = gemm::pack(wt.data(), in, out, out);
-    else if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
-    else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
+    switch (precision) {
+        case Precision::Fp32: l.wt = gemm::pack(wt.data(), in, out, out); break;
+        case Precision::Bf16:
+            if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
+            else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
+            break;
+        case Precision::Int8: break;  // returned above
+        case Precision::Int4: l.w4 = gemm::pack_int4(wt.data(), in, out, out); break;
+    }
     return l;
 }
 
@@ -106,7 +112,11 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
     const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();
     const Precision precision = rounded ? Precision::Fp32 : layer.precision;
-    const int nr = precision == Precision::Fp32 ? layer.wt.nr : precision == Precision::Bf16 ? layer.wb.nr : layer.wq.nr;
+    const bool quantized = precision == Precision::Int8 || precision == Precision::Int4;  // uint8 input rows
+    const int nr = precision == Precision::Fp32   ? layer.wt.nr
+                   : precision == Precision::Bf16 ? layer.wb.nr
+                   : precision == Precision::Int8 ? layer.wq.nr
+                                                  : layer.w4.nr;
     // Reduced precision: the input rounded or quantized once, row tiles in parallel.
     const int groups = precision == Precision::Bf16 ? (in + 1) / 2 : (in + 3) / 4;
     const int side = tile_side(in, precision == Precision::Fp32 ? 4 : precision == Precision::Bf16 ? 2 : 1);
@@ -118,8 +128,10 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
     float* packed = strip ? gemm::at_least(scratch.packed, n * in) : nullptr;
     float* rounded_x = rounded && !strip ? gemm::at_least(scratch.rounded, n * in) : nullptr;
     std::uint32_t* low = precision != Precision::Fp32 ? gemm::at_least(scratch.groups, n * groups) : nullptr;
-    float* row_scale = precision == Precision::Int8 ? gemm::at_least(scratch.scale, n) : nullptr;
-    std::int32_t* row_zero = precision == Precision::Int8 ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    float* row_scale = quantized ? gemm::at_least(scratch.scale, n) : nullptr;
+    std::int32_t* row_zero = quantized ? gemm::at_least(scratch.zero_point, n) : nullptr;
+    const int blocks = (in + quant::kInt4Group - 1) / quant::kInt4Group;
+    std::int32_t* terms = precision == Precision::Int4 ? gemm::at_least(scratch.group_terms, n * blocks) : nullptr;
     const loops::Table& vec = loops::active();
     if (rounded || strip || precision != Precision::Fp32)
         for_each_task(row_tiles, [&](int t) {
@@ -134,9 +146,14 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                 vec.round_bf16(src, values, rounded_x + static_cast<std::size_t>(r0) * in);
             else if (precision == Precision::Bf16)
                 gemm::round_rows_bf16(src, in, rn, in, low + static_cast<std::size_t>(r0) * groups);
-            else if (precision == Precision::Int8)
-                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
-                                    low + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
+            else if (quantized) {
+                std::uint32_t* rows_out = low + static_cast<std::size_t>(r0) * groups;
+                gemm::quantize_rows(src, in, rn, in, layer.fixed ? &*layer.fixed : nullptr, rows_out, row_scale + r0,
+                                    row_zero + r0);
+                if (terms)
+                    gemm::int4_row_terms(gemm::QuantizedRows{rows_out, row_scale + r0, row_zero + r0}, rn, in,
+                                         terms + static_cast<std::size_t>(r0) * blocks);
+            }
         });
     if (rounded_x) x = rounded_x;
     // Column tiles are whole kernel panels (side / nr of them); row tiles `side` rows.
@@ -167,6 +184,10 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
             case Precision::Int8:
                 gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0}, rn, layer.wq, c0, c0 + cn, tile,
                                width, fused);
+                break;
+            case Precision::Int4:
+                gemm::multiply(gemm::QuantizedRows{a, row_scale + r0, row_zero + r0, terms + static_cast<std::size_t>(r0) * blocks},
+                               rn, layer.w4, c0, c0 + cn, tile, width, fused);
                 break;
         }
         if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rn, cn, width);

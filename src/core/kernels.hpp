@@ -25,6 +25,7 @@ struct Linear {
     gemm::PackedMatrix wt;   // fp32, or bf16-rounded where the CPU lacks vdpbf16ps
     gemm::PackedBf16 wb;     // bf16 on vdpbf16ps
     gemm::PackedInt8 wq;     // int8
+    gemm::PackedInt4 w4;     // int4 (its input quantized as int8's, per token)
     std::optional<quant::AffineU8> fixed;  // int8 per-tensor: the calibrated input mapping
     Eigen::VectorXf bias;
     int in_ = 0, out_ = 0;
@@ -49,6 +50,7 @@ struct LinearScratch {
     gemm::GroupBuffer groups;
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
+    std::vector<std::int32_t> group_terms;  // int4: Σ (u − zp) per row and group of k
 };
 
 struct Norm {

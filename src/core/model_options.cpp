@@ -29,7 +29,7 @@ std::vector<ModelOption> make_table() {
         {"pos-interp", K::Text, G::Open, "position-embedding resampling (default: per checkpoint origin)",
          enum_names<PosInterp>(), 0, 0, "",
          [](ModelRequest& r, const std::string& v) { r.overrides.pos_interp = parse_pos_interp(v); }},
-        {"precision", K::Text, G::Open, "fp32, bf16 (bf16 GEMMs, fp32 accumulation) or int8 (W8A8 linears, bf16 attention)",
+        {"precision", K::Text, G::Open, "fp32, bf16 (bf16 GEMMs, fp32 accumulation), int8 (W8A8 linears, bf16 attention) or int4 (int4 weights per group of 128, int8 activations)",
          enum_names<Precision>(), 0, 0, to_string(precision.precision),
          [](ModelRequest& r, const std::string& v) { r.precision.precision = parse_precision(v); }},
         {"act-quant", K::Text, G::Open, "int8 activations: per-token (dynamic) or per-tensor (static, from --scales)",

@@ -29,7 +29,7 @@ ModelSpec ModelSpec::parse(const std::string& text) {
         if (const auto kind = find_enum<AttentionKind>(s)) {
             if (m.attention) throw UsageError(text + ": two attention kinds");
             m.attention = kind;
-        } else if (s == "fp32" || s == "bf16" || s == "int8" || s.rfind("int8=", 0) == 0) {
+        } else if (s == "fp32" || s == "bf16" || s == "int8" || s == "int4" || s.rfind("int8=", 0) == 0) {
             if (m.precision) throw UsageError(text + ": two precisions");
             PrecisionOptions p;
             p.precision = parse_precision(s.substr(0, 4));
@@ -59,7 +59,7 @@ ModelSpec ModelSpec::parse(const std::string& text) {
         } else {
             throw UsageError(text + ": unknown suffix '@" + s +
                              "' (expected an attention kind: softmax, softmax1, sink; a precision: fp32, bf16, "
-                             "int8, int8=SCALES.json; an intervention: evict=LIST, ttr=K:NEURONS; or a repair: " +
+                             "int8, int8=SCALES.json, int4; an intervention: evict=LIST, ttr=K:NEURONS; or a repair: " +
                              repair_forms() + ")");
         }
         m.suffix = "@" + s + m.suffix;

@@ -145,9 +145,10 @@ CorePeak measure_core_peak(double seconds) {
 }
 
 double precision_peak(const CorePeak& peak, const PrecisionOptions& precision, std::string* kernel) {
-    if (precision.precision == Precision::Int8) {
-        const gemm::Int8Isa isa = gemm::int8_kernel(precision.int8_weight_bits);
-        *kernel = gemm::to_string(isa);
+    if (precision.precision == Precision::Int8 || precision.precision == Precision::Int4) {
+        const bool int4 = precision.precision == Precision::Int4;
+        const gemm::Int8Isa isa = int4 ? gemm::int4_kernel() : gemm::int8_kernel(precision.int8_weight_bits);
+        *kernel = std::string(gemm::to_string(isa)) + (int4 ? " on int4 weights unpacked to int8" : "");
         if (isa == gemm::Int8Isa::Amx) return peak.amx_int8;
         return isa == gemm::Int8Isa::Avx512Vnni || isa == gemm::Int8Isa::Avx256Vnni ? peak.int8 : 0.0;
     }

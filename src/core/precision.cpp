@@ -35,6 +35,9 @@ std::string kernel_isa(Precision p, int int8_weight_bits) {
         case Precision::Int8:
             return std::string(gemm::to_string(gemm::int8_kernel(int8_weight_bits))) + ", attention " + bf16_kernels() + "; " +
                    cpu::describe_level();
+        case Precision::Int4:
+            return std::string(gemm::to_string(gemm::int4_kernel())) + " on int4 weights unpacked to int8, attention " +
+                   bf16_kernels() + "; " + cpu::describe_level();
     }
     return "?";
 }

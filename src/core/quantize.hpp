@@ -107,4 +107,36 @@ inline Int8Weights quantize_channels(const float* w, int channels, int len, long
     return out;
 }
 
+// int4 weights, affine per group of kInt4Group along k (torchao's Int4WeightOnlyConfig: uint4 in
+// [0, 15] with a float zero, w = (q − 8) · scale + zero): over the group's range [lo, hi],
+// scale = bf16(max((hi − lo) / 15, 1e-6)), zero = bf16(lo + 8 · scale), and
+// q = clamp(round((w − (zero − 8 · scale)) / scale), 0, 15), both parameters rounded to bf16
+// first, so that q fits the numbers stored. A range that is not finite maps to scale 1, zero 0.
+constexpr int kInt4Group = 128;
+
+struct AffineU4 {
+    float scale = 1.0f, zero = 0.0f;  // bf16 values
+};
+
+inline AffineU4 affine_u4(float lo, float hi) {
+    AffineU4 q;
+    const float scale = std::fmax((hi - lo) / 15.0f, 1e-6f);
+    if (!std::isfinite(scale) || !std::isfinite(lo)) return q;
+    q.scale = round_bf16(scale);
+    q.zero = round_bf16(lo + q.scale * 8.0f);
+    return q;
+}
+
+inline std::uint8_t quantize_u4(float w, AffineU4 q) {
+    const float min = q.zero - q.scale * 8.0f;
+    const float v = std::nearbyint((w - min) / q.scale);
+    return v >= 0.0f ? (v <= 15.0f ? static_cast<std::uint8_t>(v) : 15) : 0;  // NaN fails v >= 0
+}
+
+// The weight q stands for, (q − 8) · scale + zero: the product is exact in fp32 (4 × 8 bits),
+// so the one rounding is the sum's.
+inline float dequantize_u4(std::uint8_t q, AffineU4 p) {
+    return static_cast<float>(static_cast<int>(q) - 8) * p.scale + p.zero;
+}
+
 }  // namespace vitreg::quant

@@ -1408,7 +1408,7 @@ def normalized_attention(logits, kind, sinks=None):
 
 @dataclass
 class Numerics:
-    """How linears and attention matmuls compute: precision fp32 | bf16 | int8; act_quant
+    """How linears and attention matmuls compute: precision fp32 | bf16 | int8 | int4; act_quant
     per-token | per-tensor (with `ranges` {linear name: (min, max)}). With `observe` set, every
     linear's input range is recorded into it (what `vitreg calibrate-int8` measures)."""
     precision: str = "fp32"
@@ -1437,6 +1437,19 @@ def affine_u8(lo, hi):
     return scale, zero
 
 
+def quantized_input(x, name):
+    """A linear's input as uint8 per token (or per tensor): (q, scale, zero point), float64."""
+    x32 = x.to(torch.float32)
+    if _numerics.act_quant == "per-tensor":
+        lo, hi = _numerics.ranges[name]
+        sa, za = affine_u8(torch.tensor(lo), torch.tensor(hi))
+        sa, za = sa.expand(x32.shape[:-1]), za.expand(x32.shape[:-1])
+    else:
+        sa, za = affine_u8(x32.amin(dim=-1), x32.amax(dim=-1))
+    qa = torch.clamp(torch.round(x32 / sa[..., None]) + za[..., None], 0, 255).to(torch.float64)
+    return qa, sa[..., None].to(torch.float64), za[..., None].to(torch.float64)
+
+
 def int8_linear(x, weight, bias, name):
     """W8A8: weights symmetric per output channel (max|w| / qmax, qmax 127, or 63 for 7-bit
     weights), activations uint8 per token or per tensor; the integer product exact;
@@ -1446,16 +1459,37 @@ def int8_linear(x, weight, bias, name):
     sw = w32.abs().amax(dim=1) / qmax
     sw = torch.where(sw > 0, sw, torch.ones_like(sw))
     qw = torch.clamp(torch.round(w32 / sw[:, None]), -qmax, qmax).to(torch.float64)
-    x32 = x.to(torch.float32)
-    if _numerics.act_quant == "per-tensor":
-        lo, hi = _numerics.ranges[name]
-        sa, za = affine_u8(torch.tensor(lo), torch.tensor(hi))
-        sa, za = sa.expand(x32.shape[:-1]), za.expand(x32.shape[:-1])
-    else:
-        sa, za = affine_u8(x32.amin(dim=-1), x32.amax(dim=-1))
-    qa = torch.clamp(torch.round(x32 / sa[..., None]) + za[..., None], 0, 255).to(torch.float64)
+    qa, sa, za = quantized_input(x, name)
     acc = qa @ qw.T
-    y = (acc - za[..., None].to(torch.float64) * qw.sum(dim=1)) * (sa[..., None].to(torch.float64) * sw.to(torch.float64))
+    y = (acc - za * qw.sum(dim=1)) * (sa * sw.to(torch.float64))
+    return y if bias is None else y + bias
+
+
+INT4_GROUP = 128
+
+
+def int4_weights(weight):
+    """int4 weights, written from torchao's Int4WeightOnlyConfig (affine uint4, a float zero, one
+    group per 128 inputs; the last group the remainder): over a group's range [lo, hi] in
+    float32, scale = bf16(max((hi - lo) / 15, 1e-6)), zero = bf16(lo + 8 scale),
+    q = clamp(round((w - (zero - 8 scale)) / scale), 0, 15), and the weight (q - 8) scale + zero,
+    exact in float64 [out, in]."""
+    w32 = weight.to(torch.float32).reshape(weight.shape[0], -1)
+    out = torch.empty(w32.shape, dtype=torch.float64)
+    for k0 in range(0, w32.shape[1], INT4_GROUP):
+        g = w32[:, k0:k0 + INT4_GROUP]
+        lo, hi = g.amin(dim=1), g.amax(dim=1)
+        scale = torch.clamp((hi - lo) / 15.0, min=1e-6).to(torch.bfloat16).to(torch.float32)
+        zero = (lo + scale * 8.0).to(torch.bfloat16).to(torch.float32)
+        q = torch.clamp(torch.round((g - (zero - scale * 8.0)[:, None]) / scale[:, None]), 0, 15)
+        out[:, k0:k0 + INT4_GROUP] = (q.to(torch.float64) - 8) * scale.to(torch.float64)[:, None] + zero.to(torch.float64)[:, None]
+    return out
+
+
+def int4_linear(x, weight, bias, name):
+    """W4A8: int4_weights, activations uint8 as int8's; y = ((q_a - zp) s_a) @ w^T + b, exact."""
+    qa, sa, za = quantized_input(x, name)
+    y = ((qa - za) @ int4_weights(weight).T) * sa
     return y if bias is None else y + bias
 
 
@@ -1472,6 +1506,8 @@ def linear(x, w, name):
         return F.linear(bf16(x), bf16(weight), bias)
     if _numerics.precision == "int8":
         return int8_linear(x, weight, bias, name)
+    if _numerics.precision == "int4":
+        return int4_linear(x, weight, bias, name)
     return F.linear(x, weight, bias)
 
 
