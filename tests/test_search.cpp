@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "search/index_files.hpp"
 #include "test_support.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/search/index.hpp"
@@ -90,27 +91,27 @@ TEST_CASE("a Flat index returns each image as its own top-1 with score 1", "[sea
 }
 
 TEST_CASE("IVF-PQ's recall@10 against exact search is reported and bounded", "[search]") {
-    // 64 clusters of 60 points in 32-d: each point's 10 nearest are in its own cluster.
-    const int dim = 32, per = 60;
-    const auto data = clustered(64, per, dim, 0.3f, 2);
+    // 400 tight clusters of 10 points in 32-d, far apart: each point's 10 nearest are its own cluster.
+    const int dim = 32, per = 10;
+    const auto data = clustered(400, per, dim, 0.05f, 2);
     TempDir tmp;
-    IndexOptions o{"IVF16,PQ8"};
+    IndexOptions o{"IVF64,PQ8"};
     o.recall_queries = 200;
     const IndexReport r = build_index(in_memory(data, dim), tmp / "ivfpq", o);
-    CHECK(r.train_sample == 3840);
+    CHECK(r.train_sample == 4000);
     CHECK(r.recall_queries == 200);
-    // The bound stated in docs/search.md "Testing the index": at least 0.6 on this set.
-    CHECK(r.recall_at_10 >= 0.6);
+    // The bound stated in docs/search.md "Testing the index": at least 0.9 on this set.
+    CHECK(r.recall_at_10 >= 0.9);
     CHECK(r.recall_at_10 <= 1.0);
     const Index index(tmp / "ivfpq");
     CHECK(index.info()["recall_at_10"].get<double>() == Approx(r.recall_at_10));
     CHECK(index.info()["search_parameters"] == "nprobe=16");
-    // Known neighbours: a point's top 10 lie in its own cluster.
+    // Known neighbours: a point's top 10 are its own cluster.
     const auto hits = index.search(data.data(), index.size(), 10);
     std::int64_t same = 0;
     for (std::int64_t i = 0; i < index.size(); ++i)
         for (const auto& h : hits[i]) same += h.id / per == i / per;
-    CHECK(static_cast<double>(same) / (10.0 * index.size()) >= 0.99);
+    CHECK(static_cast<double>(same) / (10.0 * index.size()) >= 0.9);
 }
 
 TEST_CASE("an extract folder is indexed, and bad folders and index files are refused by name", "[search]") {
@@ -142,4 +143,37 @@ TEST_CASE("an extract folder is indexed, and bad folders and index files are ref
     }
     refused([&] { Index{tmp / "index"}; }, "index.faiss");
     refused([&] { Index{tmp.path()}; }, "index.json");
+}
+
+TEST_CASE("a tar shard's member is read at its header's offset, bounded and checked", "[search]") {
+    const std::string tar = std::string(VITREG_FUZZ_SEEDS_DIR) + "/index/member.tar";
+    CHECK(read_tar_member(tar, 0, 1 << 20) == "\xff\xd8\xff\xe0tiny");
+    CHECK(read_tar_member(tar, 1024, 1 << 20) == "a caption");
+    CHECK_THROWS_WITH(read_tar_member(tar, 0, 4), Catch::Contains("over the limit of 4"));
+    CHECK_THROWS_WITH(read_tar_member(tar, 100, 1 << 20), Catch::Contains("multiple of 512"));
+    CHECK_THROWS_WITH(read_tar_member(tar, 512, 1 << 20), Catch::Contains("no valid tar header at offset 512"));
+    CHECK_THROWS_WITH(read_tar_member(tar, 1 << 20, 1 << 20), Catch::Contains("past the end"));
+    TempDir tmp;
+    write_file_atomic(tmp / "s.tar.gz", std::string("\x1f\x8b\x08\x00", 4) + std::string(600, '\0'));
+    CHECK_THROWS_WITH(read_tar_member(tmp / "s.tar.gz", 0, 1 << 20), Catch::Contains("compressed"));
+    IndexEntry e;
+    e.shard = tar;
+    e.offset = 1024;
+    CHECK(read_entry_bytes(e, 100) == "a caption");
+}
+
+TEST_CASE("the index fuzz seeds are real sidecars", "[search]") {
+    std::ifstream in(std::string(VITREG_FUZZ_SEEDS_DIR) + "/index/flat.jsonl");
+    std::string info, rest, line;
+    std::getline(in, info);
+    while (std::getline(in, line)) rest += line + "\n";
+    CHECK(check_index_info(info, "index.json")["count"] == 2);
+    TempDir tmp;
+    write_file_atomic(tmp / "ids.jsonl", rest);
+    const IdTable ids(tmp / "ids.jsonl");
+    REQUIRE(ids.size() == 2);
+    CHECK(ids.entry(1).shard == "s.tar");
+    CHECK(ids.entry(1).offset == 1024);
+    write_file_atomic(tmp / "ids.jsonl", rest + "{\"key\": 3}\n");
+    CHECK_THROWS_WITH(IdTable(tmp / "ids.jsonl").entry(2), Catch::Contains("ids.jsonl:3"));
 }

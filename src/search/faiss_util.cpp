@@ -4,6 +4,8 @@
 #include <faiss/IVFlib.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
+#include <faiss/IndexIVFPQ.h>
+#include <faiss/IndexPQ.h>
 #include <faiss/impl/io.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
@@ -46,6 +48,11 @@ std::unique_ptr<faiss::Index> make_index(const std::string& factory, int dim) {
     std::unique_ptr<faiss::Index> index;
     faiss_call("index: FAISS refuses the factory '" + factory + "'",
                [&] { index.reset(faiss::index_factory(dim, factory.c_str(), faiss::METRIC_INNER_PRODUCT)); });
+    // Polysemous training (a Hamming-friendly code order, by simulated annealing) serves only
+    // polysemous filtering, which search never turns on; it costs minutes of training.
+    if (auto* ivfpq = dynamic_cast<faiss::IndexIVFPQ*>(faiss::ivflib::try_extract_index_ivf(index.get())))
+        ivfpq->do_polysemous_training = false;
+    if (auto* pq = dynamic_cast<faiss::IndexPQ*>(index.get())) pq->do_polysemous_training = false;
     return index;
 }
 

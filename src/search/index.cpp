@@ -70,6 +70,13 @@ const nlohmann::json& Index::info() const { return impl_->info; }
 IndexEntry Index::entry(std::int64_t id) const { return impl_->ids->entry(id); }
 const std::string& Index::folder() const { return impl_->folder; }
 
+nlohmann::json Index::describe(const SearchHit& hit) const {
+    nlohmann::json j = entry(hit.id).to_json();
+    j["id"] = hit.id;
+    j["score"] = hit.score;
+    return j;
+}
+
 void Index::search(const float* queries, std::int64_t n, int k, float* scores, std::int64_t* ids) const {
     if (k < 1 || k > std::min<std::int64_t>(kMaxK, size()))
         throw UsageError(impl_->folder + ": k = " + std::to_string(k) + " is outside 1.." +

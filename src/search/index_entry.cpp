@@ -22,7 +22,7 @@ nlohmann::json IndexEntry::to_json() const {
         j["shard"] = shard;
         j["offset"] = offset;
     }
-    j["metadata"] = metadata;
+    j["metadata"] = metadata.is_null() ? nlohmann::json::object() : metadata;
     return j;
 }
 

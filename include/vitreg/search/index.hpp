@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "vitreg/option_spec.hpp"
+
 namespace vitreg {
 
 // How `vitreg index` builds: a FAISS factory string, or one picked to fit a memory budget.
@@ -28,6 +30,12 @@ struct IndexOptions {
     std::uint64_t seed = 0;                    // the samples' random draw
     int threads = 0;                           // FAISS's OpenMP threads (0 = its default)
 };
+
+// IndexOptions as the command line and Python take them (vitreg/option_spec.hpp): factory,
+// memory ("4G", "512M", bytes), feature, train-sample, recall-queries, seed, threads.
+const OptionTable<IndexOptions, 7>& index_option_table();
+// "4G", "1.5G", "512M", "64K" or bytes; UsageError naming `label` for anything else.
+std::uint64_t parse_memory(const std::string& text, const std::string& label);
 
 // The autofaiss-style rule (docs/search.md "Choosing an index"), for n rows of d floats within
 // `memory_bytes`: Flat when n <= 100,000 and n·d·4 fits; else HNSW32 when n <= 1,000,000 and
@@ -97,6 +105,8 @@ public:
     const nlohmann::json& info() const;  // index.json
     IndexEntry entry(std::int64_t id) const;  // read from ids.jsonl on demand (UsageError for a bad id or line)
     const std::string& folder() const;
+    // A hit as `vitreg search` prints it: id, key, score, path or shard and offset, metadata.
+    nlohmann::json describe(const SearchHit& hit) const;
     // The k best of each of n query rows (normalized here, so any scale), best first.
     // UsageError for k outside 1..min(size, 1024).
     std::vector<std::vector<SearchHit>> search(const float* queries, std::int64_t n, int k) const;
@@ -107,5 +117,19 @@ private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
+
+// The bytes of the member whose header is at `offset` in the uncompressed tar `shard` (extended
+// headers before it stepped over). UsageError naming the shard: a compressed shard (gzip, bzip2,
+// zstd, xz: no thumbnail), an offset that is no valid header, a member that is not a regular file,
+// is truncated, or is larger than `max_bytes`.
+std::string read_tar_member(const std::string& shard, std::int64_t offset, std::uint64_t max_bytes);
+// An indexed image's bytes: its shard member, else its file; UsageError over `max_bytes`.
+std::string read_entry_bytes(const IndexEntry& entry, std::uint64_t max_bytes);
+
+class Model;
+struct Pixels;
+// One image's vector to search with: its `feature` (cls | pooled | embedding) as `vitreg
+// extract` writes it (UsageError for embedding on a model without a projection).
+std::vector<float> query_vector(const Model& model, const Pixels& pixels, const std::string& feature, int threads = 0);
 
 }  // namespace vitreg
