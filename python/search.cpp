@@ -67,7 +67,8 @@ py::object search(const py::object& index_path, const PyModel& model, const py::
             if (static_cast<int>(q.size()) != index.dim())
                 throw UsageError(index.folder() + ": holds " + std::to_string(index.dim()) + "-d " + feature + " vectors, the model gives " +
                                  std::to_string(q.size()));
-            for (const auto& hit : index.search(q.data(), 1, k)[0]) results.push_back(index.describe(hit));
+            const auto found = index.search(q.data(), 1, k);
+            for (const auto& hit : found[0]) results.push_back(index.describe(hit));
         }
         out.push_back({{"query", image}, {"results", results}});
     }

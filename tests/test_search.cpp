@@ -64,9 +64,11 @@ TEST_CASE("choose_factory follows the stated rule", "[search]") {
     CHECK(choose_factory(10000000, 1024, 4 * gib) == "IVF16384,PQ64");
     CHECK(choose_factory(10000000, 1024, gib / 4) == "IVF16384,PQ8");
     CHECK_THROWS_AS(choose_factory(10000000, 1024, gib / 64), UsageError);
-    CHECK(default_train_sample("Flat", 5000) == 0);
-    CHECK(default_train_sample("IVF16,PQ8", 5000) == 5000);
-    CHECK(default_train_sample("IVF16384,PQ64", 10000000) == 1000000);
+    CHECK(default_train_sample("Flat", 5000, 32, 4 * gib) == 0);
+    CHECK(default_train_sample("IVF16,PQ8", 5000, 32, 4 * gib) == 5000);
+    CHECK(default_train_sample("IVF16384,PQ64", 10000000, 128, 4 * gib) == 1000000);
+    // 10^7 × 1024 in 4 GiB: the sample's copy is held to 2 GiB, 524288 rows.
+    CHECK(default_train_sample("IVF16384,PQ64", 10000000, 1024, 4 * gib) == 524288);
 }
 
 TEST_CASE("a Flat index returns each image as its own top-1 with score 1", "[search]") {

@@ -39,7 +39,8 @@ void register_search(CLI::App& app, Command& run) {
                     throw UsageError(a->index + ": holds " + std::to_string(index.dim()) + "-d " + feature + " vectors, but " +
                                      a->model.model + " gives " + std::to_string(q.size()));
                 nlohmann::json results = nlohmann::json::array();
-                for (const auto& hit : index.search(q.data(), 1, a->k)[0]) results.push_back(index.describe(hit));
+                const auto found = index.search(q.data(), 1, a->k);
+                for (const auto& hit : found[0]) results.push_back(index.describe(hit));
                 std::cout << nlohmann::json{{"query", image}, {"results", results}}.dump() << "\n";
             }
             return 0;

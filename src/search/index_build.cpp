@@ -101,7 +101,7 @@ IndexReport build_index(const FeatureSource& s, const std::string& out, const In
     std::mt19937_64 rng(o.seed);
     const auto held_out = sample_rows(s.rows, std::min(o.recall_queries, s.rows), {}, rng);
     if (!index->is_trained) {
-        r.train_sample = o.train_sample ? std::min(o.train_sample, s.rows) : default_train_sample(r.factory, s.rows);
+        r.train_sample = o.train_sample ? std::min(o.train_sample, s.rows) : default_train_sample(r.factory, s.rows, s.dim, o.memory_bytes);
         // Held-out rows are left out of training while enough others remain.
         const std::set<std::int64_t> excluded =
             s.rows - static_cast<std::int64_t>(held_out.size()) >= r.train_sample ? std::set<std::int64_t>(held_out.begin(), held_out.end())

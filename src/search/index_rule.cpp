@@ -46,13 +46,15 @@ std::string choose_factory(std::int64_t n, int d, std::uint64_t memory_bytes) {
                      gib(static_cast<std::uint64_t>(rows * 9 + centroids)) + ")");
 }
 
-std::int64_t default_train_sample(const std::string& factory, std::int64_t n) {
+std::int64_t default_train_sample(const std::string& factory, std::int64_t n, int d, std::uint64_t memory_bytes) {
     static const std::regex ivf("(^|,)IVF([0-9]+)"), pq("(^|,)(PQ|SQ|OPQ)[0-9]");
     std::smatch m;
     std::int64_t want = 0;
     if (std::regex_search(factory, m, ivf)) want = std::max<std::int64_t>(64 * std::stoll(m[2].str().substr(0, 9)), 256 * 40);
     else if (std::regex_search(factory, m, pq)) want = 256 * 40;
-    return std::min<std::int64_t>({n, want, 1000000});
+    // The sample's copy is at most half the budget: the index built after it needs the rest.
+    const auto fits = static_cast<std::int64_t>(memory_bytes / 2 / (4 * static_cast<std::uint64_t>(std::max(d, 1))));
+    return std::max<std::int64_t>(std::min<std::int64_t>({n, want, 1000000, fits}), std::min<std::int64_t>(n, want ? 256 : 0));
 }
 
 }  // namespace vitreg

@@ -43,9 +43,10 @@ std::uint64_t parse_memory(const std::string& text, const std::string& label);
 // the largest divisor of d in 1..min(64, d) whose codes, ids and centroids (n·(m + 8) + c·d·4) fit.
 // Throws UsageError when even IVF{c},PQ1 does not fit.
 std::string choose_factory(std::int64_t n, int d, std::uint64_t memory_bytes);
-// The rows trained on for `factory` over n rows: none for Flat and HNSW; for IVF{c} and PQ,
-// min(n, max(64·c, 256·40)), capped at 10^6 rows (the FAISS guideline of 39..256 points per centroid).
-std::int64_t default_train_sample(const std::string& factory, std::int64_t n);
+// The rows trained on for `factory` over n rows of d floats: none for Flat and HNSW; for IVF{c}
+// and PQ, min(n, max(64·c, 256·40), 10^6, the rows whose copy takes half of `memory_bytes`), at
+// least 256 (FAISS asks 39..256 points per centroid; fewer train, with its warning).
+std::int64_t default_train_sample(const std::string& factory, std::int64_t n, int d, std::uint64_t memory_bytes);
 
 // One indexed image: what search results name.
 struct IndexEntry {
