@@ -21,7 +21,7 @@ import unittest
 
 from explore_util import BROWSER, NODE, check_browser_tools
 
-VITREG, ROOT = sys.argv[1], sys.argv[2]
+VITREG, ROOT = sys.argv[1], os.path.abspath(sys.argv[2])
 MODEL = os.path.join(ROOT, "weights", "vitreg-untrained-s14-d192-reg4.safetensors")
 ASSETS = os.path.join(ROOT, "assets", "images")
 ENV = {**os.environ, "OMP_WAIT_POLICY": "passive"}
@@ -37,11 +37,13 @@ def shard_rows(tmp, features):
     with tarfile.open(tar, "w") as t:
         t.add(os.path.join(ASSETS, "chelsea.png"), arcname="first.png")
         t.add(os.path.join(ASSETS, "coffee.jpg"), arcname="coffee.jpg")
-        offset = t.getmember("coffee.jpg").offset
+    with tarfile.open(tar) as t:
+        offset = t.getmember("coffee.jpg").offset  # its header's, as read back
     with open(tar, "rb") as f, gzip.open(tar + ".gz", "wb") as g:
         g.write(f.read())
     path = os.path.join(features, "manifest.jsonl")
-    rows = [json.loads(line) for line in open(path)]
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
     for row in rows:
         name = os.path.basename(row["path"])
         if name == "coffee.jpg":
@@ -120,7 +122,7 @@ class Search(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            proc.communicate(timeout=30)
 
     def requests(self, port):
         def get(method, path, body=None):
@@ -130,11 +132,14 @@ class Search(unittest.TestCase):
             data = r.read()
             c.close()
             return r.status, data
-        ids = {json.loads(l)["key"]: i for i, l in enumerate(open(os.path.join(self.index, "ids.jsonl")))}
+        with open(os.path.join(self.index, "ids.jsonl")) as f:
+            ids = {json.loads(line)["key"]: i for i, line in enumerate(f)}
         status, data = get("GET", f"/api/thumb?id={ids['shard-coffee']}")
         self.assertEqual(status, 200)
-        self.assertEqual(data, open(os.path.join(ASSETS, "coffee.jpg"), "rb").read())  # read from the shard
+        with open(os.path.join(ASSETS, "coffee.jpg"), "rb") as f:
+            self.assertEqual(data, f.read())  # read from the shard
         for path, want, words in [(f"/api/thumb?id={ids['gz-camera']}", 422, "compressed"),
+                                  (f"/api/search?id={ids['gz-camera']}", 422, "compressed"),
                                   ("/api/thumb?id=5", 400, "0..4"), ("/api/thumb?id=../../etc", 400, "whole number"),
                                   ("/api/search?id=0&k=0", 400, "1..100")]:
             status, data = get("GET", path)

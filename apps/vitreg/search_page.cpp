@@ -11,7 +11,7 @@ namespace vitreg::cli {
 namespace {
 
 const char* const kPage = R"PAGE(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>@TITLE@</title>
+<html lang="en"><head><meta charset="utf-8"><title>@TITLE@</title><link rel="icon" href="data:,">
 <style>
 body { font: 14px system-ui, sans-serif; margin: 1.5em; background: #fafafa; color: #222; }
 header { display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }

@@ -21,6 +21,15 @@ std::string image_type(const std::string& bytes) {
     return "";
 }
 
+// An indexed image's bytes; 422 when they cannot be read (a compressed shard, a moved file).
+std::string entry_bytes(const IndexEntry& e, std::uint64_t max_bytes) {
+    try {
+        return read_entry_bytes(e, max_bytes);
+    } catch (const UsageError& error) {
+        throw HttpError(422, std::string("cannot read ") + e.key + ": " + error.what());
+    }
+}
+
 }  // namespace
 
 SearchRoutes::SearchRoutes(const Model& model, const std::string& index_folder, ExploreServer& server)
@@ -63,16 +72,11 @@ void SearchRoutes::install() {
         const int id = int_param(req, "id", 0, last);
         const int k = req.has_param("k") ? int_param(req, "k", 1, kMaxK) : 10;
         const IndexEntry e = index_.entry(id);
-        send_json(res, results(e.key, read_entry_bytes(e, server_.options().max_body_bytes), k));
+        send_json(res, results(e.key, entry_bytes(e, server_.options().max_body_bytes), k));
     });
     s.Get("/api/thumb", [this, last](const httplib::Request& req, httplib::Response& res) {
         const IndexEntry e = index_.entry(int_param(req, "id", 0, last));
-        std::string bytes;
-        try {
-            bytes = read_entry_bytes(e, server_.options().max_body_bytes);
-        } catch (const UsageError& error) {
-            throw HttpError(422, std::string("no thumbnail: ") + error.what());
-        }
+        const std::string bytes = entry_bytes(e, server_.options().max_body_bytes);
         const std::string type = image_type(bytes);
         if (type.empty()) throw HttpError(422, "no thumbnail: " + e.key + " is no image type a browser draws");
         res.set_content(bytes, type);
