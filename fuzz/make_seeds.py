@@ -223,7 +223,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
     dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list", "homography", "disparity",
                                               "segmentation", "classes", "calibration", "defects", "neurons",
-                                              "modelname")}
+                                              "modelname", "index")}
     for d in dirs.values():
         os.makedirs(d, exist_ok=True)
 
@@ -271,6 +271,32 @@ def main():
     put("list", "comments.txt", "# header\n\n  spaced name.jpg  \r\n\t#not a comment?\nlast-without-newline.png")
     eval_seeds(put)
     repair_seeds(put)
+    index_seeds(put)
+
+
+def index_seeds(put):
+    """An index folder's sidecars (fuzz/search_targets.cpp): index.json on the first line, ids.jsonl after."""
+    info = {"format": "vitreg-index", "version": 1, "factory": "Flat", "dim": 4, "count": 2, "faiss_bytes": 90,
+            "faiss_digest": "fnv1a64:0000000000000000", "search_parameters": ""}
+    ids = ['{"key":"a","path":"a.png","metadata":{"height":8}}',
+           '{"key":"b","shard":"s.tar","offset":1024,"metadata":{"caption":"x"}}']
+    put("index", "flat.jsonl", json.dumps(info) + "\n" + "\n".join(ids) + "\n")
+    put("index", "bad_truncated.jsonl", json.dumps(dict(info, dim=0)) + "\n" + ids[0])
+    put("index", "cls.npy", npy_bytes(np.arange(8, dtype=np.float32).reshape(2, 4)))
+    put("index", "member.tar", tar_bytes({"k0.jpg": b"\xff\xd8\xff\xe0tiny", "k0.txt": b"a caption"}))
+
+
+def tar_bytes(members):
+    """An uncompressed tar (GNU format), its headers' times and owners fixed so the bytes repeat."""
+    import io
+    import tarfile
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def eval_seeds(put):

@@ -158,7 +158,7 @@ const std::vector<std::pair<std::string, Target>>& targets() {
         {"disparity", disparity_file},     {"segmentation", segmentation_folder},
         {"classes", class_folders},        {"calibration", calibration_file},
         {"defects", defect_directions_file}, {"neurons", neurons_file},
-        {"modelname", model_name}};
+        {"modelname", model_name},         {"index", index_files}};
     return table;
 }
 

@@ -57,6 +57,12 @@ void neurons_file(const std::uint8_t* data, std::size_t size);
 // naming them read real files; a name that parses must print as text that parses to the same.
 void model_name(const std::uint8_t* data, std::size_t size);
 
+// --- What the index reads (search_targets.cpp) ---
+// index: an index folder's sidecars, the first line as index.json (check_index_info), the rest as
+// ids.jsonl (IdTable, each of its first 256 entries); and the whole input as a .npy header and as
+// a tar shard whose member at offset 0 is read (read_tar_member).
+void index_files(const std::uint8_t* data, std::size_t size);
+
 // Every target's name, in fuzz/targets.txt's order.
 const std::vector<std::string>& target_names();
 // Runs target `name` on one input; false for an unknown name.

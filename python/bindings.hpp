@@ -51,6 +51,8 @@ void bind_eval(py::module_& m);
 void bind_defects(py::module_& m);
 // vitreg.maps.
 void bind_maps(py::module_& m);
+// vitreg.index, vitreg.Index, vitreg.search (search.cpp).
+void bind_search(py::module_& m);
 // vitreg._option_table (option_tables.cpp).
 void bind_option_tables(py::module_& m);
 

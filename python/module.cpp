@@ -27,5 +27,6 @@ Errors are vitreg.Error (CheckpointError, ConfigError, ImageError, IoError, Usag
     vitreg::python::bind_eval(m);
     vitreg::python::bind_defects(m);
     vitreg::python::bind_maps(m);
+    vitreg::python::bind_search(m);
     vitreg::python::bind_option_tables(m);
 }

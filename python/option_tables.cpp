@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "vitreg/search/index.hpp"
 #include "kwargs.hpp"
 #include "vitreg/analysis/eval_options.hpp"
 #include "vitreg/batch_options.hpp"
@@ -36,7 +37,8 @@ py::list option_table(const std::string& group) {
     if (group == "dense") return table_list(dense_option_table());
     if (group == "segmentation") return table_list(segmentation_option_table());
     if (group == "knn") return table_list(knn_option_table());
-    throw UsageError("_option_table: no group '" + group + "' (pixel, batch, dense, segmentation, knn)");
+    if (group == "index") return table_list(index_option_table());
+    throw UsageError("_option_table: no group '" + group + "' (pixel, batch, dense, segmentation, knn, index)");
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 #   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, libjpeg-turbo, libwebp, zlib,
 #                              JSON, CLI11, cpp-httplib (vitreg serve), Catch2, OpenCV, pybind11, Python's headers
 #                              and NumPy (the Python module), venv, setuptools, wheel and build (pip's offline build
-#                              of the package: pip install --no-build-isolation .), help2man (the man page)
+#                              of the package: pip install --no-build-isolation .), help2man (the man page),
+#                              FAISS (vitreg index and search)
 #   scripts/setup.sh --tests   also pytest, tqdm (progress=True), PyTorch (the reference), PIL, torchvision and jpegtran (the photo
 #                              fixtures), Jupyter's nbclient and a python3 kernel (the notebook example),
 #                              Chromium (the HTML report and explorer tests), Node.js and npm with playwright-core
@@ -16,7 +17,7 @@ set -euo pipefail
 packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev catch2 libopencv-core-dev libopencv-imgproc-dev
           libopencv-imgcodecs-dev pybind11-dev python3-dev python3-numpy python3-venv python3-setuptools python3-wheel
-          python3-build help2man)
+          python3-build help2man libfaiss-dev)
 if [[ "${1:-}" == "--tests" ]]; then
   packages+=(python3 python3-numpy python3-pytest python3-tqdm python3-torch python3-pil python3-torchvision libjpeg-turbo-progs
              python3-nbclient python3-nbformat python3-ipykernel

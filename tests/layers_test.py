@@ -5,6 +5,7 @@ public header at the top of include/vitreg/.
 
   core (src/core, src/io)  <-  analysis  <-  batch
                            <-  analysis  <-  render
+                           <-  search (FAISS)
   apps/ and python/ sit on top and may include anything.
 
 Each #include "..." line of src/ and include/ is resolved the way the build resolves it (beside the
@@ -22,11 +23,12 @@ ALLOWED = {
     "analysis": {"core", "analysis"},
     "batch": {"core", "analysis", "batch"},
     "render": {"core", "analysis", "render"},
+    "search": {"core", "search"},
 }
 # The public headers of include/vitreg/ that the batch library implements, and vitreg.hpp, which
 # includes all of include/vitreg/ and so sits at the top of it.
 BATCH_API = {"batch_job.hpp", "batch_options.hpp", "dense.hpp", "dense_options.hpp", "extract.hpp", "merge.hpp", "vitreg.hpp"}
-SRC_LAYERS = {"core": "core", "io": "core", "analysis": "analysis", "batch": "batch", "render": "render"}
+SRC_LAYERS = {"core": "core", "io": "core", "analysis": "analysis", "batch": "batch", "render": "render", "search": "search"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
 

@@ -7,6 +7,7 @@
 #include "vitreg/dense_options.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/pixel_options.hpp"
+#include "vitreg/search/index.hpp"
 
 using namespace vitreg;
 
@@ -43,6 +44,7 @@ TEST_CASE("every option table reads back what it sets and refuses what is out of
     check_table(dense_option_table());
     check_table(segmentation_option_table());
     check_table(knn_option_table());
+    check_table(index_option_table());
 }
 
 TEST_CASE("an option's faults name the value and the bound", "[options]") {

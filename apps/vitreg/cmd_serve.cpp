@@ -1,5 +1,6 @@
-// vitreg serve MODEL... [--images DIR] [--port 8080]: the explore page live from a loopback
-// HTTP server: any image of the folder or dropped onto the page, any query at any size.
+// vitreg serve MODEL... [--images DIR] [--index INDEX] [--port 8080]: the explore page live from a loopback
+// HTTP server: any image of the folder or dropped onto the page, any query at any size; with an
+// index, a search page over it too.
 #include <unistd.h>
 
 #include <atomic>
@@ -7,10 +8,12 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "common.hpp"
 #include "explore_server.hpp"
+#include "search_routes.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg::cli {
@@ -23,6 +26,7 @@ struct ServeArgs {
     PixelArgs pixels;
     InputLimits limits;
     double max_upload_mb = 32, cache_mb = 1024;
+    std::string index;  // --index: the search page over it
 };
 
 // SIGINT and SIGTERM stop the server from a thread that waits for them: a signal handler may
@@ -80,6 +84,10 @@ void register_serve(CLI::App& app, Command& run) {
     cmd->add_option("--cache-mb", a->cache_mb, "memory for the images whose q/k stay for row requests (least recently used go first)")
         ->check(CLI::Range(1.0, 65536.0))
         ->capture_default_str();
+    cmd->add_option("--index", a->index,
+                    "an index folder (`vitreg index`): also serve /search, a search page over it with the first MODEL "
+                    "(thumbnails read from the images' files or tar shards)")
+        ->check(CLI::ExistingDirectory);
     cmd->add_option("--title", a->server.title, "the page's title")->capture_default_str();
     add_pixel_args(*cmd, a->pixels, "eval | none | WxH | short:N | long:N");
     add_input_limit_args(*cmd, a->limits);
@@ -97,10 +105,16 @@ void register_serve(CLI::App& app, Command& run) {
             o.max_body_bytes = static_cast<std::size_t>(a->max_upload_mb * 1024 * 1024);
             o.cache_bytes = static_cast<std::size_t>(a->cache_mb * 1024 * 1024);
             ExploreServer server(configs, o);
+            std::unique_ptr<SearchRoutes> search;
+            if (!a->index.empty()) {
+                search = std::make_unique<SearchRoutes>(*configs.front().model, a->index, server);
+                search->install();
+            }
             const int port = server.bind();
             std::atomic<bool> finished{false};
             std::thread waiter = stop_on_signal(server, finished);
             std::cout << "vitreg serve: http://" << o.host << ":" << port << "/" << std::endl;
+            if (search) status_out() << "vitreg serve: the search page is http://" << o.host << ":" << port << "/search\n";
             status_out() << "vitreg serve: from another machine, tunnel it: ssh -L " << port << ":127.0.0.1:" << port
                       << " THIS_HOST, then open http://127.0.0.1:" << port << "/ (Ctrl-C stops)\n";
             server.run();

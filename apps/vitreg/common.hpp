@@ -157,5 +157,7 @@ void register_convert(CLI::App& app, Command& run);
 void register_explore(CLI::App& app, Command& run);
 void register_serve(CLI::App& app, Command& run);
 void register_eval(CLI::App& app, Command& run);
+void register_index(CLI::App& app, Command& run);
+void register_search(CLI::App& app, Command& run);
 
 }  // namespace vitreg::cli

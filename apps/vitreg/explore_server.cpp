@@ -9,6 +9,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/inputs.hpp"
 #include "core/parse_number.hpp"
+#include "http_util.hpp"
 
 namespace vitreg::cli {
 
@@ -23,15 +24,7 @@ struct ExploreServer::LiveImage {
     std::mutex mutex;
 };
 
-namespace {
-
-// An answer the client caused or may retry: its status and message.
-struct HttpError : Error {
-    int status;
-    HttpError(int s, const std::string& message) : Error(message), status(s) {}
-};
-
-void send_json(httplib::Response& res, const json& body, int status = 200) {
+void send_json(httplib::Response& res, const json& body, int status) {
     res.status = status;
     res.set_content(body.dump(), "application/json");
     res.set_header("Cache-Control", "no-store");
@@ -49,6 +42,8 @@ int int_param(const httplib::Request& req, const char* key, long lo, long hi) {
                                      std::to_string(hi) + ", not '" + text + "'");
     return static_cast<int>(*v);
 }
+
+namespace {
 
 // %XX sequences decoded (the page sends X-Filename percent-encoded, so any name survives a header).
 std::string percent_decoded(const std::string& text) {
@@ -74,24 +69,6 @@ std::string upload_name(const std::string& given, int number) {
     if (clean.size() > 80) clean.resize(80);
     return "upload-" + std::to_string(number) + (clean.empty() ? "" : "-" + clean);
 }
-
-// Holds one of the --max-forwards slots, or refuses at once (429) when none is free.
-class ForwardSlot {
-public:
-    ForwardSlot(std::atomic<int>& count, int limit) : count_(count) {
-        if (count_.fetch_add(1) >= limit) {
-            count_.fetch_sub(1);
-            throw HttpError(429, "busy: " + std::to_string(limit) + " image" + (limit == 1 ? " is" : "s are") +
-                                     " being run already (--max-forwards); retry in a moment");
-        }
-    }
-    ~ForwardSlot() { count_.fetch_sub(1); }
-    ForwardSlot(const ForwardSlot&) = delete;
-    ForwardSlot& operator=(const ForwardSlot&) = delete;
-
-private:
-    std::atomic<int>& count_;
-};
 
 }  // namespace
 

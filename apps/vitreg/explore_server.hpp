@@ -44,6 +44,11 @@ public:
     int bind();  // the port, listening; throws IoError when it cannot bind
     void run();  // serves until stop()
     void stop();
+    // The server, for more routes under the same limits and error answers (the search page).
+    httplib::Server& http() { return *http_; }
+    // The forwards running now, which --max-forwards bounds (routes added through http() count theirs here).
+    std::atomic<int>& forwards() { return forwards_; }
+    const ServerOptions& options() const { return options_; }
 
 private:
     struct LiveImage;

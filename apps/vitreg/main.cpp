@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
     vitreg::cli::register_explore(app, run);
     vitreg::cli::register_serve(app, run);
     vitreg::cli::register_eval(app, run);
+    vitreg::cli::register_index(app, run);
+    vitreg::cli::register_search(app, run);
     vitreg::cli::add_quiet_flag(app);  // after every subcommand is registered
     try {
         app.parse(argc, argv);

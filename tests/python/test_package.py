@@ -154,7 +154,8 @@ def test_the_model_stub_names_every_option_of_the_table():
 # states for itself (a dense job runs one image per forward, the evaluations read whole images).
 TABLES = {"extract": ["pixel", "batch"], "dense": ["dense", "pixel", "batch"], "compare": ["pixel"],
           "explore": ["pixel"], "study": ["pixel"], "eval_correspondence": ["pixel"],
-          "eval_segmentation": ["segmentation", "pixel"], "eval_knn": ["knn", "pixel"]}
+          "eval_segmentation": ["segmentation", "pixel"], "eval_knn": ["knn", "pixel"],
+          "index": ["index"], "search": ["pixel"]}
 OWN_DEFAULTS = {("dense", "batch"): 1, ("eval_correspondence", "resize"): "long:448",
                 ("eval_segmentation", "resize"): "long:448"}
 

@@ -1,0 +1,56 @@
+"""vitreg.index, vitreg.Index and vitreg.search (issue #51): the shipped photos extracted, indexed
+exactly, and each found as its own best match, from arrays and from images."""
+import os
+
+import numpy as np
+import pytest
+
+import vitreg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ASSETS = os.path.join(ROOT, "assets", "images")
+SHIPPED = "vitreg-untrained-s14-d192-reg4"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("search")
+    model = vitreg.Model(SHIPPED)
+    vitreg.extract(model, ASSETS, tmp / "features", threads=1)
+    report = vitreg.index(tmp / "features", tmp / "index", factory="Flat")
+    return model, tmp, report
+
+
+def test_a_flat_index_finds_each_row_as_its_own_top1(indexed):
+    model, tmp, report = indexed
+    assert report["factory"] == "Flat" and report["count"] == 5 and report["recall_at_10"] == 1.0
+    index = vitreg.Index(tmp / "index")
+    cls = np.load(tmp / "features" / "cls.npy")
+    assert len(index) == 5 and index.dim == cls.shape[1] and index.info["feature"] == "cls"
+    scores, ids = index.search(cls, k=3)
+    assert scores.dtype == np.float32 and ids.dtype == np.int64 and scores.shape == (5, 3)
+    assert (ids[:, 0] == np.arange(5)).all()
+    np.testing.assert_allclose(scores[:, 0], 1.0, atol=1e-6)
+    assert scores.base is not None  # the library's buffer, not a copy
+    assert index.entry(int(ids[2, 0]))["key"].endswith(os.path.basename(index.entry(2)["path"]))
+    with pytest.raises(vitreg.UsageError, match="k = 6 is outside 1..5"):
+        index.search(cls, k=6)
+    with pytest.raises(vitreg.UsageError, match="192-d|-d vectors"):
+        index.search(np.zeros((1, 7), np.float32))
+
+
+def test_search_from_images_returns_each_image_first(indexed):
+    model, tmp, _ = indexed
+    found = vitreg.search(tmp / "index", model, ASSETS, k=2)
+    assert len(found) == 5
+    for query in found:
+        best = query["results"][0]
+        assert best["path"] == query["query"]
+        assert best["score"] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_bad_index_folders_are_refused_by_name(tmp_path):
+    with pytest.raises(vitreg.UsageError, match="index.json"):
+        vitreg.Index(tmp_path)
+    with pytest.raises(vitreg.UsageError, match="manifest.jsonl"):
+        vitreg.index(tmp_path, tmp_path / "index")
