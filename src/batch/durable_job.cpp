@@ -191,7 +191,8 @@ void DurableJob::save(std::size_t k, const ChunkData& chunk) const {
         tensors.emplace(name, ArrayRef{shape, t.data.data()});
     }
     std::string lines;
-    for (const auto& r : chunk.rows) lines += r.dump() + "\n";
+    for (const auto& r : chunk.rows)  // shards' keys and captions may be any bytes
+        lines += r.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     write_safetensors(chunk_path(k), tensors,
                       {{"manifest", lines}, {"inputs", nlohmann::json(chunk.input_index).dump()}});
 }
