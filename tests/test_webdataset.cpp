@@ -3,6 +3,8 @@
 // from shards giving the features the same files give from a folder, bit for bit.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
 #include <cstdio>
 
 #include "io/webdataset.hpp"
@@ -10,6 +12,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
+#include "vitreg/merge.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;
@@ -47,12 +50,17 @@ std::vector<webdataset::Sample> read_all(const std::string& tar, std::string& er
     return out;
 }
 
-// OUT/manifest.jsonl as one JSON array.
-nlohmann::json manifest_rows(const std::string& dir) {
-    std::string text = read_bytes(dir + "/manifest.jsonl");
+// A .jsonl file as one JSON array.
+nlohmann::json jsonl(const std::string& path) {
+    std::string text = read_bytes(path);
     for (char& c : text)
         if (c == '\n') c = ',';
     return nlohmann::json::parse("[" + text.substr(0, text.empty() ? 0 : text.size() - 1) + "]");
+}
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
 }
 
 const char* const kPhotos[] = {"jpeg_420_67x45.jpg", "png_rgb_61x46.png", "jpeg_gray_61x47.jpg", "png_p_50x38.png"};
@@ -191,7 +199,7 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     for (const char* array : {"cls.npy", "pooled.npy", "registers.npy"})
         CHECK(read_bytes(dir / ("shards/" + std::string(array))) == read_bytes(dir / ("folder/" + std::string(array))));
 
-    const auto rows = manifest_rows(dir / "shards");
+    const auto rows = jsonl(dir / "shards/manifest.jsonl");
     REQUIRE(rows.size() == 7);
     CHECK(rows[0]["path"] == dir / "00000.tar");
     CHECK(rows[0]["key"] == "s0");
@@ -215,6 +223,49 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     o.resume = true;
     extract_features(m, inputs, o);
     CHECK(read_bytes(dir / "shards/cls.npy") + read_bytes(dir / "shards/manifest.jsonl") == before);
+
+    // Split over two processes by shard file (block K of N of the sorted shards), then merged:
+    // the single run's files.
+    o.resume = false;
+    o.out_dir = dir / "split";
+    o.shard_count = 2;
+    for (int k = 0; k < 2; ++k) {
+        o.shard_index = k;
+        extract_features(m, inputs, o);
+    }
+    CHECK(jsonl(dir / "split/shard-0-of-2/manifest.jsonl").size() == 3);  // 00000.tar: s0, s1, bad
+    CHECK(merge_shards(dir / "split").rows.inputs == 7);
+    for (const char* file : {"cls.npy", "registers.npy", "manifest.jsonl"})
+        CHECK(read_bytes(dir / ("split/" + std::string(file))) == read_bytes(dir / ("shards/" + std::string(file))));
+
+    // --layout shards: one output shard per input shard, split and merged the same.
+    o.shard_layout = true;
+    for (const std::string out : {"layout", "layout-split"}) {
+        o.out_dir = dir / out;
+        o.shard_count = out == "layout" ? 1 : 2;
+        for (int k = 0; k < o.shard_count; ++k) {
+            o.shard_index = k;
+            extract_features(m, inputs, o);
+        }
+        if (o.shard_count > 1) merge_shards(o.out_dir);
+        auto cls = npy_data(o.out_dir + "/00000.cls.npy");
+        const auto more = npy_data(o.out_dir + "/00001.cls.npy");
+        cls.insert(cls.end(), more.begin(), more.end());
+        CHECK(cls == npy_data(dir / "shards/cls.npy"));
+        CHECK(npy_data(o.out_dir + "/00002.cls.npy").empty());
+        const auto keys = jsonl(o.out_dir + "/00000.keys.jsonl");
+        REQUIRE(keys.size() == 3);
+        CHECK(keys[1]["key"] == "s1");
+        CHECK(keys[1]["row"] == 1);
+        CHECK(keys[1]["metadata"]["i"] == 1);
+        CHECK(jsonl(o.out_dir + "/manifest.jsonl").size() == 7);
+        CHECK_FALSE(exists(o.out_dir + "/cls.npy"));
+    }
+    o.shard_count = 1;
+    o.shard_index = 0;
+    o.out_dir = dir / "layout-files";
+    CHECK_THROWS_AS(extract_features(m, files, o), UsageError);
+    o.shard_layout = false;
 
     // Shards and image files in one list are refused.
     o.out_dir = dir / "mixed";

@@ -39,20 +39,16 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                        nlohmann::ordered_json identity, const Probe& probe, const ChunkWork& work,
                        const BatchProgress& progress) {
     const std::size_t batch = static_cast<std::size_t>(std::max(1, options.batch));
-    const auto source = open_inputs(inputs, options.image_limits);
-    if (source->shards() && options.shard_count > 1)
-        throw UsageError("--shard " + std::to_string(options.shard_index) + "/" + std::to_string(options.shard_count) +
-                         ": splitting webdataset shards over processes is not supported yet; run one process per "
-                         "list of shards");
+    const auto source = open_inputs(inputs, options.image_limits, options.shard_index, options.shard_count);
     if (source->shards()) {
-        // The samples the index found: a shard rewritten since the last run is a different job.
+        // The samples the index found (this process's shards'): a shard rewritten since the last
+        // run makes another job.
         std::string listing;
         for (const auto& n : source->names()) listing += n + '\n';
         identity["samples"] = source->size();
         identity["samples_digest"] = text_digest(listing);
     }
-    const auto mine = source->shards() ? shard_positions(source->names(), 0, 1)
-                                       : shard_positions(inputs, options.shard_index, options.shard_count);
+    const auto mine = source->mine(options.shard_index, options.shard_count);
     ChunkedRun run;
     run.out_dir = shard_dir(options.out_dir, options.shard_index, options.shard_count);
     const DurableJob job(run.out_dir, std::move(identity), mine.size(), options.chunk_rows, options.resume,
@@ -77,7 +73,7 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                 for (std::size_t i = 0; i < prepared.size(); ++i) {
                     nlohmann::ordered_json row;
                     const std::size_t input = mine[begin + start + i];
-                    data.input_index.push_back(input);
+                    data.input_index.push_back(source->order(input));
                     const bool ok = start_row(row, names[start + i], prepared[i], counts);
                     source->describe(input, row);
                     if (ok) {
