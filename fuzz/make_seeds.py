@@ -2,12 +2,15 @@
 """Writes the fuzzers' seed corpora into fuzz/seeds/: tiny checkpoints (a few KB, so the
 fuzzer spends its time in headers and shapes, not in weight bytes) in every layout, dtype
 and metadata variant vitreg reads, HF config.json files, small images in every format the
-decoder takes, and @list files. Deterministic; needs only NumPy.
+decoder takes, @list files, webdataset tar shards and shard-name patterns. Deterministic; needs only NumPy.
     fuzz/make_seeds.py [OUT_DIR]"""
 import json
 import os
 import struct
 import sys
+import gzip
+import io
+import tarfile
 import zlib
 
 import numpy as np
@@ -219,11 +222,35 @@ def webp_bytes(kind):
     return buf.getvalue()
 
 
+def tar_bytes(members, compress=False):
+    """A webdataset shard: (name, bytes) members as tarfile writes them, fixed times and owners."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue(), mtime=0) if compress else buf.getvalue()
+
+
+def webdataset_seeds(put):
+    jpg = jpeg_bytes()
+    sample = [("000.jpg", jpg), ("000.json", b'{"url": "x"}'), ("000.txt", b"a caption")]
+    put("webdataset", "sample.tar", tar_bytes(sample + [("001.png", png_bytes(3, 2, 3, seed=5)), ("002.cls", b"1")]))
+    put("webdataset", "faults.tar", tar_bytes([("../up.jpg", jpg), ("/abs.webp", b"RIFF"), ("a/b.c.jpg", jpg),
+                                               ("a/b.c.png", jpg), ("000.jpg", jpg), ("000.jpg", jpg)]))
+    put("webdataset", "sample.tar.gz", tar_bytes(sample, compress=True))
+    put("webdataset", "truncated.tar", tar_bytes(sample)[:1500])
+    put("shardnames", "range.txt", "shards/{00000..00012}.tar")
+    put("shardnames", "lists.txt", "{a,b}/{0..3}-{x,y}.tar.gz")
+    put("shardnames", "list.txt", "# shards\n00000.tar\n  {1..2}.tar  \n")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "seeds")
     dirs = {k: os.path.join(out, k) for k in ("safetensors", "config", "image", "list", "homography", "disparity",
                                               "segmentation", "classes", "calibration", "defects", "neurons",
-                                              "modelname", "index")}
+                                              "modelname", "index", "webdataset", "shardnames")}
     for d in dirs.values():
         os.makedirs(d, exist_ok=True)
 
@@ -269,6 +296,7 @@ def main():
     put("image", "anim.webp", webp_bytes("anim"))
     put("list", "plain.txt", "a.jpg\nb/c.png\n")
     put("list", "comments.txt", "# header\n\n  spaced name.jpg  \r\n\t#not a comment?\nlast-without-newline.png")
+    webdataset_seeds(put)
     eval_seeds(put)
     repair_seeds(put)
     index_seeds(put)
@@ -283,20 +311,7 @@ def index_seeds(put):
     put("index", "flat.jsonl", json.dumps(info) + "\n" + "\n".join(ids) + "\n")
     put("index", "bad_truncated.jsonl", json.dumps(dict(info, dim=0)) + "\n" + ids[0])
     put("index", "cls.npy", npy_bytes(np.arange(8, dtype=np.float32).reshape(2, 4)))
-    put("index", "member.tar", tar_bytes({"k0.jpg": b"\xff\xd8\xff\xe0tiny", "k0.txt": b"a caption"}))
-
-
-def tar_bytes(members):
-    """An uncompressed tar (GNU format), its headers' times and owners fixed so the bytes repeat."""
-    import io
-    import tarfile
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), 0, 0o644
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
+    put("index", "member.tar", tar_bytes([("k0.jpg", b"\xff\xd8\xff\xe0tiny"), ("k0.txt", b"a caption")]))
 
 
 def eval_seeds(put):

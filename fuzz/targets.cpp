@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "vitreg/preprocess.hpp"
 #include "core/safetensors.hpp"
 #include "io/torch_file.hpp"
+#include "io/webdataset.hpp"
 #include "fuzz_files.hpp"
 
 namespace vitreg::fuzz {
@@ -145,6 +147,28 @@ void input_list(const std::uint8_t* data, std::size_t size) {
     }
 }
 
+void webdataset_shard(const std::uint8_t* data, std::size_t size) {
+    const webdataset::Limits limits{1 << 20, 1 << 16};
+    std::vector<std::string> with, without;
+    webdataset::Sample s;
+    for (webdataset::ShardReader r(data, size, "fuzz.tar", limits); r.next(s, true);) {
+        if (s.image.size() > limits.max_image_bytes || s.caption.size() > limits.max_text_bytes) std::abort();
+        with.push_back(s.key);
+    }
+    for (webdataset::ShardReader r(data, size, "fuzz.tar", limits); r.next(s, false);) without.push_back(s.key);
+    // Skipping an image may read past a break that reading it meets: never the other way round.
+    if (with.size() > without.size() || !std::equal(with.begin(), with.end(), without.begin())) std::abort();
+}
+
+void shard_names(const std::uint8_t* data, std::size_t size) {
+    try {
+        for (const auto& line : parse_input_list(std::string(reinterpret_cast<const char*>(data), size), "fuzz-shards"))
+            for (const auto& name : expand_braces(line))
+                if (name.find_first_of("{}") != std::string::npos) std::abort();  // every brace expanded
+    } catch (const UsageError&) {
+    }
+}
+
 namespace {
 
 using Target = void (*)(const std::uint8_t*, std::size_t);
@@ -154,7 +178,8 @@ const std::vector<std::pair<std::string, Target>>& targets() {
     static const std::vector<std::pair<std::string, Target>> table{
         {"safetensors", safetensors_file}, {"torch", torch_file},
         {"config", config_json},           {"image", image_file},
-        {"list", input_list},              {"homography", homography_file},
+        {"list", input_list},              {"webdataset", webdataset_shard},
+        {"shardnames", shard_names},       {"homography", homography_file},
         {"disparity", disparity_file},     {"segmentation", segmentation_folder},
         {"classes", class_folders},        {"calibration", calibration_file},
         {"defects", defect_directions_file}, {"neurons", neurons_file},

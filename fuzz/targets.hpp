@@ -29,6 +29,11 @@ void torch_file(const std::uint8_t* data, std::size_t size);
 void image_file(const std::uint8_t* data, std::size_t size);
 // list: the text of an @list file.
 void input_list(const std::uint8_t* data, std::size_t size);
+// webdataset: a tar shard (plain, gzip or zstd) read sample by sample, with the image bytes and
+// without; both passes must group the same keys.
+void webdataset_shard(const std::uint8_t* data, std::size_t size);
+// shardnames: an @list of shards, each line a brace pattern expanded as expand_inputs does.
+void shard_names(const std::uint8_t* data, std::size_t size);
 
 // --- What `vitreg eval` reads (eval_targets.cpp) ---
 // homography: a pair's homography, the same bytes read as OpenCV's FileStorage XML (h.xml) and as

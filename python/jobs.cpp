@@ -82,6 +82,10 @@ py::dict extract(const PyModel& model, const py::object& inputs, const py::objec
     take_batch_options(model, o, e, path_of(out));
     e.patch_tokens = o.take<bool>("patch_tokens", false);
     e.project = o.take<bool>("project", false);
+    const auto layout = o.take<std::string>("layout", "files");
+    if (layout != "files" && layout != "shards")
+        throw UsageError("extract: layout='" + layout + "' (expected 'files' or 'shards')");
+    e.shard_layout = layout == "shards";
     const auto progress = progress_of(o.take<py::object>("progress", py::none()));
     o.finish();
     const auto paths = input_list(inputs);
@@ -163,11 +167,16 @@ py::object study(const py::object& configs, const py::object& images, Options& o
 
 void bind_jobs(py::module_& m) {
     def_with_keywords(m, "extract", &extract, {"model", "inputs", "out"},
-                      keywords(Keyword{"patch_tokens", py::bool_(false)}, Keyword{"project", py::bool_(false)}) +
+                      keywords(Keyword{"patch_tokens", py::bool_(false)}, Keyword{"project", py::bool_(false)},
+                               Keyword{"layout", py::str("files")}) +
                           batch_keywords(ExtractOptions()),
                       R"(The batch job of `vitreg extract`: the same files, the same durability.
 
-inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them.
+inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a list of them; or
+        webdataset tar shards ('.tar', '.tar.gz', '.tar.zst', 'shards/{00000..00099}.tar'): each
+        sample a row with key, offset, caption (KEY.txt) and metadata (KEY.json).
+layout  'files' (default) or 'shards' (tar inputs): per input shard NNNNN.cls.npy, ... (or
+        NNNNN.safetensors) and NNNNN.keys.jsonl instead of the whole-job arrays.
 out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
         patch/<row>.npy with patch_tokens, embedding.npy [N, E] with project (cls @ proj, models
         with a projection: CLIP), run.json (or features.safetensors with

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what vitreg needs from Debian's packages, skipping what is already there.
-#   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, libjpeg-turbo, libwebp, zlib,
+#   scripts/setup.sh           build and run: compiler, CMake, Eigen, oneTBB, stb, libjpeg-turbo, libwebp, libarchive (tar shards), zlib,
 #                              JSON, CLI11, cpp-httplib (vitreg serve), Catch2, OpenCV, pybind11, Python's headers
 #                              and NumPy (the Python module), venv, setuptools, wheel and build (pip's offline build
 #                              of the package: pip install --no-build-isolation .), help2man (the man page),
@@ -14,7 +14,7 @@
 #                              and furo (scripts/docs.sh), opencv-doc and python3-skimage (the real pairs, masks and
 #                              labelled faces `vitreg eval` is tested and benchmarked on, read in place)
 set -euo pipefail
-packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev libjpeg62-turbo-dev libwebp-dev zlib1g-dev
+packages=(g++ cmake make pkg-config libeigen3-dev libtbb-dev libstb-dev libjpeg62-turbo-dev libwebp-dev libarchive-dev zlib1g-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev catch2 libopencv-core-dev libopencv-imgproc-dev
           libopencv-imgcodecs-dev pybind11-dev python3-dev python3-numpy python3-venv python3-setuptools python3-wheel
           python3-build help2man libfaiss-dev)

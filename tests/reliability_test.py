@@ -5,6 +5,7 @@ refused with the file and the limit named; sharded runs merged.
 
 usage: reliability_test.py VITREG_BINARY REPO_ROOT
 """
+import io
 import json
 import os
 import random
@@ -12,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import unittest
@@ -197,20 +199,22 @@ class Reliability(unittest.TestCase):
         np.testing.assert_array_equal(np.load(os.path.join(good, "registers.npy")),
                                       np.load(os.path.join(out, "registers.npy")))
 
-    def kill_and_resume(self, command, *options):
-        """`command` over the batch, SIGKILLed at random moments and resumed, ends byte-identical
-        to an uninterrupted run; resuming a finished run changes nothing."""
-        def run(out):
-            return vitreg(command, MODEL, self.images, "-o", out, *COMMON, *options, "--resume", user=self.user)
+    def kill_and_resume(self, command, *options, inputs=None, name=None):
+        """`command` over the batch (or `inputs`), SIGKILLed at random moments and resumed, ends
+        byte-identical to an uninterrupted run; resuming a finished run changes nothing."""
+        inputs, name = inputs or [self.images], name or command
 
-        whole = self.out(command + "-whole")
+        def run(out):
+            return vitreg(command, MODEL, *inputs, "-o", out, *COMMON, *options, "--resume", user=self.user)
+
+        whole = self.out(name + "-whole")
         t0 = time.monotonic()
         r = run(whole)
         duration = time.monotonic() - t0
         self.assertEqual(r.returncode, 3, r.stderr)
         expected = tree(whole)
 
-        out = self.out(command + "-killed")
+        out = self.out(name + "-killed")
         chunks_dir = os.path.join(out, "chunks")
 
         def finished_chunks():
@@ -224,7 +228,7 @@ class Reliability(unittest.TestCase):
         kills, chunks_seen = 0, []
         for attempt in range(4):
             target = min(finished_chunks() + rng.randint(1, 3), 30)
-            cmd = as_user([VITREG, command, MODEL, self.images, "-o", out, *COMMON, *options, "--resume"], self.user)
+            cmd = as_user([VITREG, command, MODEL, *inputs, "-o", out, *COMMON, *options, "--resume"], self.user)
             p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             while p.poll() is None and finished_chunks() < target:
                 time.sleep(0.005)
@@ -250,6 +254,30 @@ class Reliability(unittest.TestCase):
 
     def test_killed_runs_resume_to_the_uninterrupted_result(self):
         self.kill_and_resume("extract", "--chunk", "64", "--patch-tokens")
+
+    def test_killed_runs_over_tar_shards_resume_mid_shard_to_the_uninterrupted_result(self):
+        # The batch's files as two webdataset shards of 1000 samples, one gzipped: chunks of 64
+        # end inside shards, so each resume skips into the middle of a stream.
+        names = sorted(os.listdir(self.images))
+        samples = sum(os.path.isfile(os.path.join(self.images, n)) for n in names)  # not the folders
+        shards = []
+        for k, (suffix, mode) in enumerate([(".tar", "w"), (".tar.gz", "w:gz")]):
+            shards.append(os.path.join(self.tmp, f"{k:05d}{suffix}"))
+            with tarfile.open(shards[-1], mode) as tar:
+                for n in names[k * 1000:(k + 1) * 1000]:
+                    if os.path.isfile(os.path.join(self.images, n)):
+                        tar.add(os.path.join(self.images, n), arcname=n)
+                        info = tarfile.TarInfo(n.split(".")[0] + ".json")
+                        meta = json.dumps({"name": n}).encode()
+                        info.size = len(meta)
+                        tar.addfile(info, io.BytesIO(meta))
+            os.chmod(shards[-1], 0o644)
+        files = self.kill_and_resume("extract", "--chunk", "64", inputs=shards, name="shards")
+        rows = [json.loads(line) for line in files["manifest.jsonl"].decode().splitlines()]
+        self.assertEqual(len(rows), samples)
+        for r in rows:
+            self.assertTrue(r["metadata"]["name"].startswith(r["key"] + "."), r)
+        self.assertEqual([r["path"] for r in rows[:3]], [shards[0]] * 3)
 
     def test_killed_dense_runs_resume_to_the_uninterrupted_result(self):
         files = self.kill_and_resume("dense", "--chunk", "64", "--pca", "--layers", "-2,-1")

@@ -86,7 +86,10 @@ void add_artifact_rule_args(CLI::App& cmd, ArtifactRule& rule) {
 
 void add_batch_args(CLI::App& cmd, BatchArgs& a, const BatchOptions& defaults) {
     add_model_args(cmd, a.model);
-    cmd.add_option("INPUT", a.inputs, "image files, folders (recursive, sorted) or @list.txt")->required();
+    cmd.add_option("INPUT", a.inputs,
+                   "image files, folders (recursive, sorted), @list.txt, or webdataset shards (.tar, .tar.gz, "
+                   ".tar.zst, '{00000..00099}.tar')")
+        ->required();
     cmd.add_option("-o,--out", a.out, "output folder")->required();
     add_pixel_args(cmd, a.pixels);
     add_table_options(cmd, batch_option_table(), defaults, a.given);

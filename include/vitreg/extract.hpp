@@ -13,6 +13,9 @@ namespace vitreg {
 struct ExtractOptions : BatchOptions {
     bool patch_tokens = false;  // also write patch/<row>.{npy,safetensors} [h, w, D]
     bool project = false;       // also write embedding [E] = cls · proj (models with a projection: CLIP)
+    // --layout shards (webdataset inputs only): per input shard NNNNN.{cls,pooled,registers,
+    // embedding}.npy (or NNNNN.safetensors) and NNNNN.keys.jsonl instead of the whole-job arrays.
+    bool shard_layout = false;
 
     // What extract's own options add to the job's identity (job.json) and to run.json, listed once.
     // `project` appears only when set, so jobs written before it existed still resume.
@@ -28,8 +31,10 @@ struct ExtractOptions : BatchOptions {
 //   run.json        the model, options and counts; written last, so its presence means done
 //   job.json, chunks/  the durable progress (see BatchOptions)
 // Without a class token (timm avg-pool models), cls.npy holds the pooled feature.
-// Throws UsageError when OUT_DIR holds something it must not replace, or for `project` on a
-// model without a projection.
+// With shard_layout, the arrays are per input shard (see ExtractOptions); manifest.jsonl and
+// run.json as above.
+// Throws UsageError when OUT_DIR holds something it must not replace, for `project` on a model
+// without a projection, or for shard_layout over inputs that are not shards, or with patch_tokens.
 BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                               const BatchProgress& progress = {});
 

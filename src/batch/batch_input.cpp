@@ -13,15 +13,37 @@
 
 namespace vitreg::batch {
 
-std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, const InputCheck& check, tbb::task_arena& arena) {
+namespace {
+
+// load_pixels for a file's bytes in memory (a shard's member), the same decoder as from its path;
+// the bytes are let go once decoded.
+Pixels load_pixels_in_memory(std::string& bytes, const std::string& name, const ResizeSpec& spec, const Config& config,
+                   const ImageLimits& limits, Geometry* geometry) {
+    const ResizeSpec s = spec.for_model(config);
+    const Image image = decode_image_memory(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), name,
+                                            decode_options(s, config.patch, limits, name));
+    std::string().swap(bytes);
+    return preprocess(image, s, config.patch, config.mean, config.std, name, geometry);
+}
+
+}  // namespace
+
+std::vector<Prepared> prepare(const Model& model, const std::string* names, std::vector<Encoded>& encoded,
+                              std::size_t count, const ResizeSpec& resize, const ImageLimits& limits,
+                              const InputCheck& check, tbb::task_arena& arena) {
     const Config& c = model.config();
     std::vector<Prepared> prepared(count);
     arena.execute([&] {
         tbb::parallel_for(std::size_t(0), count, [&](std::size_t i) {
-            const std::string& path = paths[i];
+            const std::string& path = names[i];
+            Encoded& in = encoded[i];
+            if (!in.error.empty()) {
+                prepared[i].error = path + ": " + in.error;
+                return;
+            }
             try {
-                Pixels px = load_pixels(path, resize, c, limits, &prepared[i].geometry);
+                Pixels px = in.in_memory ? load_pixels_in_memory(in.bytes, path, resize, c, limits, &prepared[i].geometry)
+                                         : load_pixels(path, resize, c, limits, &prepared[i].geometry);
                 check(px.height, px.width, prepared[i].geometry, path);
                 prepared[i].pixels = std::move(px);
             } catch (const Error& e) {
@@ -55,7 +77,8 @@ std::vector<Ran> run_by_size(const Model& model, const std::vector<Prepared>& pr
     return ran;
 }
 
-void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
+void stream_batches(const Model& model, const std::string* names, std::size_t count, const InputReader& read,
+                    std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
                     const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
                     const BatchRunner& runner) {
@@ -65,6 +88,7 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
     };
     struct Work {
         std::size_t start = 0;
+        std::vector<Encoded> encoded;
         std::vector<Prepared> prepared;
     };
     std::size_t next = 0;
@@ -81,14 +105,17 @@ void stream_batches(const Model& model, const std::string* paths, std::size_t co
                                                               }
                                                               auto w = std::make_shared<Work>();
                                                               w->start = next;
-                                                              next += std::min(batch, count - next);
+                                                              const std::size_t n = std::min(batch, count - next);
+                                                              w->encoded = read(next, n);
+                                                              if (w->encoded.size() != n) w->encoded.resize(n);
+                                                              next += n;
                                                               return w;
                                                           }) &
                 tbb::make_filter<std::shared_ptr<Work>, std::shared_ptr<Work>>(
                     tbb::filter_mode::parallel,
                     [&](std::shared_ptr<Work> w) {
                         const std::size_t n = std::min(batch, count - w->start);
-                        w->prepared = prepare(model, paths + w->start, n, resize, limits, check, arena);
+                        w->prepared = prepare(model, names + w->start, w->encoded, n, resize, limits, check, arena);
                         return w;
                     }) &
                 tbb::make_filter<std::shared_ptr<Work>, void>(tbb::filter_mode::serial_in_order,
@@ -173,7 +200,8 @@ bool start_row(nlohmann::ordered_json& row, const std::string& path, const Prepa
 void finish(const std::string& out_dir, const std::vector<nlohmann::ordered_json>& manifest, nlohmann::json run,
             const BatchSummary& summary) {
     std::string lines;
-    for (const auto& row : manifest) lines += row.dump() + "\n";
+    for (const auto& row : manifest)  // key, caption and metadata come from shards: any bytes
+        lines += row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     write_file_atomic(out_dir + "/manifest.jsonl", lines);
     run["inputs"] = summary.inputs;
     run["ok"] = summary.ok;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "input_source.hpp"
 #include "vitreg/batch_job.hpp"
 #include "vitreg/image.hpp"
 #include "vitreg/model.hpp"
@@ -30,10 +31,15 @@ struct Prepared {
 // when the job cannot use it (dense: its --pca-mask); `geometry` places it in its source image.
 using InputCheck = std::function<void(int height, int width, const Geometry& geometry, const std::string& name)>;
 
-// paths[0..count) decoded and preprocessed for `model` inside `arena`, inputs `check` refuses
-// failed; never throws for a bad file.
-std::vector<Prepared> prepare(const Model& model, const std::string* paths, std::size_t count, const ResizeSpec& resize,
-                              const ImageLimits& limits, const InputCheck& check, tbb::task_arena& arena);
+// Inputs names[0..count), as read (`encoded`: their bytes, or nothing and the file is read by its
+// name), decoded and preprocessed for `model` inside `arena`; inputs `check` refuses failed;
+// never throws for a bad input.
+std::vector<Prepared> prepare(const Model& model, const std::string* names, std::vector<Encoded>& encoded,
+                              std::size_t count, const ResizeSpec& resize, const ImageLimits& limits,
+                              const InputCheck& check, tbb::task_arena& arena);
+
+// Reads inputs [start, start + count) of a stream_batches list, in order, one call at a time.
+using InputReader = std::function<std::vector<Encoded>(std::size_t start, std::size_t count)>;
 
 // The forward that holds input i: its features, trace and index in that forward's batch.
 struct Ran {
@@ -57,10 +63,12 @@ struct BatchRunner {
 // each input's preparation and forward.
 using BatchSink = std::function<void(std::size_t start, const std::vector<Prepared>&, const std::vector<Ran>&)>;
 
-// paths[0..count) as a pipeline (oneTBB parallel_pipeline) of batches of `batch` inputs: decode
-// and preprocess (parallel, up to two batches ahead) → forward → `sink` (one batch at a time, in
-// order), so the next batch is decoded while this one runs.
-void stream_batches(const Model& model, const std::string* paths, std::size_t count, std::size_t batch,
+// names[0..count) as a pipeline (oneTBB parallel_pipeline) of batches of `batch` inputs: read
+// (`read`, serial, in order: a shard is a stream) → decode and preprocess (parallel, up to two
+// batches ahead) → forward → `sink` (one batch at a time, in order), so the next batch is read
+// and decoded while this one runs.
+void stream_batches(const Model& model, const std::string* names, std::size_t count, const InputReader& read,
+                    std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
                     const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
                     const BatchRunner& runner = {});

@@ -39,7 +39,16 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                        nlohmann::ordered_json identity, const Probe& probe, const ChunkWork& work,
                        const BatchProgress& progress) {
     const std::size_t batch = static_cast<std::size_t>(std::max(1, options.batch));
-    const auto mine = shard_positions(inputs, options.shard_index, options.shard_count);
+    const auto source = open_inputs(inputs, options.image_limits, options.shard_index, options.shard_count);
+    if (source->shards()) {
+        // The samples the index found (this process's shards'): a shard rewritten since the last
+        // run makes another job.
+        std::string listing;
+        for (const auto& n : source->names()) listing += n + '\n';
+        identity["samples"] = source->size();
+        identity["samples_digest"] = text_digest(listing);
+    }
+    const auto mine = source->mine(options.shard_index, options.shard_count);
     ChunkedRun run;
     run.out_dir = shard_dir(options.out_dir, options.shard_index, options.shard_count);
     const DurableJob job(run.out_dir, std::move(identity), mine.size(), options.chunk_rows, options.resume,
@@ -53,8 +62,9 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
         const std::size_t begin = job.chunk_begin(k), end = job.chunk_end(k);
         auto done = job.load(k);
         if (!done) {
-            std::vector<std::string> paths;
-            for (std::size_t i = begin; i < end; ++i) paths.push_back(inputs[mine[i]]);
+            std::vector<std::string> names;
+            for (std::size_t i = begin; i < end; ++i) names.push_back(source->names()[mine[i]]);
+            auto read = [&](std::size_t start, std::size_t count) { return source->read(&mine[begin + start], count); };
             ChunkData data;
             for (const auto& t : work.tensors) data.tensors[t.name].row_shape = t.row_shape;
             BatchSummary counts;
@@ -62,8 +72,11 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                 if (work.begin_batch) work.begin_batch(prepared, ran);
                 for (std::size_t i = 0; i < prepared.size(); ++i) {
                     nlohmann::ordered_json row;
-                    data.input_index.push_back(mine[begin + start + i]);
-                    if (start_row(row, paths[start + i], prepared[i], counts)) {
+                    const std::size_t input = mine[begin + start + i];
+                    data.input_index.push_back(source->order(input));
+                    const bool ok = start_row(row, names[start + i], prepared[i], counts);
+                    source->describe(input, row);
+                    if (ok) {
                         const Features& f = *ran[i].features;
                         const std::size_t r = rows_before + data.ok++;
                         row["status"] = "ok";
@@ -78,8 +91,8 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                 }
                 if (progress) progress(begin + start + prepared.size(), mine.size());
             };
-            stream_batches(model, paths.data(), paths.size(), batch, options.resize, options.image_limits, probe, fwd,
-                           arena, collect, work.runner);
+            stream_batches(model, names.data(), names.size(), read, batch, options.resize, options.image_limits, probe,
+                           fwd, arena, collect, work.runner);
             job.save(k, data);
             done = job.load(k);
             if (!done) throw IoError(run.out_dir + ": chunk " + std::to_string(k) + " did not read back");

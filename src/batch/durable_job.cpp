@@ -25,13 +25,16 @@ void remove_file(const std::string& p) {
     if (::unlink(p.c_str()) != 0 && errno != ENOENT) throw IoError(p + ": cannot remove: " + std::strerror(errno));
 }
 
-// "12.npy", "12.safetensors", "12.pca.png", or a temporary left by a killed writer.
+// "12.npy", "12.safetensors", "12.pca.png", extract --layout shards' "00012.cls.npy" and
+// "00012.keys.jsonl", or a temporary left by a killed writer.
 bool is_vitreg_row_file(const std::string& n) {
     const auto dot = n.find('.');
     if (dot == 0 || dot == std::string::npos || n.find_first_not_of("0123456789") != dot) return false;
     std::string rest = n.substr(dot);
     if (const auto tmp = rest.find(".tmp."); tmp != std::string::npos) rest.resize(tmp);
-    return rest == ".npy" || rest == ".safetensors" || rest == ".pca.png";
+    const bool array = rest.size() >= 4 && rest.compare(rest.size() - 4, 4, ".npy") == 0 &&
+                       (rest.size() == 4 || rest.find('.', 1) == rest.size() - 4);  // .npy or .NAME.npy
+    return array || rest == ".safetensors" || rest == ".pca.png" || rest == ".keys.jsonl";
 }
 
 }  // namespace
@@ -191,7 +194,8 @@ void DurableJob::save(std::size_t k, const ChunkData& chunk) const {
         tensors.emplace(name, ArrayRef{shape, t.data.data()});
     }
     std::string lines;
-    for (const auto& r : chunk.rows) lines += r.dump() + "\n";
+    for (const auto& r : chunk.rows)  // shards' keys and captions may be any bytes
+        lines += r.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     write_safetensors(chunk_path(k), tensors,
                       {{"manifest", lines}, {"inputs", nlohmann::json(chunk.input_index).dump()}});
 }

@@ -5,6 +5,7 @@
 #include "chunked_job.hpp"
 #include "feature_table.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/inputs.hpp"
 
 namespace vitreg {
 
@@ -12,6 +13,7 @@ nlohmann::ordered_json ExtractOptions::to_json() const {
     nlohmann::ordered_json j;
     j["patch_tokens"] = patch_tokens;
     if (project) j["project"] = true;
+    if (shard_layout) j["output_layout"] = "shards";
     return j;
 }
 
@@ -25,6 +27,14 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         throw UsageError("--project: " + model.path() + " has no projection (only CLIP checkpoints: OpenCLIP 'proj', HF " +
                          "'visual_projection', timm's CLIP head); its features are cls, pooled and patch tokens");
     const int E = options.project ? c.proj_dim : 0;
+    if (options.shard_layout) {
+        for (const auto& input : inputs)
+            if (!is_shard_path(input))
+                throw UsageError("--layout shards: " + input + " is not a webdataset shard (.tar, .tar.gz, .tar.zst)");
+        if (options.patch_tokens)
+            throw UsageError("--layout shards with --patch-tokens: patch tokens per shard are not written yet; "
+                             "use --layout files");
+    }
     const auto table = batch::extract_table(D, R, E);
 
     auto identity = batch::job_identity("vitreg extract", model, inputs, options);
@@ -74,8 +84,10 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         {"row_files", options.patch_tokens ? nlohmann::json{"patch/{row}" + ext} : nlohmann::json::array()},
     };
     info.update(nlohmann::json(options.to_json()));
-    return batch::write_feature_table(run.out_dir, batch::rows_in_order(run.chunks), table, options.format, model.path(),
-                                      std::move(info));
+    const auto rows = batch::rows_in_order(run.chunks);
+    if (options.shard_layout) batch::write_shard_tables(run.out_dir, rows, table, options.format, model.path());
+    return batch::write_feature_table(run.out_dir, rows, options.shard_layout ? std::vector<batch::TableArray>{} : table,
+                                      options.format, model.path(), std::move(info));
 }
 
 }  // namespace vitreg

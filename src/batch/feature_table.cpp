@@ -1,5 +1,6 @@
 #include "feature_table.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -41,6 +42,55 @@ void copy_tensor(BufferedOut& out, const std::vector<TableRow>& rows, const std:
     out.flush();
 }
 
+// Each row's index among its chunk's ok rows (the chunk's tensors hold only those), -1 for failed rows.
+std::vector<std::int64_t> ok_positions(const std::vector<TableRow>& rows) {
+    std::vector<std::int64_t> ok_at(rows.size(), -1);
+    std::map<const Chunk*, std::vector<std::int64_t>> chunk_ok;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        const Chunk& c = *rows[i].chunk;
+        auto& index = chunk_ok[&c];
+        if (index.empty()) {
+            std::int64_t k = 0;
+            for (const auto& r : c.rows) index.push_back(r.value("status", "") == "ok" ? k++ : -1);
+        }
+        ok_at[i] = index[rows[i].at];
+    }
+    return ok_at;
+}
+
+// PREFIX<name>.npy for each array, or PREFIXfeatures.safetensors (PREFIX.safetensors when the
+// prefix ends in a dot), over the ok rows (`n` of them).
+void write_arrays(const std::string& prefix, const std::vector<TableRow>& rows, const std::vector<std::int64_t>& ok_at,
+                  std::int64_t n, const std::vector<TableArray>& arrays, FeatureFormat format,
+                  const std::string& model_path) {
+    std::map<std::string, std::size_t> row_bytes;
+    std::vector<std::pair<std::string, ArrayRef>> shaped;
+    for (const auto& a : arrays) {
+        std::vector<std::int64_t> shape{n};
+        shape.insert(shape.end(), a.row_shape.begin(), a.row_shape.end());
+        std::size_t bytes = sizeof(float);
+        for (const auto d : a.row_shape) bytes *= static_cast<std::size_t>(d);
+        row_bytes[a.name] = bytes;
+        shaped.push_back({a.name, ArrayRef{shape}});
+    }
+    if (format == FeatureFormat::Npy) {
+        for (const auto& [name, shape] : shaped) {
+            AtomicFile f(prefix + name + ".npy");
+            f.write(npy_header(shape));
+            BufferedOut out(f);
+            copy_tensor(out, rows, ok_at, name, row_bytes[name]);
+            f.commit();
+        }
+    } else if (!shaped.empty()) {
+        const std::map<std::string, ArrayRef> tensors(shaped.begin(), shaped.end());  // data in name order
+        AtomicFile f(prefix + (prefix.back() == '.' ? "safetensors" : "features.safetensors"));
+        f.write(safetensors_header(tensors, {{"model", model_path}}));
+        BufferedOut out(f);
+        for (const auto& [name, shape] : tensors) copy_tensor(out, rows, ok_at, name, row_bytes[name]);
+        f.commit();
+    }
+}
+
 }  // namespace
 
 std::vector<TableRow> rows_in_order(const std::vector<Chunk>& chunks) {
@@ -60,22 +110,13 @@ std::vector<TableArray> extract_table(int dim, int registers, int embedding_dim)
 BatchSummary write_feature_table(const std::string& out_dir, const std::vector<TableRow>& rows,
                                  const std::vector<TableArray>& arrays, FeatureFormat format,
                                  const std::string& model_path, nlohmann::json run) {
-    // Each row's index among its chunk's ok rows (the chunk's tensors hold only those).
-    std::vector<std::int64_t> ok_at(rows.size(), -1);
-    std::map<const Chunk*, std::vector<std::int64_t>> chunk_ok;
+    const std::vector<std::int64_t> ok_at = ok_positions(rows);
     BatchSummary summary;
     summary.inputs = rows.size();
     std::vector<nlohmann::ordered_json> manifest;
     manifest.reserve(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) {
-        const Chunk& c = *rows[i].chunk;
-        auto& index = chunk_ok[&c];
-        if (index.empty()) {
-            std::int64_t k = 0;
-            for (const auto& r : c.rows) index.push_back(r.value("status", "") == "ok" ? k++ : -1);
-        }
-        ok_at[i] = index[rows[i].at];
-        nlohmann::ordered_json row = c.rows[rows[i].at];
+        nlohmann::ordered_json row = rows[i].chunk->rows[rows[i].at];
         if (ok_at[i] >= 0) {
             row["row"] = summary.ok;
             if (row.contains("file")) {
@@ -89,36 +130,39 @@ BatchSummary write_feature_table(const std::string& out_dir, const std::vector<T
         manifest.push_back(std::move(row));
     }
 
-    const auto n = static_cast<std::int64_t>(summary.ok);
-    std::map<std::string, std::size_t> row_bytes;
-    std::vector<std::pair<std::string, ArrayRef>> shaped;
-    for (const auto& a : arrays) {
-        std::vector<std::int64_t> shape{n};
-        shape.insert(shape.end(), a.row_shape.begin(), a.row_shape.end());
-        std::size_t bytes = sizeof(float);
-        for (const auto d : a.row_shape) bytes *= static_cast<std::size_t>(d);
-        row_bytes[a.name] = bytes;
-        shaped.push_back({a.name, ArrayRef{shape}});
-    }
-    const std::string dir = out_dir + "/";
-    if (format == FeatureFormat::Npy) {
-        for (const auto& [name, shape] : shaped) {
-            AtomicFile f(dir + name + ".npy");
-            f.write(npy_header(shape));
-            BufferedOut out(f);
-            copy_tensor(out, rows, ok_at, name, row_bytes[name]);
-            f.commit();
-        }
-    } else if (!shaped.empty()) {
-        const std::map<std::string, ArrayRef> tensors(shaped.begin(), shaped.end());  // data in name order
-        AtomicFile f(dir + "features.safetensors");
-        f.write(safetensors_header(tensors, {{"model", model_path}}));
-        BufferedOut out(f);
-        for (const auto& [name, shape] : tensors) copy_tensor(out, rows, ok_at, name, row_bytes[name]);
-        f.commit();
-    }
+    write_arrays(out_dir + "/", rows, ok_at, static_cast<std::int64_t>(summary.ok), arrays, format, model_path);
     finish(out_dir, manifest, std::move(run), summary);
     return summary;
+}
+
+}  // namespace vitreg::batch
+
+namespace vitreg::batch {
+
+void write_shard_tables(const std::string& out_dir, const std::vector<TableRow>& rows,
+                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path) {
+    const std::vector<std::int64_t> ok_at = ok_positions(rows);
+    for (std::size_t begin = 0, end = 0; begin < rows.size(); begin = end) {
+        auto shard_of = [&](std::size_t i) { return rows[i].chunk->input_index[rows[i].at] >> 32; };
+        for (end = begin; end < rows.size() && shard_of(end) == shard_of(begin); ++end) {
+        }
+        const std::vector<TableRow> mine(rows.begin() + static_cast<std::ptrdiff_t>(begin),
+                                         rows.begin() + static_cast<std::ptrdiff_t>(end));
+        const std::vector<std::int64_t> at(ok_at.begin() + static_cast<std::ptrdiff_t>(begin),
+                                           ok_at.begin() + static_cast<std::ptrdiff_t>(end));
+        char stem[32];
+        std::snprintf(stem, sizeof stem, "%05llu.", static_cast<unsigned long long>(shard_of(begin)));
+        std::string keys;
+        std::int64_t n = 0;
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+            nlohmann::ordered_json row = mine[i].chunk->rows[mine[i].at];
+            row.erase("row");
+            if (at[i] >= 0) row["row"] = n++;
+            keys += row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+        }
+        write_arrays(out_dir + "/" + stem, mine, at, n, arrays, format, model_path);
+        write_file_atomic(out_dir + "/" + stem + "keys.jsonl", keys);
+    }
 }
 
 }  // namespace vitreg::batch

@@ -38,4 +38,11 @@ BatchSummary write_feature_table(const std::string& out_dir, const std::vector<T
                                  const std::vector<TableArray>& arrays, FeatureFormat format,
                                  const std::string& model_path, nlohmann::json run);
 
+// extract --layout shards: for each input shard (rows of one shard are consecutive; its position
+// in the shard list is the high half of the rows' input_index), OUT/NNNNN.<name>.npy for each of
+// `arrays` (or OUT/NNNNN.safetensors) and OUT/NNNNN.keys.jsonl, its rows' manifest lines, "row"
+// numbered within the shard. NNNNN is the shard's position, zero-padded to 5 digits.
+void write_shard_tables(const std::string& out_dir, const std::vector<TableRow>& rows,
+                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path);
+
 }  // namespace vitreg::batch

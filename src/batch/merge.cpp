@@ -32,9 +32,13 @@ std::optional<std::pair<long, long>> shard_name(const std::string& name) {
 
 // The job a shard ran, without what differs between shards of one job.
 nlohmann::ordered_json common_identity(nlohmann::ordered_json job) {
-    for (const char* key : {"shard", "model", "vitreg_version"}) job.erase(key);
+    // samples: webdataset shards' processes each index their own shard files
+    for (const char* key : {"shard", "model", "vitreg_version", "samples", "samples_digest"}) job.erase(key);
     return job;
 }
+
+// Whether the job in `dir` read webdataset shards (its samples were counted per process).
+bool job_of_shards(const std::string& dir) { return batch::read_json_file(dir + "/job.json").contains("samples_digest"); }
 
 // Places `from` at `to` (a hard link when the file system allows, else a copy), atomically.
 void place_file(const std::string& from, const std::string& to) {
@@ -113,11 +117,16 @@ MergeSummary merge_shards(const std::string& out_dir) {
     auto index_of = [](const batch::TableRow& r) { return r.chunk->input_index[r.at]; };
     std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) { return index_of(a) < index_of(b); });
     const std::uint64_t inputs = identity.value("inputs", std::uint64_t(0));
-    bool complete = rows.size() == inputs;
-    for (std::size_t i = 0; complete && i < rows.size(); ++i) complete = index_of(rows[i]) == i;
+    // Files: each input's position once. Shards: each sample's (shard, place) once, every shard
+    // file's process present (checked above), so none is missing.
+    const bool of_shards = job_of_shards(dirs.begin()->second);
+    bool complete = of_shards || rows.size() == inputs;
+    for (std::size_t i = 0; complete && i < rows.size(); ++i)
+        complete = of_shards ? (i == 0 || index_of(rows[i]) > index_of(rows[i - 1])) : index_of(rows[i]) == i;
     if (!complete)
         throw UsageError(out_dir + ": the shards hold " + std::to_string(rows.size()) + " rows, not each of the " +
-                         std::to_string(inputs) + " inputs exactly once; rerun the shards with --overwrite");
+                         (of_shards ? std::string("samples") : std::to_string(inputs) + " inputs") +
+                         " exactly once; rerun the shards with --overwrite");
 
     // Per-image files ("patch/{row}.npy", "{row}.pca.png", ...) move to the merged row numbers.
     const FeatureFormat format = run.value("format", "npy") == "npy" ? FeatureFormat::Npy : FeatureFormat::Safetensors;
@@ -143,9 +152,12 @@ MergeSummary merge_shards(const std::string& out_dir) {
         ++global;
     }
     const bool dense = identity.value("job", "") == "vitreg dense";
-    const auto table = dense ? std::vector<batch::TableArray>{}
-                             : batch::extract_table(run.value("dim", 0), run.value("registers", 0),
-                                                    run.value("embedding_dim", 0));
+    auto table = dense ? std::vector<batch::TableArray>{}
+                       : batch::extract_table(run.value("dim", 0), run.value("registers", 0), run.value("embedding_dim", 0));
+    if (run.value("output_layout", "") == "shards") {  // extract --layout shards: arrays per input shard
+        batch::write_shard_tables(out_dir, rows, table, format, run.value("model", ""));
+        table.clear();
+    }
     for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);
     MergeSummary summary;
     summary.shards = static_cast<int>(count);

@@ -76,7 +76,10 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& args) {
             continue;
         }
         std::error_code ec;
-        if (fs::is_directory(a, ec)) walk(a, out);
+        if (is_shard_path(a) && a.find_first_of("{}") != std::string::npos) {
+            const auto names = expand_braces(a);
+            out.insert(out.end(), names.begin(), names.end());
+        } else if (fs::is_directory(a, ec)) walk(a, out);
         else out.push_back(a);
     }
     return out;
