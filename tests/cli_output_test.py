@@ -65,8 +65,18 @@ class JsonOutputTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)  # the object is all of stdout
         fields = documented_fields("info")
-        self.assertEqual(check_fields(self, out, fields), set())
+        self.assertEqual(check_fields(self, out, fields), {"quantization"})  # a float file's is null
         self.assertEqual(set(out), {f for f in fields if "." not in f}, "a top-level field is not documented")
+        with tempfile.TemporaryDirectory() as tmp:  # a quantized file's is there
+            quantized = os.path.join(tmp, "int8.safetensors")
+            r = vitreg("convert", MODEL, quantized, "--dtype", "int8", "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = vitreg("info", quantized, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            q = json.loads(r.stdout)
+            self.assertEqual(check_fields(self, q, fields), set())
+            self.assertEqual(q["quantization"], {"precision": "int8", "weight_bits": 8})
+            self.assertEqual(q["config"]["dtype"], "I8")
         c = out["config"]
         self.assertEqual((c["dim"], c["depth"], c["heads"], c["patch_size"], c["num_registers"]), (192, 6, 3, 14, 4))
         self.assertEqual(c["head_dim"] * c["heads"], c["dim"])

@@ -2,6 +2,7 @@
 // to the same features as the source at int8, bit for bit; they run at int8 only; and a file
 // whose quantization is malformed is refused naming the file and the tensor.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -201,5 +202,18 @@ TEST_CASE("quantized file: a malformed one is refused, naming the file and the t
         c.edit(t);
         t.write(bad);
         CHECK_THROWS_WITH(Model::load(bad, {}, int8(7)), Catch::Contains(bad) && Catch::Contains(c.message));
+    }
+}
+
+TEST_CASE("quantized file: the fuzz seeds are real quantized files the int8 forward loads", "[quantized]") {
+    for (const auto& [seed, bits] : {std::pair<const char*, int>{"dinov2_int8", 8}, {"swiglu_int8_7bit", 7}}) {
+        const std::string path = std::string(VITREG_FUZZ_DIR) + "/seeds/safetensors/" + seed;
+        INFO(path);
+        REQUIRE(Checkpoint(path).quantization().bits == bits);
+        const Model m = Model::load(path, {}, int8(bits));
+        const int p = m.config().patch;
+        const auto x = input(2 * p, 2 * p);
+        const Features f = m.forward(x.data(), 1, 2 * p, 2 * p);
+        CHECK(std::all_of(f.patches.begin(), f.patches.end(), [](float v) { return std::isfinite(v); }));
     }
 }
