@@ -193,7 +193,13 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     extract_features(m, files, o);
     o.out_dir = dir / "shards";
     const auto inputs = expand_inputs({dir / "{00000..00002}.tar"});
+    StageSeconds stages;
+    o.stage_progress = [&](const StageSeconds& t) { stages = t; };
     const auto s = extract_features(m, inputs, o);
+    o.stage_progress = nullptr;
+    CHECK(stages.read > 0);  // the shards' stream, timed apart from decoding and the forward
+    CHECK(stages.decode > 0);
+    CHECK(stages.forward > 0);
     CHECK(s.ok == 4);
     CHECK(s.failed == 3);  // bad.jpg, shard 1's break, shard 2 missing
     for (const char* array : {"cls.npy", "pooled.npy", "registers.npy"})

@@ -49,7 +49,9 @@ void register_dense(CLI::App& app, Command& run) {
             if (rule_given) o.artifact_rule = a->rule;
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
-            const auto s = dense_features(m, inputs, o, ProgressBar());
+            const ProgressBar bar;
+            o.stage_progress = bar.stage_sink();
+            const auto s = dense_features(m, inputs, o, bar);
             return report_batch(s.ok, s.failed, s.inputs, "dense features", shard_dir(o.out_dir, o.shard_index, o.shard_count));
         };
     });

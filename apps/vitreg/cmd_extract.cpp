@@ -29,7 +29,9 @@ void register_extract(CLI::App& app, Command& run) {
             o.shard_layout = a->layout == "shards";
             const auto inputs = batch_inputs(*a);
             const Model m = load_model(a->model);
-            const auto s = extract_features(m, inputs, o, ProgressBar());
+            const ProgressBar bar;
+            o.stage_progress = bar.stage_sink();
+            const auto s = extract_features(m, inputs, o, bar);
             return report_batch(s.ok, s.failed, s.inputs, "features", shard_dir(o.out_dir, o.shard_index, o.shard_count));
         };
     });

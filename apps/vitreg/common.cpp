@@ -132,7 +132,12 @@ int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const s
     return 3;
 }
 
-ProgressBar::ProgressBar() : enabled_(progress_shown()), start_(std::chrono::steady_clock::now()) {}
+ProgressBar::ProgressBar()
+    : enabled_(progress_shown()), start_(std::chrono::steady_clock::now()), stages_(std::make_shared<StageSeconds>()) {}
+
+StageProgress ProgressBar::stage_sink() const {
+    return [stages = stages_](const StageSeconds& s) { *stages = s; };
+}
 
 void ProgressBar::operator()(std::size_t done, std::size_t total) const {
     if (!enabled_ || total == 0) return;
@@ -140,7 +145,12 @@ void ProgressBar::operator()(std::size_t done, std::size_t total) const {
     const int filled = static_cast<int>(kWidth * done / total);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << done << "/" << total
-              << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0) << " img/s" << std::flush;
+              << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0) << " img/s";
+    const StageSeconds& t = *stages_;
+    if (const double busy = t.read + t.decode + t.forward; busy > 0)
+        std::cerr << std::setprecision(0) << "  read " << 100 * t.read / busy << "% decode " << 100 * t.decode / busy
+                  << "% forward " << 100 * t.forward / busy << "%";
+    std::cerr << std::flush;
     if (done == total) std::cerr << "\n";
 }
 

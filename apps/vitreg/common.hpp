@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -117,15 +118,19 @@ std::ostream& status_out();
 // Whether progress may be drawn: stderr is a terminal and --quiet was not given.
 bool progress_shown();
 
-// A one-line progress bar on stderr, drawn only when progress_shown().
+// A one-line progress bar on stderr, drawn only when progress_shown(), with images/s and, given
+// a batch job's stage times (stage_sink), each stage's share of their busy time.
 class ProgressBar {
 public:
     ProgressBar();
     void operator()(std::size_t done, std::size_t total) const;
+    // For BatchOptions::stage_progress: feeds this bar (and its copies) the stages' seconds.
+    StageProgress stage_sink() const;
 
 private:
     bool enabled_;
     std::chrono::steady_clock::time_point start_;
+    std::shared_ptr<StageSeconds> stages_;
 };
 
 // Whether freed blocks of a MB and more stay in the heap (true: the images' decode buffers are

@@ -15,6 +15,14 @@ namespace vitreg {
 
 enum class FeatureFormat { Npy, Safetensors };
 
+// Seconds a batch job's pipeline stages have been busy so far: reading its inputs (a shard's
+// stream; nothing for files, which decode reads), decoding and preprocessing, and the forward
+// with what the job writes per image. Stages overlap, so the sum exceeds the wall time.
+struct StageSeconds {
+    double read = 0, decode = 0, forward = 0;
+};
+using StageProgress = std::function<void(const StageSeconds&)>;
+
 struct BatchOptions {
     std::string out_dir;
     ResizeSpec resize;
@@ -33,6 +41,9 @@ struct BatchOptions {
     // sorted input list, written to OUT/shard-<index>-of-<count>/ (count 1 = everything, in OUT).
     int shard_index = 0;
     int shard_count = 1;
+    // Called before each progress call with the stages' busy seconds so far (--progress shows
+    // their shares); may be empty.
+    StageProgress stage_progress;
 };
 
 struct BatchSummary {

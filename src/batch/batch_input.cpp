@@ -3,7 +3,9 @@
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_pipeline.h>
 
+#include <chrono>
 #include <future>
+#include <atomic>
 #include <map>
 
 #include "core/half_rows.hpp"
@@ -81,7 +83,7 @@ void stream_batches(const Model& model, const std::string* names, std::size_t co
                     std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
                     const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
-                    const BatchRunner& runner) {
+                    const BatchRunner& runner, StageSeconds* stages) {
     batch = std::max<std::size_t>(1, batch);
     const InputCheck check = runner.check ? runner.check : [&](int h, int w, const Geometry&, const std::string& name) {
         model.check_tokens(h, w, options.max_tokens, name);
@@ -92,6 +94,15 @@ void stream_batches(const Model& model, const std::string* names, std::size_t co
         std::vector<Prepared> prepared;
     };
     std::size_t next = 0;
+    // Busy time per stage, added to `stages` (written only by the serial last stage, before the
+    // sink, which may read it): decode runs on several batches at once.
+    const StageSeconds base = stages ? *stages : StageSeconds{};
+    std::atomic<std::int64_t> read_ns{0}, decode_ns{0};
+    double forward = base.forward;
+    using Clock = std::chrono::steady_clock;
+    auto ns_since = [](Clock::time_point t0) {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    };
     ForwardOptions shared = options;  // the forward is the last stage, in the same arena
     shared.in_current_arena = true;
     arena.execute([&] {
@@ -106,7 +117,9 @@ void stream_batches(const Model& model, const std::string* names, std::size_t co
                                                               auto w = std::make_shared<Work>();
                                                               w->start = next;
                                                               const std::size_t n = std::min(batch, count - next);
+                                                              const auto t0 = Clock::now();
                                                               w->encoded = read(next, n);
+                                                              read_ns += ns_since(t0);
                                                               if (w->encoded.size() != n) w->encoded.resize(n);
                                                               next += n;
                                                               return w;
@@ -115,14 +128,22 @@ void stream_batches(const Model& model, const std::string* names, std::size_t co
                     tbb::filter_mode::parallel,
                     [&](std::shared_ptr<Work> w) {
                         const std::size_t n = std::min(batch, count - w->start);
+                        const auto t0 = Clock::now();
                         w->prepared = prepare(model, names + w->start, w->encoded, n, resize, limits, check, arena);
+                        decode_ns += ns_since(t0);
                         return w;
                     }) &
                 tbb::make_filter<std::shared_ptr<Work>, void>(tbb::filter_mode::serial_in_order,
                                                               [&](std::shared_ptr<Work> w) {
-                                                                  sink(w->start, w->prepared,
-                                                                       runner.run ? runner.run(w->prepared, shared)
-                                                                                  : run_by_size(model, w->prepared, probe, shared));
+                                                                  const auto t0 = Clock::now();
+                                                                  const auto ran = runner.run ? runner.run(w->prepared, shared)
+                                                                                              : run_by_size(model, w->prepared, probe, shared);
+                                                                  if (stages)
+                                                                      *stages = {base.read + read_ns * 1e-9,
+                                                                                 base.decode + decode_ns * 1e-9,
+                                                                                 forward + ns_since(t0) * 1e-9};
+                                                                  sink(w->start, w->prepared, ran);
+                                                                  forward += ns_since(t0) * 1e-9;
                                                               }));
     });
 }

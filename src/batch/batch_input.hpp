@@ -71,7 +71,7 @@ void stream_batches(const Model& model, const std::string* names, std::size_t co
                     std::size_t batch,
                     const ResizeSpec& resize, const ImageLimits& limits, const Probe& probe,
                     const ForwardOptions& options, tbb::task_arena& arena, const BatchSink& sink,
-                    const BatchRunner& runner = {});
+                    const BatchRunner& runner = {}, StageSeconds* stages = nullptr);
 
 // One per-image array: PATH.npy, or PATH.safetensors holding `tensor` and `metadata`.
 void write_array(const std::string& path_without_suffix, const std::string& tensor, const ArrayRef& array,

@@ -57,6 +57,7 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
     tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
     const ForwardOptions fwd{options.threads, options.max_tokens};
 
+    StageSeconds stages;
     std::size_t rows_before = 0;  // ok rows of the chunks before: per-image files are numbered by them
     for (std::size_t k = 0; k < job.chunk_count(); ++k) {
         const std::size_t begin = job.chunk_begin(k), end = job.chunk_end(k);
@@ -89,10 +90,11 @@ ChunkedRun run_chunked(const Model& model, const std::vector<std::string>& input
                     }
                     data.rows.push_back(std::move(row));
                 }
+                if (options.stage_progress) options.stage_progress(stages);
                 if (progress) progress(begin + start + prepared.size(), mine.size());
             };
             stream_batches(model, names.data(), names.size(), read, batch, options.resize, options.image_limits, probe,
-                           fwd, arena, collect, work.runner);
+                           fwd, arena, collect, work.runner, &stages);
             job.save(k, data);
             done = job.load(k);
             if (!done) throw IoError(run.out_dir + ": chunk " + std::to_string(k) + " did not read back");

@@ -238,6 +238,40 @@ def test_extract_writes_what_the_command_writes(model, tmp_path):
     np.testing.assert_array_equal(cls, model.forward(x)["cls"])
 
 
+def test_extract_reads_webdataset_shards_as_the_command_does(model, tmp_path):
+    """A .tar.gz shard through vitreg.extract and through the command: the same files; its
+    features are the folder's; layout='shards' writes 00000.cls.npy and 00000.keys.jsonl."""
+    import io
+    import tarfile
+    names = sorted(n for n in os.listdir(ASSETS) if not n.endswith(".md"))[:3]
+    shard = tmp_path / "00000.tar.gz"
+    with tarfile.open(shard, "w:gz") as tar:
+        for i, n in enumerate(names):
+            tar.add(os.path.join(ASSETS, n), arcname=f"{i:03d}" + os.path.splitext(n)[1])
+            info = tarfile.TarInfo(f"{i:03d}.txt")
+            info.size = len(n)
+            tar.addfile(info, io.BytesIO(n.encode()))
+    pattern = str(tmp_path / "{00000..00000}.tar.gz")
+    r = subprocess.run([BINARY, "extract", SHIPPED, pattern, "-o", str(tmp_path / "cli")], capture_output=True,
+                       text=True, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    s = vitreg.extract(model, pattern, tmp_path / "py")
+    assert (s["inputs"], s["ok"], s["failed"]) == (3, 3, 0)
+    cli, py = tree(tmp_path / "cli", skip=("job.lock",)), tree(tmp_path / "py", skip=("job.lock",))
+    assert sorted(cli) == sorted(py)
+    for name in cli:
+        assert cli[name] == py[name], name
+    rows = [json.loads(line) for line in open(tmp_path / "py" / "manifest.jsonl")]
+    assert [(r["key"], r["caption"]) for r in rows] == [(f"{i:03d}", n) for i, n in enumerate(names)]
+    vitreg.extract(model, [os.path.join(ASSETS, n) for n in names], tmp_path / "folder")
+    np.testing.assert_array_equal(np.load(tmp_path / "py" / "cls.npy"), np.load(tmp_path / "folder" / "cls.npy"))
+    vitreg.extract(model, str(shard), tmp_path / "layout", layout="shards")
+    np.testing.assert_array_equal(np.load(tmp_path / "layout" / "00000.cls.npy"), np.load(tmp_path / "py" / "cls.npy"))
+    assert len(open(tmp_path / "layout" / "00000.keys.jsonl").readlines()) == 3
+    with pytest.raises(vitreg.UsageError, match="layout='tiles'"):
+        vitreg.extract(model, str(shard), tmp_path / "bad", layout="tiles")
+
+
 def test_study_returns_what_the_command_writes(tmp_path):
     heldout = os.path.join(FIXTURES, "heldout")
     images = [os.path.join(heldout, f"heldout_{i:03d}.png") for i in range(4)]
