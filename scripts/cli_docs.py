@@ -46,8 +46,8 @@ JSON_SCHEMAS = [
         ("config.notes", "array", "what the loader inferred or retrofitted, as sentences"),
         ("metadata", "object", "the file's own safetensors metadata, text to text (empty for a PyTorch file)"),
         ("weight_bytes", "object", "the weights' memory by format: f32, bf16, f16, int8 (with its scales) and int4-g128 "
-                                   "(an estimate); the matrices in the format, the other tensors in fp32 (from the shapes: a "
-                                   "quantized file runs only in its own)"),
+                                   "(@int4's packing: bf16 scales and zeros, 16-bit sums per 128 inputs); the matrices in the "
+                                   "format, the other tensors in fp32 (from the shapes: a quantized file runs only in its own)"),
         ("weight_bytes.f32", "integer", "every tensor in fp32"),
         ("weight_bytes.int8", "integer", "the int8 matrices with an fp32 scale and an int32 sum per output column"),
         ("missing_bytes", "integer", "tensor bytes past the end of a truncated file (0 for a whole file)"),

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The default build on older CPUs: the same vitreg binary under qemu-user as an x86-64-v2 CPU
 (-cpu Nehalem: SSE4.2, no AVX) and as an AVX2 + FMA CPU (-cpu Haswell-v4) runs, says which
-kernels it chose (fp32, int8, int4), and extracts the same features as the native run at fp32 and
-at int4 (within 1e-5 of their scale). qemu 7.2 emulates no AVX-512; those kernels are tested
-natively where the CPU has them (VITREG_ISA forces each path in the other tests).
+kernels it chose (fp32, int8, int4), and extracts the same features as the native run (within
+1e-5 of their scale at fp32; at int4 within 2e-3, the flips of its rounded activations). qemu
+7.2 emulates no AVX-512; those kernels are tested natively where the CPU has them (VITREG_ISA
+forces each path in the other tests).
 
 usage: qemu_test.py VITREG_BINARY REPO_ROOT
 """
@@ -74,11 +75,15 @@ class OlderCpus(unittest.TestCase):
             with self.subTest(cpu=cpu, precision=precision):
                 got = features(cpu, os.path.join(self.tmp.name, cpu + precision), "--precision", precision)
                 native = self.native if precision == "fp32" else self.native_int4
+                # int4's kernels give the same integers everywhere, but its uint8 activations are
+                # rounded from fp32 values that differ by ~1e-7 between instruction sets: now and
+                # then one code lands a step apart and the flip propagates (measured: 3.5e-4).
+                bound = 1e-5 if precision == "fp32" else 2e-3
                 for name, want in native.items():
                     self.assertEqual(got[name].shape, want.shape, name)
                     scale = float(np.max(np.abs(want)))
                     err = float(np.max(np.abs(got[name] - want)))
-                    self.assertLessEqual(err, 1e-5 * scale, f"{cpu} {precision} {name}: max |Δ| {err:.2e} of scale {scale:.2e}")
+                    self.assertLessEqual(err, bound * scale, f"{cpu} {precision} {name}: max |Δ| {err:.2e} of scale {scale:.2e}")
 
     def test_forcing_a_set_the_cpu_lacks_is_refused(self):
         r = run("Nehalem", "bench", MODEL, "--iters", "1", "--warmup", "0", env={"VITREG_ISA": "avx2"})

@@ -78,7 +78,7 @@ TEST_CASE("summarize_checkpoint reads the header alone: a file without its data 
     CHECK(memory[2].bytes == e.bf16);  // f16: as wide as bf16
     CHECK(memory[3].format == "int8");
     CHECK(memory[3].bytes == e.int8);
-    CHECK(memory[4].format == "int4");
+    CHECK(memory[4].format == "int4-g128");  // the key the JSON had when it was an estimate
     CHECK(!memory[4].estimate);  // @int4 holds what it counts (gemm_lowp.hpp's PackedInt4)
     CHECK(memory[4].bytes < memory[3].bytes);
 

@@ -30,6 +30,8 @@ TEST_CASE("the estimate's weights are the packed matrices at the precision, plus
     const std::int64_t matrices = c.depth * (4 * D * D + 2 * D * H) + 3 * p * p * D, vectors = c.depth * 8 * D * 4;
     CHECK(native(c, Precision::Fp32).weights == 4 * matrices + vectors);
     CHECK(native(c, Precision::Int8).weights == matrices + vectors);
+    // int4: half a byte a weight, and a bf16 scale and zero and a 16-bit sum per 128 (PackedInt4)
+    CHECK(native(c, Precision::Int4).weights == matrices / 2 + (matrices + 127) / 128 * 6 + vectors);
     CHECK(native(c, Precision::Fp32).margin == kMemoryMargin);
     CHECK(native(c, Precision::Fp32).total() ==
           native(c, Precision::Fp32).weights + native(c, Precision::Fp32).activations + native(c, Precision::Fp32).attention +

@@ -27,7 +27,7 @@ struct TensorShape {
 
 // The bytes the weights take in one format.
 struct WeightMemory {
-    std::string format;  // "f32", "bf16", "f16", "int8", "int4"
+    std::string format;  // "f32", "bf16", "f16", "int8", "int4-g128" (what @int4 holds)
     std::int64_t bytes = 0;
     std::string how;  // what is held, for `vitreg info`
     bool estimate = false;  // a format vitreg does not run yet (int4)

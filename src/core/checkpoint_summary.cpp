@@ -60,7 +60,7 @@ std::vector<WeightMemory> weight_memory(const std::vector<TensorShape>& tensors)
          false},
         {"f16", 16, 0, 0, "matrices f16, the rest fp32 (a file's dtype, vitreg convert --dtype f16; it runs in fp32)", false},
         {"int8", 8, 8, 0, "matrices int8 + an fp32 scale and an int32 sum per output column, the rest fp32", false},
-        {"int4", 4, 0, 6, "matrices 4-bit + a bf16 scale and zero point and a 16-bit sum per 128 inputs, the rest fp32", false},
+        {"int4-g128", 4, 0, 6, "matrices 4-bit + a bf16 scale and zero point and a 16-bit sum per 128 inputs, the rest fp32", false},
     };
     std::vector<WeightMemory> out;
     for (const Format& f : formats) {

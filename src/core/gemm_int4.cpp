@@ -1,4 +1,8 @@
 // int4 weights (W4A8): the packer and the group-wise GEMM over the int8 tiles (gemm_lowp.hpp).
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <string>
 
@@ -85,8 +89,8 @@ namespace {
 // and ints over the panel's nr columns (zero past n): unpacked once, for every row of A.
 struct Int4Panel {
     GroupBuffer codes;
-    std::vector<float> scale, zero;
-    std::vector<std::int32_t> sums;
+    std::vector<float> scale, zero;  // [blocks][nr]
+    std::vector<float> scaled_sums;  // [nr] Σ_g scale_g · Σ (q − 8), the zero point's term
 };
 
 void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4Panel& out) {
@@ -95,16 +99,67 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
     const std::size_t params = static_cast<std::size_t>(b.blocks()) * b.nr;
     out.scale.assign(params, 0.0f);
     out.zero.assign(params, 0.0f);
-    out.sums.assign(params, 0);
+    out.scaled_sums.assign(b.nr, 0.0f);
     const int j0 = panel * b.nr, jn = std::min(b.nr, b.n - j0);
     for (int g = 0; g < b.blocks(); ++g)
         for (int j = 0; j < jn; ++j) {
             const std::size_t from = static_cast<std::size_t>(g) * b.n + j0 + j, to = static_cast<std::size_t>(g) * b.nr + j;
             out.scale[to] = quant::from_bf16(b.scale[from]);
             out.zero[to] = quant::from_bf16(b.zero[from]);
-            out.sums[to] = b.sums[from];
+            out.scaled_sums[j] += out.scale[to] * static_cast<float>(b.sums[from]);
         }
 }
+
+#if defined(__x86_64__)
+// AVX512-VNNI, MR rows × 48 columns: each group's int32 sums converted, scaled and added into fp32
+// sums that stay in registers (int4_accumulate's arithmetic in its order, so the same bits), where
+// the generic loop stores and reloads both at every group.
+template <int MR>
+__attribute__((target("avx512f,avx512vnni"))) void vnni_rows(const std::uint32_t* a, long lda, const Int4Panel& p,
+                                                             int groups, int blocks, const std::int32_t* terms, float* out) {
+    __m512 f[MR][3];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < 3; ++v) f[r][v] = _mm512_setzero_ps();
+    const std::uint32_t* codes = p.codes.data();
+    for (int g = 0; g < blocks; ++g) {
+        __m512i acc[MR][3];
+        for (int r = 0; r < MR; ++r)
+            for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_setzero_si512();
+        for (int q = g * kGroupQuads, end = std::min(groups, q + kGroupQuads); q < end; ++q) {
+            const std::uint32_t* bp = codes + static_cast<std::size_t>(q) * 48;
+            const __m512i b0 = _mm512_loadu_si512(bp), b1 = _mm512_loadu_si512(bp + 16), b2 = _mm512_loadu_si512(bp + 32);
+            for (int r = 0; r < MR; ++r) {
+                const __m512i av = _mm512_set1_epi32(static_cast<int>(a[r * lda + q]));
+                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
+                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
+                acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], av, b2);
+            }
+        }
+        for (int r = 0; r < MR; ++r) {
+            const __m512 term = _mm512_set1_ps(static_cast<float>(terms[static_cast<std::size_t>(r) * blocks + g]));
+            for (int v = 0; v < 3; ++v) {
+                const __m512 s = _mm512_loadu_ps(p.scale.data() + g * 48 + 16 * v);
+                const __m512 z = _mm512_loadu_ps(p.zero.data() + g * 48 + 16 * v);
+                f[r][v] = _mm512_add_ps(f[r][v], _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(acc[r][v])),
+                                                               _mm512_mul_ps(z, term)));
+            }
+        }
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < 3; ++v) _mm512_storeu_ps(out + r * 48 + 16 * v, f[r][v]);
+}
+
+// Rows r .. r + rows (at most 4) through vnni_rows.
+void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, int groups, int blocks,
+               const std::int32_t* terms, float* out) {
+    switch (rows) {
+        case 1: return vnni_rows<1>(a, lda, p, groups, blocks, terms, out);
+        case 2: return vnni_rows<2>(a, lda, p, groups, blocks, terms, out);
+        case 3: return vnni_rows<3>(a, lda, p, groups, blocks, terms, out);
+        default: return vnni_rows<4>(a, lda, p, groups, blocks, terms, out);
+    }
+}
+#endif
 
 }  // namespace
 
@@ -130,22 +185,34 @@ void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1
     const int groups = b.groups(), blocks = b.blocks();
     alignas(64) std::int32_t acc[detail::kMaxLowpTile];
     alignas(64) float f[detail::kMaxLowpTile];
+#if defined(__x86_64__)
+    const bool vnni = b.isa == Int8Isa::Avx512Vnni && b.nr == 48;
+#else
+    const bool vnni = false;
+#endif
+    const int mr = vnni ? 4 : t.mr;
     for (int col = c0; col < c1; col += b.nr) {
         unpack_panel(b, col / b.nr, vec, panel);
         const int cols = std::min(b.nr, c1 - col);
-        for (int r = 0; r < m; r += t.mr) {
-            const int rows = std::min(t.mr, m - r);
-            std::fill(f, f + rows * b.nr, 0.0f);
+        for (int r = 0; r < m; r += mr) {
+            const int rows = std::min(mr, m - r);
             const std::uint32_t* ar = a.data + static_cast<std::size_t>(r) * groups;
-            for (int g = 0; g < blocks; ++g) {
-                const int q0 = g * kGroupQuads, qn = std::min(kGroupQuads, groups - q0);
-                t.tiles[rows - 1](ar + q0, groups, panel.codes.data() + static_cast<std::size_t>(q0) * b.nr, qn, acc);
-                const std::size_t at = static_cast<std::size_t>(g) * b.nr;
-                vec.int4_accumulate(acc, b.nr, rows, b.nr, a.zero_point + r, panel.sums.data() + at, panel.scale.data() + at,
-                                    panel.zero.data() + at, a.group_terms + static_cast<std::size_t>(r) * blocks + g, blocks, f);
+            const std::int32_t* terms = a.group_terms + static_cast<std::size_t>(r) * blocks;
+#if defined(__x86_64__)
+            if (vnni) vnni_tile(rows, ar, groups, panel, groups, blocks, terms, f);
+#endif
+            if (!vnni) {
+                std::fill(f, f + rows * b.nr, 0.0f);
+                for (int g = 0; g < blocks; ++g) {
+                    const int q0 = g * kGroupQuads, qn = std::min(kGroupQuads, groups - q0);
+                    t.tiles[rows - 1](ar + q0, groups, panel.codes.data() + static_cast<std::size_t>(q0) * b.nr, qn, acc);
+                    const std::size_t at = static_cast<std::size_t>(g) * b.nr;
+                    vec.int4_accumulate(acc, b.nr, rows, b.nr, panel.scale.data() + at, panel.zero.data() + at, terms + g,
+                                        blocks, f);
+                }
             }
-            vec.int4_finish(f, b.nr, rows, cols, a.scale + r, e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr,
-                            c + r * ldc + (col - c0), ldc);
+            vec.int4_finish(f, b.nr, rows, cols, a.zero_point + r, panel.scaled_sums.data(), a.scale + r,
+                            e.bias ? e.bias + col : nullptr, e.scale ? e.scale + col : nullptr, c + r * ldc + (col - c0), ldc);
         }
     }
 }

@@ -111,10 +111,11 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
 // Weights affine per group of quant::kInt4Group along k (quantize.hpp's affine_u4), held as
 // 4-bit codes; activations uint8 per row as for int8. A panel's codes are unpacked to int8
 // (q − 8, in [−8, 7]) once per column panel and run through the int8 tiles one group of k at
-// a time: each group's exact int32 sums are dequantized with its scale and zero and summed in
-// fp32, C = sa · Σ_g [scale_g · (Σ u·(q − 8) − zp · Σ (q − 8)) + zero_g · Σ (u − zp)].
+// a time: each group's exact int32 sums are scaled and summed in fp32,
+// C = sa · (Σ_g [scale_g · Σ u·(q − 8) + zero_g · Σ (u − zp)] − zp · Σ_g scale_g · Σ (q − 8)).
 // The int8 kernel of 7-bit weights runs them (|q − 8| ≤ 8 never saturates vpmaddubsw), except
-// that AMX's tiles give way to AVX512-VNNI (a group is two of its 16-group chunks).
+// that AMX's tiles give way to AVX512-VNNI (a group is two of its 16-group chunks), where a
+// kernel of its own keeps the fp32 sums in registers across the groups.
 Int8Isa int4_kernel();
 
 struct PackedInt4 {

@@ -54,16 +54,15 @@ struct Table {
                             const float* sa, const std::int32_t* sums, const float* ws, const float* bias,
                             const float* scale, float* c, long ldc);
     // int4 (gemm_lowp.hpp): n 16-bit words of four 4-bit codes into words of four int8 q − 8;
-    // one group's int32 sums acc (stride lda) added to f as
-    // f += ws · (acc − zp · sums) + wz · row_term, the columns' scale, zero and Σ (q − 8), each
-    // row's zero point and Σ (u − zp) over the group (rows_term, stride term_stride); and
-    // the rows finished, c = epilogue(f · sa).
+    // one group's int32 sums Σ u·(q − 8) (acc, stride lda) added to f as
+    // f += ws · acc + wz · row_term, the columns' scale and zero and each row's Σ (u − zp) over the
+    // group (row_term, stride term_stride); and the rows finished,
+    // c = epilogue((f − zp · ws_sums) · sa), ws_sums the columns' Σ_g scale_g · Σ (q − 8).
     void (*unpack_int4)(const std::uint16_t* in, std::size_t n, std::uint32_t* out);
-    void (*int4_accumulate)(const std::int32_t* acc, int lda, int rows, int cols, const std::int32_t* zp,
-                            const std::int32_t* sums, const float* ws, const float* wz, const std::int32_t* row_term,
-                            int term_stride, float* f);
-    void (*int4_finish)(const float* f, int ldf, int rows, int cols, const float* sa, const float* bias,
-                        const float* scale, float* c, long ldc);
+    void (*int4_accumulate)(const std::int32_t* acc, int lda, int rows, int cols, const float* ws, const float* wz,
+                            const std::int32_t* row_term, int term_stride, float* f);
+    void (*int4_finish)(const float* f, int ldf, int rows, int cols, const std::int32_t* zp, const float* ws_sums,
+                        const float* sa, const float* bias, const float* scale, float* c, long ldc);
 };
 
 // The loops of one level, and those of the level this process runs (cpu::level()).

@@ -47,6 +47,13 @@ def test_model_applies_the_keywords():
     assert m.threads == 3
 
 
+def test_int4_by_keyword_or_name_suffix_and_a_contradiction_refused():
+    assert vitreg.Model(SHIPPED, precision="int4").config["precision"] == "int4"
+    assert vitreg.Model(SHIPPED + "@int4").config["precision"] == "int4"
+    with pytest.raises(Exception, match="the name asks for int4 and --precision for int8"):
+        vitreg.Model(SHIPPED + "@int4", precision="int8")
+
+
 def test_max_memory_refuses_an_input_whose_forward_would_not_fit():
     # Refused before anything is allocated, with the estimate and the cap; within the cap it runs.
     x = np.zeros((1, 3, 1022, 1022), np.float32)
