@@ -57,6 +57,8 @@ py::object search(const py::object& index_path, const PyModel& model, const py::
     o.finish();
     const Index index(path_of(index_path));
     const std::string feature = index.info().value("feature", "cls");
+    const std::string notes = query_mismatch(index.info(), model.model, resize);
+    if (!notes.empty() && PyErr_WarnEx(PyExc_UserWarning, notes.c_str(), 1) != 0) throw py::error_already_set();
     nlohmann::json out = nlohmann::json::array();
     for (const auto& image : input_list(images)) {
         nlohmann::json results = nlohmann::json::array();

@@ -99,6 +99,7 @@ TEST_CASE("IVF-PQ's recall@10 against exact search is reported and bounded", "[s
     TempDir tmp;
     IndexOptions o{"IVF64,PQ8"};
     o.recall_queries = 200;
+    o.threads = 1;  // OpenMP's idle threads would spin on a loaded CI machine
     const IndexReport r = build_index(in_memory(data, dim), tmp / "ivfpq", o);
     CHECK(r.train_sample == 4000);
     CHECK(r.recall_queries == 200);

@@ -32,6 +32,7 @@ void register_search(CLI::App& app, Command& run) {
             const std::string feature = index.info().value("feature", "cls");
             const Model model = load_model(a->model);
             const ResizeSpec resize = pixel_spec(a->pixels);
+            status_out() << query_mismatch(index.info(), model, resize);
             for (const auto& image : expand_inputs(a->images)) {
                 const Pixels px = load_pixels(image, resize, model.config(), a->limits.image);
                 const auto q = query_vector(model, px, feature, a->threads);

@@ -49,6 +49,12 @@ def test_search_from_images_returns_each_image_first(indexed):
         assert best["score"] == pytest.approx(1.0, abs=1e-5)
 
 
+def test_search_with_other_pixel_options_warns(indexed):
+    model, tmp, _ = indexed
+    with pytest.warns(UserWarning, match="extracted with --resize eval"):
+        vitreg.search(tmp / "index", model, os.path.join(ASSETS, "coffee.jpg"), k=1, resize="long:112")
+
+
 def test_bad_index_folders_are_refused_by_name(tmp_path):
     with pytest.raises(vitreg.UsageError, match="index.json"):
         vitreg.Index(tmp_path)

@@ -129,8 +129,12 @@ std::string read_entry_bytes(const IndexEntry& entry, std::uint64_t max_bytes);
 
 class Model;
 struct Pixels;
+struct ResizeSpec;
 // One image's vector to search with: its `feature` (cls | pooled | embedding) as `vitreg
 // extract` writes it (UsageError for embedding on a model without a projection).
 std::vector<float> query_vector(const Model& model, const Pixels& pixels, const std::string& feature, int threads = 0);
+// What a search should be told when its model or pixel options are not the extract's (index.json's
+// source.run: its model path and resize), one note per line; "" when they agree or are not stated.
+std::string query_mismatch(const nlohmann::json& info, const Model& model, const ResizeSpec& resize);
 
 }  // namespace vitreg
