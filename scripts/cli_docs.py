@@ -51,7 +51,7 @@ JSON_SCHEMAS = [
         ("weight_bytes.f32", "integer", "every tensor in fp32"),
         ("weight_bytes.int8", "integer", "the int8 matrices with an fp32 scale and an int32 sum per output column"),
         ("missing_bytes", "integer", "tensor bytes past the end of a truncated file (0 for a whole file)"),
-        ("quantization", "object or null", "a quantized file's (`vitreg convert --dtype int8`); null for float weights"),
+        ("quantization", "object or null", "a quantized file's (`vitreg convert --dtype int8|int4`); null for float weights"),
         ("quantization.precision", "string", "the one precision the file runs at: int8"),
         ("quantization.weight_bits", "integer", "its weights' width: 8, or 7"),
     ]),

@@ -92,8 +92,10 @@ void register_info(CLI::App& app, Command& run) {
             row("eps", eps.str());
             row("dtype", to_string(c.dtype));
             if (q.quantized())
-                row("quantized", to_string(q.precision) + ", " + std::to_string(q.bits) +
-                                     "-bit weights with an fp32 scale per output channel; runs only at " + to_string(q.precision) +
+                row("quantized", to_string(q.precision) + ", " + std::to_string(q.bits) + "-bit weights with " +
+                                     (q.precision == Precision::Int4 ? "a bf16 scale and zero point per group of 128 inputs"
+                                                                     : "an fp32 scale per output channel") +
+                                     "; runs only at " + to_string(q.precision) +
                                      " (MODEL@" + to_string(q.precision) + "), loaded without quantizing");
             row("parameters", std::to_string(c.parameters));
             if (q.quantized())  // the one format it runs in: the others would need the weights it came from
