@@ -11,6 +11,39 @@
 
 namespace vitreg {
 
+namespace {
+
+struct StoredTensor {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> values;
+    DType dtype;
+};
+
+// Weight `name` [out, in...] as --dtype int4 stores it: its codes (U8, the shape's last dim halved),
+// then its bf16 scales and zeros [out, groups] (bf16 values: stored exactly).
+std::vector<StoredTensor> int4_tensors(const std::string& file, const std::string& name, std::vector<std::int64_t> shape,
+                                       const std::vector<float>& values) {
+    if (shape.size() > 2 && shape.back() % 2)  // (a row's padding nibble would fall inside the flattened row)
+        throw UsageError(file + ": '" + name + "' is " + std::to_string(shape.back()) +
+                         " wide along its last dim, odd: an int4 file packs two codes a byte along it (an odd patch "
+                         "size); run it as MODEL@int4 instead");
+    const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
+    const quant::Int4Weights q = quant::quantize_groups(values.data(), out, in, in, 1);
+    const auto floats = [](const std::vector<std::uint16_t>& bf16) {
+        std::vector<float> f(bf16.size());
+        std::transform(bf16.begin(), bf16.end(), f.begin(), quant::from_bf16);
+        return f;
+    };
+    shape.back() = (shape.back() + 1) / 2;
+    const std::vector<std::int64_t> groups{out, quant::int4_groups(in)};
+    return {{name, shape, std::vector<float>(q.codes.begin(), q.codes.end()), DType::U8},
+            {name + ".scale", groups, floats(q.scale), DType::BF16},
+            {name + ".zero", groups, floats(q.zero), DType::BF16}};
+}
+
+}  // namespace
+
 void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const CanonicalWrite& w, const std::string& out) {
     if (w.sinks && w.sinks->size() != static_cast<std::size_t>(c.depth) * c.heads)
         throw UsageError(out + ": " + std::to_string(w.sinks->size()) + " sink logits for a model of " +
@@ -30,26 +63,12 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     // its scales; int4: codes two to a byte, the shape's last dim halved, bf16 scales and zeros per group).
     const auto weight = [&](const std::string& name, std::vector<std::int64_t> shape) {
         if (!w.quantization.quantized()) return copy(name, shape);
-        const bool int4 = w.quantization.precision == Precision::Int4;
-        if (int4 && shape.size() > 2 && shape.back() % 2)  // (a row's padding nibble would fall inside the flattened row)
-            throw UsageError(ck.path() + ": '" + name + "' is " + std::to_string(shape.back()) +
-                             " wide along its last dim, odd: an int4 file packs two codes a byte along it (an odd patch "
-                             "size); run it as MODEL@int4 instead");
         const auto values = ck.load(name, shape);
-        const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
-        if (int4) {
-            const quant::Int4Weights q = quant::quantize_groups(values.data(), out, in, in, 1);
-            const auto floats = [](const auto& bf16) {
-                std::vector<float> f(bf16.size());
-                std::transform(bf16.begin(), bf16.end(), f.begin(), quant::from_bf16);
-                return f;
-            };
-            shape.back() = (shape.back() + 1) / 2;  // [out, ceil(in / 2)] for a linear
-            put(name, shape, std::vector<float>(q.codes.begin(), q.codes.end()), DType::U8);
-            put(name + ".scale", {out, quant::int4_groups(in)}, floats(q.scale), DType::BF16);  // bf16 values: exact
-            put(name + ".zero", {out, quant::int4_groups(in)}, floats(q.zero), DType::BF16);
+        if (w.quantization.precision == Precision::Int4) {
+            for (auto& t : int4_tensors(ck.path(), name, shape, values)) put(t.name, t.shape, std::move(t.values), t.dtype);
             return;
         }
+        const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
         const quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, w.quantization.bits);
         put(name, shape, std::vector<float>(q.q.begin(), q.q.end()), DType::I8);
         put(name + ".scale", {out}, q.scale, DType::F32);
