@@ -41,7 +41,7 @@ JSON_SCHEMAS = [
         ("config.grid", "integer", "the native patch grid's side"),
         ("config.image_mean", "array", "the per-channel mean the pixels are normalized with"),
         ("config.image_std", "array", "the per-channel standard deviation"),
-        ("config.dtype", "string", "the checkpoint's stored dtype (F32, F16, BF16; I8 for an int8-quantized file)"),
+        ("config.dtype", "string", "the checkpoint's stored dtype (F32, F16, BF16; I8 for an int8-quantized file, U8 for an int4 one)"),
         ("config.parameters", "integer", "the number of parameters"),
         ("config.notes", "array", "what the loader inferred or retrofitted, as sentences"),
         ("metadata", "object", "the file's own safetensors metadata, text to text (empty for a PyTorch file)"),
