@@ -100,7 +100,9 @@ void register_info(CLI::App& app, Command& run) {
             row("parameters", std::to_string(c.parameters));
             if (q.quantized())  // the one format it runs in: the others would need the weights it came from
                 memory.erase(std::remove_if(memory.begin(), memory.end(),
-                                            [&](const WeightMemory& m) { return m.format != to_string(q.precision); }),
+                                            [&](const WeightMemory& m) {  // (int4's is named for its group: int4-g128)
+                                                return m.format.rfind(to_string(q.precision), 0) != 0;
+                                            }),
                              memory.end());
             std::cout << "weights\n";
             for (const auto& m : memory)
