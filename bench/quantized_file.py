@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A quantized file against its source: file sizes, and the wall time and peak resident set of
 `vitreg extract` of one 224 px image (load, pack, one forward) from the source at fp32, the
-source @int8 (quantized while loading) and the int8 file @int8 (packed as stored). The models:
+source @int8 (@int4; quantized while loading) and the int8 (int4) file @int8 (@int4; packed as
+stored). The models:
 the shipped untrained ViT (D 192) and a random-weight DINOv2 ViT-L/14 reg4 (F32, vitreg's layout;
 speed and memory do not depend on the weights' values, so nothing is downloaded).
 
@@ -66,11 +67,16 @@ def main():
     if not os.path.exists(large):
         write_vit_l(large)
     for source in (os.path.join(ROOT, "weights", "vitreg-untrained-s14-d192-reg4.safetensors"), large):
-        quantized = os.path.join(WORK, os.path.basename(source).replace(".safetensors", "-int8.safetensors"))
-        subprocess.run([BINARY, "convert", source, quantized, "--dtype", "int8", "-q"], check=True)
+        files = {}
+        for q in ("int8", "int4"):
+            files[q] = os.path.join(WORK, os.path.basename(source).replace(".safetensors", f"-{q}.safetensors"))
+            subprocess.run([BINARY, "convert", source, files[q], "--dtype", q, "-q"], check=True)
         print(f"{os.path.basename(source)}: {os.path.getsize(source) / 1e6:.1f} MB f32, "
-              f"{os.path.getsize(quantized) / 1e6:.1f} MB int8 file")
-        for label, model in (("source fp32", source), ("source @int8", source + "@int8"), ("int8 file @int8", quantized + "@int8")):
+              + ", ".join(f"{os.path.getsize(f) / 1e6:.1f} MB {q} file" for q, f in files.items()))
+        runs = [("source fp32", source)]
+        for q, f in files.items():
+            runs += [(f"source @{q}", f"{source}@{q}"), (f"{q} file @{q}", f"{f}@{q}")]
+        for label, model in runs:
             wall, peak = extract(model, tempfile.mkdtemp(dir=WORK))
             print(f"  {label:16s} extract (load + one 224 px forward, 1 thread): {wall:6.2f} s, peak RSS {peak:6.0f} MB")
 

@@ -111,8 +111,34 @@ QUANTIZED = ("patch_embed.proj.weight", ".attn.qkv.weight", ".attn.proj.weight",
              ".mlp.w12.weight", ".mlp.w3.weight")
 
 
+def bf16(a):
+    """bf16 bits of float32 values (truncated; any rounding makes a valid file)."""
+    return (np.asarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def int4_tensors(name, rows, shape):
+    """--dtype int4's layout of one weight [out, in] of `shape`: U8 codes two a byte (the even input low; `shape`
+    with its last dim halved), BF16 scale and zero per group of 128 inputs."""
+    out_dim, in_dim = rows.shape
+    codes = np.zeros((out_dim, in_dim + in_dim % 2), np.uint8)
+    scale, zero = [], []
+    for g in range(0, in_dim, 128):
+        w = rows[:, g:g + 128]
+        s = bf16(np.maximum((w.max(axis=1) - w.min(axis=1)) / 15, 1e-6))
+        z = bf16(w.min(axis=1) + 8 * (s.astype(np.uint32) << 16).view(np.float32))
+        sf, zf = (s.astype(np.uint32) << 16).view(np.float32), (z.astype(np.uint32) << 16).view(np.float32)
+        codes[:, g:g + w.shape[1]] = np.clip(np.rint((w - (zf - 8 * sf)[:, None]) / sf[:, None]), 0, 15)
+        scale.append(s)
+        zero.append(z)
+    packed = codes[:, 0::2] | (codes[:, 1::2] << 4)
+    return {name: ("U8", shape[:-1] + ((shape[-1] + 1) // 2,), packed.tobytes()),
+            name + ".scale": ("BF16", (out_dim, len(scale)), np.stack(scale, 1).tobytes()),
+            name + ".zero": ("BF16", (out_dim, len(zero)), np.stack(zero, 1).tobytes())}
+
+
 def quantized_bytes(t, bits=8, metadata=None):
-    """vitreg convert --dtype int8's layout: the linears' weights I8 beside an F32 scale per output channel."""
+    """vitreg convert --dtype int8's layout: the linears' weights I8 beside an F32 scale per output channel (bits 4:
+    --dtype int4's, int4_tensors)."""
     qmax = np.float32(2 ** (bits - 1) - 1)
     header, blobs, offset = {}, [], 0
     out = {}
@@ -122,6 +148,9 @@ def quantized_bytes(t, bits=8, metadata=None):
             out[name] = ("F32", a.shape, a.tobytes())
             continue
         rows = a.reshape(a.shape[0], -1)
+        if bits == 4:
+            out.update(int4_tensors(name, rows, a.shape))
+            continue
         scale = np.abs(rows).max(axis=1) / qmax
         scale[scale == 0] = 1
         q = np.clip(np.rint(rows / scale[:, None]), -qmax, qmax).astype(np.int8)
@@ -132,8 +161,9 @@ def quantized_bytes(t, bits=8, metadata=None):
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
-    header["__metadata__"] = dict(metadata or {}, heads="2", quantization="int8", weight_bits=str(bits),
-                                  source_digest="fnv1a64:0123456789abcdef")
+    header["__metadata__"] = dict(metadata or {}, heads="2", quantization="int4" if bits == 4 else "int8",
+                                  weight_bits=str(bits), source_digest="fnv1a64:0123456789abcdef",
+                                  **({"group_size": "128"} if bits == 4 else {}))
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
     return struct.pack("<Q", len(text)) + text + b"".join(blobs)
@@ -272,6 +302,8 @@ def main():
     put("safetensors", "dinov2_int8", quantized_bytes(tensors("dinov2", registers=2),
                                                       metadata={"num_registers": "2", "patch_size": "2"}))
     put("safetensors", "swiglu_int8_7bit", quantized_bytes(tensors("dinov2", swiglu=True), bits=7))
+    put("safetensors", "dinov2_int4", quantized_bytes(tensors("dinov2", registers=2), bits=4,
+                                                      metadata={"num_registers": "2", "patch_size": "2"}))
     put("safetensors", "hf_reg2", safetensors_bytes(to_hf(tensors("dinov2", registers=2)), "F32", {"format": "pt"}))
 
     config = {"architectures": ["Dinov2WithRegistersModel"], "hidden_size": D, "num_attention_heads": 2,

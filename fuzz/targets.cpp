@@ -31,14 +31,15 @@ void run_once(const Model& m) {
 }
 
 // What `vitreg info` reads first (the header and configs alone: a truncated file passes), then
-// the whole load and a run: at the precision a quantized file states, so that its int8 weights
+// the whole load and a run: at the precision a quantized file states, so that its int8 (int4) weights
 // are read (any other it refuses before reading a weight).
 void describe_and_run(const std::string& path) {
     PrecisionOptions precision;
     try {
         const CheckpointSummary s = summarize_checkpoint(path);
         (void)weight_memory(s.tensors);
-        if (s.quantization.quantized()) precision.precision = s.quantization.precision, precision.int8_weight_bits = s.quantization.bits;
+        if (s.quantization.quantized()) precision.precision = s.quantization.precision;
+        if (s.quantization.precision == Precision::Int8) precision.int8_weight_bits = s.quantization.bits;
     } catch (const Error&) {
     }
     run_once(Model::load(path, {}, precision));

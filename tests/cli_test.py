@@ -211,6 +211,30 @@ class CliTest(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("--int8-weights: applies to --dtype int8 only", r.stderr)
 
+    def test_convert_int4_runs_as_model_at_int4(self):
+        """docs/design.md, "Reduced precision": an int4 file gives MODEL@int4's features, byte for byte,
+        says so in info, and runs at int4 only."""
+        model = os.path.join(FIXTURES, "models", "hf_reg2")
+        image = os.path.join(ASSETS, "chelsea.png")
+        out = os.path.join(self.tmp, "int4.safetensors")
+        r = vitreg("convert", model, out, "--dtype", "int4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("int4, 4-bit weights", r.stderr)
+        header = read_safetensors_header(out)
+        self.assertEqual(header["__metadata__"]["group_size"], "128")
+        self.assertEqual(header["blocks.0.mlp.fc1.weight"]["dtype"], "U8")
+        self.assertEqual(header["blocks.0.mlp.fc1.weight.zero"]["dtype"], "BF16")
+        r = vitreg("info", out)
+        self.assertIn("quantized     int4, 4-bit weights with a bf16 scale and zero point", r.stdout)
+        for name, m in (("source", model + "@int4"), ("file", out + "@int4")):
+            r = vitreg("extract", m, image, "-o", os.path.join(self.tmp, name))
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for array in ("cls.npy", "pooled.npy", "registers.npy"):
+            self.assertEqual(read_bytes(os.path.join(self.tmp, "source", array)), read_bytes(os.path.join(self.tmp, "file", array)))
+        r = vitreg("extract", out + "@int8", image, "-o", os.path.join(self.tmp, "int8"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("runs only at int4", r.stderr)
+
     def test_other_families_through_info_extract_maps_compare_and_dense(self):
         """docs/design.md, "Families": a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool
         without a class token) through info, extract --project, maps, compare and dense."""

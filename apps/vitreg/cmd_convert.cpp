@@ -1,7 +1,7 @@
-// vitreg convert MODEL OUT.safetensors [--dtype f32|f16|bf16|int8]: any checkpoint vitreg reads
-// (any family, layout or file format) in vitreg's own layout, its resolved configuration in the
-// metadata, with the source's name and digest. int8: the weights quantized as MODEL@int8 packs
-// them (--int8-weights 8 or 7), the file then runs only at int8.
+// vitreg convert MODEL OUT.safetensors [--dtype f32|f16|bf16|int8|int4]: any checkpoint vitreg
+// reads (any family, layout or file format) in vitreg's own layout, its resolved configuration in
+// the metadata, with the source's name and digest. int8 (int4): the weights quantized as
+// MODEL@int8 (@int4) packs them (int8: --int8-weights 8 or 7), the file then runs only at that.
 #include <iostream>
 
 #include "common.hpp"
@@ -20,9 +20,9 @@ void register_convert(CLI::App& app, Command& run) {
     cmd->add_option("MODEL", a->model.model, "a checkpoint in any form vitreg reads (see vitreg info --help)")->required();
     cmd->add_option("OUT", a->out, "the .safetensors file to write")->required();
     cmd->add_option("--dtype", a->dtype,
-                    "storage type of the weights; int8: the linears quantized as MODEL@int8 runs them (a file that then "
-                    "runs only at int8, to the same features, loading without quantizing)")
-        ->check(CLI::IsMember({"f32", "f16", "bf16", "int8"}))
+                    "storage type of the weights; int8, int4: the linears quantized as MODEL@int8 (@int4) runs them (a "
+                    "file that then runs only at that precision, to the same features, loading without quantizing)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "int8", "int4"}))
         ->capture_default_str();
     add_table_option(*cmd, "int8-weights", a->model.options["int8-weights"])->description("--dtype int8: weight bits, 8 or 7 (ONNX Runtime's reduce_range)");
     // The table's options that change the configuration written; convert bakes them in.
@@ -36,12 +36,15 @@ void register_convert(CLI::App& app, Command& run) {
             const ModelRequest request = a->model.request();
             WeightQuantization quantization;
             if (a->dtype == "int8") quantization = {Precision::Int8, request.precision.int8_weight_bits};
+            else if (a->dtype == "int4") quantization = {Precision::Int4, 4};
             else if (!a->model.options["int8-weights"].empty())
                 throw UsageError("--int8-weights: applies to --dtype int8 only (--dtype is " + a->dtype + ")");
             const Config c = convert_checkpoint(resolve_model_path(request.model), request.overrides, dtype, a->out, quantization);
             for (const auto& note : c.notes) status_out() << "vitreg: note: " << note << "\n";
             status_out() << "vitreg: wrote " << a->out << " (" << to_string(c.family) << ", "
-                         << (quantization.quantized() ? "int8, " + std::to_string(quantization.bits) + "-bit weights" : to_string(dtype))
+                         << (quantization.quantized()
+                                 ? to_string(quantization.precision) + ", " + std::to_string(quantization.bits) + "-bit weights"
+                                 : to_string(dtype))
                          << ", from " << c.source << " layout)\n";
             return 0;
         };

@@ -92,13 +92,17 @@ void register_info(CLI::App& app, Command& run) {
             row("eps", eps.str());
             row("dtype", to_string(c.dtype));
             if (q.quantized())
-                row("quantized", to_string(q.precision) + ", " + std::to_string(q.bits) +
-                                     "-bit weights with an fp32 scale per output channel; runs only at " + to_string(q.precision) +
+                row("quantized", to_string(q.precision) + ", " + std::to_string(q.bits) + "-bit weights with " +
+                                     (q.precision == Precision::Int4 ? "a bf16 scale and zero point per group of 128 inputs"
+                                                                     : "an fp32 scale per output channel") +
+                                     "; runs only at " + to_string(q.precision) +
                                      " (MODEL@" + to_string(q.precision) + "), loaded without quantizing");
             row("parameters", std::to_string(c.parameters));
             if (q.quantized())  // the one format it runs in: the others would need the weights it came from
                 memory.erase(std::remove_if(memory.begin(), memory.end(),
-                                            [&](const WeightMemory& m) { return m.format != to_string(q.precision); }),
+                                            [&](const WeightMemory& m) {  // (int4's is named for its group: int4-g128)
+                                                return m.format.rfind(to_string(q.precision), 0) != 0;
+                                            }),
                              memory.end());
             std::cout << "weights\n";
             for (const auto& m : memory)

@@ -24,6 +24,8 @@ enum class CheckpointRead { Whole, HeaderOnly };
 // linears the forward quantizes at `precision` (the patch embedding's and each block's) stored as
 // integers of `bits`, each beside its fp32 scales per output channel ("W" I8, "W.scale" F32).
 // Its metadata says so: quantization=int8, weight_bits=8|7, and the source_digest it came from.
+// Or int4 (--dtype int4): "W" U8 codes two to a byte beside "W.scale" and "W.zero" (BF16, per
+// group of 128 inputs); quantization=int4, weight_bits=4, group_size=128.
 struct WeightQuantization {
     Precision precision = Precision::Fp32;  // the one precision the file runs at
     int bits = 0;                           // 0: float weights
@@ -36,6 +38,15 @@ struct Int8Tensor {
     const TensorView* view = nullptr;
     const std::int8_t* q = nullptr;  // [out, in...] row-major, within ±(2^(bits−1) − 1)
     std::vector<float> scale;        // [out], finite and positive
+};
+
+// One int4 weight (vitreg convert --dtype int4): its codes as stored, two to a byte, the even
+// input in the low nibble (in the mapped file; `view` to release once packed), and its bf16
+// scales and zero points per group of 128 inputs.
+struct Int4Tensor {
+    const TensorView* view = nullptr;
+    const unsigned char* codes = nullptr;   // [out][ceil(in / 2)] U8, a row's padding nibble 0
+    std::vector<std::uint16_t> scale, zero;  // [out, ceil(in / 128)] bf16: finite, scales positive
 };
 
 class Checkpoint {
@@ -70,6 +81,12 @@ public:
     // I8 or of another shape, a scale missing, not F32 [out], not finite and positive, or an
     // integer past the file's weight_bits.
     Int8Tensor load_int8(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
+    // An int4 file's weight `canonical` of `shape` [out, in...] (in: the rest flattened), with its
+    // "<canonical>.scale" and ".zero". Throws CheckpointError naming the file and the tensor: a
+    // file not int4, codes not U8 of `shape` with its last dim halved (rounded up; an even last
+    // dim where there are more than 2) or with a padding nibble set, a scale or zero missing, not
+    // BF16 [out, ceil(in / 128)], not finite, or a scale not positive.
+    Int4Tensor load_int4(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
 
 private:
     std::vector<std::string> source_names(const std::string& canonical) const;

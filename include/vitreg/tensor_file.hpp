@@ -15,13 +15,14 @@
 namespace vitreg {
 
 // I8: a quantized checkpoint's int8 weights (vitreg convert --dtype int8), read only beside
-// their scales by the int8 forward (Checkpoint::load_int8); to_float refuses them.
-enum class DType { F32, F16, BF16, I8 };
+// their scales by the int8 forward (Checkpoint::load_int8); U8: an int4 file's 4-bit codes, two
+// to a byte (Checkpoint::load_int4). to_float refuses both.
+enum class DType { F32, F16, BF16, I8, U8 };
 
 template <>
 struct EnumTable<DType> {
     static constexpr const char* what = "dtype";
-    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}, {DType::I8, "I8"}};
+    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}, {DType::I8, "I8"}, {DType::U8, "U8"}};
 };
 
 std::string to_string(DType d);
@@ -37,9 +38,12 @@ struct TensorView {
     std::size_t nbytes = 0;
 
     std::int64_t numel() const;
+    // The weights it holds: numel, twice that for U8 (an int4 file's codes, two to a byte; a row
+    // of an odd count's padding nibble counted).
+    std::int64_t weights() const { return dtype == DType::U8 ? 2 * numel() : numel(); }
     std::string shape_string() const;  // "[1, 257, 384]"
     // Converts (F16/BF16 widen exactly) into float32, row-major. Throws CheckpointError for I8
-    // (quantized weights mean nothing without their scales).
+    // and U8 (quantized weights mean nothing without their scales).
     std::vector<float> to_float() const;
 };
 

@@ -39,7 +39,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // A float32 array to be written: shape and row-major data, stored as `dtype` (F16 and BF16
 // round to nearest even; .npy has no BF16; I8, a quantized checkpoint's weights, takes floats
-// that are integers in [-128, 127] and throws Error for any other).
+// that are integers in [-128, 127] and U8 (an int4 file's codes, two to a byte) ones in [0, 255];
+// either throws Error for any other).
 struct ArrayRef {
     std::vector<std::int64_t> shape;
     const float* data = nullptr;

@@ -37,7 +37,9 @@ CheckpointSummary summarize_checkpoint(const std::string& path, const ConfigOver
     s.quantization = ck.quantization();
     for (const auto& name : ck.model_tensors()) {
         const TensorView& v = ck.file().get(name);
-        s.tensors.push_back({name, v.dtype, v.shape, v.numel(), is_matrix(name, v.shape)});
+        std::vector<std::int64_t> shape = v.shape;  // an int4 file's codes: the weights they stand for
+        if (v.dtype == DType::U8 && !shape.empty()) shape.back() *= 2;
+        s.tensors.push_back({name, v.dtype, shape, v.weights(), is_matrix(name, shape)});
         if (!v.data) s.missing_bytes += static_cast<std::int64_t>(v.nbytes);
     }
     return s;

@@ -22,6 +22,12 @@ Int8Isa int4_kernel() {
 }
 
 PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa) {
+    const quant::Int4Weights w = quant::quantize_groups(b, n, k, 1, ldb);
+    return pack_int4(w.codes.data(), w.scale.data(), w.zero.data(), k, n, isa);
+}
+
+PackedInt4 pack_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int k, int n,
+                     Int8Isa isa) {
     PackedInt4 p;
     p.k = k;
     p.n = n;
@@ -31,26 +37,15 @@ PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa) {
     p.scale.assign(params, 0);
     p.zero.assign(params, 0);
     p.sums.assign(params, 0);
-    std::vector<std::uint8_t> q(static_cast<std::size_t>(k) * n);  // [k][n] codes
-    for (int col = 0; col < n; ++col)
+    const int row_bytes = quant::int4_row_bytes(k);
+    const auto code_at = [&](int row, int col) { return quant::int4_code(codes + static_cast<std::size_t>(col) * row_bytes, row); };
+    for (int col = 0; col < n; ++col)  // [n][blocks] as stored, [blocks][n] as the GEMM reads them
         for (int g = 0; g < p.blocks(); ++g) {
-            const int r0 = g * quant::kInt4Group, r1 = std::min(k, r0 + quant::kInt4Group);
-            float lo = b[r0 * ldb + col], hi = lo;
-            for (int row = r0; row < r1; ++row) {
-                const float w = b[row * ldb + col];
-                lo = w < lo ? w : lo;
-                hi = w > hi ? w : hi;
-            }
-            const quant::AffineU4 a = quant::affine_u4(lo, hi);
-            const std::size_t at = static_cast<std::size_t>(g) * n + col;
-            p.scale[at] = quant::to_bf16(a.scale);
-            p.zero[at] = quant::to_bf16(a.zero);
+            const std::size_t at = static_cast<std::size_t>(g) * n + col, stored = static_cast<std::size_t>(col) * p.blocks() + g;
+            p.scale[at] = scale[stored];
+            p.zero[at] = zero[stored];
             int sum = 0;
-            for (int row = r0; row < r1; ++row) {
-                const std::uint8_t code = quant::quantize_u4(b[row * ldb + col], a);
-                q[static_cast<std::size_t>(row) * n + col] = code;
-                sum += code - 8;
-            }
+            for (int row = g * quant::kInt4Group; row < std::min(k, (g + 1) * quant::kInt4Group); ++row) sum += code_at(row, col) - 8;
             p.sums[at] = static_cast<std::int16_t>(sum);
         }
     p.data.assign(static_cast<std::size_t>(p.panels()) * p.groups() * p.nr, 0x8888u);
@@ -62,7 +57,7 @@ PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa) {
                 std::uint16_t word = 0;
                 for (int i = 0; i < 4; ++i) {
                     const int row = 4 * g + i;
-                    const std::uint16_t code = row < k ? q[static_cast<std::size_t>(row) * n + j0 + j] : 8;
+                    const std::uint16_t code = row < k ? code_at(row, j0 + j) : 8;
                     word = static_cast<std::uint16_t>(word | (code << (4 * i)));
                 }
                 dst[static_cast<std::size_t>(g) * p.nr + j] = word;

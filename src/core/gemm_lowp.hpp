@@ -134,6 +134,10 @@ struct PackedInt4 {
 // Quantizes B [k, n] (stride ldb) to int4, group by group down each column, and packs it. A last
 // group shorter than kInt4Group (k not a multiple) is a group of its own.
 PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa = int4_kernel());
+// Packs weights quantized already (quant::Int4Weights' layout, a linear's W [out, in] = Bᵀ):
+// codes [n][int4_row_bytes(k)], scale and zero [n][int4_groups(k)] bf16.
+PackedInt4 pack_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int k, int n,
+                     Int8Isa isa = int4_kernel());
 // The weights the codes stand for, [k][n] row-major (quantize.hpp's dequantize_u4).
 std::vector<float> dequantize(const PackedInt4& b);
 // What the int4 GEMM needs of A beside its bytes: Σ (u − zp) over each group of k of each of its m

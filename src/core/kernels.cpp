@@ -76,6 +76,10 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
         const quant::Int8Weights q = quant::quantize_channels(w, out, in, in, 1, int8_weight_bits);
         return make_linear_int8(q.q.data(), q.scale.data(), out, in, std::move(bias), fixed, int8_weight_bits);
     }
+    if (precision == Precision::Int4) {  // grouped along each row of W, as an int4 file stores it
+        const quant::Int4Weights q = quant::quantize_groups(w, out, in, in, 1);
+        return make_linear_int4(q.codes.data(), q.scale.data(), q.zero.data(), out, in, std::move(bias));
+    }
     Linear l;
     l.precision = precision;
     l.in_ = in;
@@ -88,8 +92,8 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
             if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
             else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
             break;
-        case Precision::Int8: break;  // returned above
-        case Precision::Int4: l.w4 = gemm::pack_int4(wt.data(), in, out, out); break;
+        case Precision::Int8:
+        case Precision::Int4: break;  // returned above
     }
     return l;
 }
@@ -103,6 +107,17 @@ Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int i
     l.bias = std::move(bias);
     l.wq = gemm::pack_int8(q, scale, in, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
     l.fixed = fixed;
+    return l;
+}
+
+Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,
+                        Eigen::VectorXf bias) {
+    Linear l;
+    l.precision = Precision::Int4;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    l.w4 = gemm::pack_int4(codes, scale, zero, in, out);
     return l;
 }
 

@@ -41,6 +41,10 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
 // ±(2^(bits−1) − 1) and its per-output-channel `scale` [out]; packed, not quantized again.
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
                         std::optional<quant::AffineU8> fixed, int int8_weight_bits);
+// An int4 linear from weights quantized already (an int4 file's, quant::Int4Weights' layout):
+// codes [out][ceil(in / 2)], scale and zero [out][ceil(in / 128)] bf16; packed, not quantized again.
+Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,
+                        Eigen::VectorXf bias);
 
 // A linear's input in the GEMM's precision (bf16 pairs, or uint8 with per-row scales): kept
 // by the caller between layers and forwards.

@@ -67,7 +67,11 @@ struct LinearLoader {
         }
         Eigen::VectorXf b = bias ? to_vector(ck.load(name + ".bias", {out})) : Eigen::VectorXf::Zero(out);
         Linear l;
-        if (ck.quantization().quantized()) {  // packed as stored, not quantized again
+        if (ck.quantization().precision == Precision::Int4) {  // packed as stored, not quantized again
+            const Int4Tensor w = ck.load_int4(name + ".weight", stored);
+            l = kernels::make_linear_int4(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
+            ck.file().release(*w.view);
+        } else if (ck.quantization().quantized()) {
             const Int8Tensor w = ck.load_int8(name + ".weight", stored);
             l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
             ck.file().release(*w.view);
@@ -260,7 +264,7 @@ void refuse_other_precision(const Checkpoint& ck, const PrecisionOptions& precis
                          to_string(q.precision) + " or --precision " + to_string(q.precision) + "), not " +
                          to_string(precision.precision) + "; for " + to_string(precision.precision) +
                          " load the checkpoint it was converted from");
-    if (precision.int8_weight_bits != q.bits)
+    if (q.precision == Precision::Int8 && precision.int8_weight_bits != q.bits)
         throw UsageError(file + ": its int8 weights are " + std::to_string(q.bits) + "-bit, but " +
                          std::to_string(precision.int8_weight_bits) + "-bit weights were asked for: give --int8-weights " +
                          std::to_string(q.bits) + " (int8_weights=" + std::to_string(q.bits) + " in Python)");

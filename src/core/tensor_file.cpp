@@ -16,7 +16,7 @@ namespace vitreg {
 
 std::string to_string(DType d) { return name_of(d); }
 
-std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : d == DType::I8 ? 1 : 2; }
+std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : d == DType::I8 || d == DType::U8 ? 1 : 2; }
 
 std::int64_t TensorView::numel() const {
     std::int64_t n = 1;
@@ -36,6 +36,9 @@ std::vector<float> TensorView::to_float() const {
     if (dtype == DType::I8)
         throw CheckpointError("tensor '" + name + "' is I8: int8-quantized weights, which only the int8 forward reads (with "
                               "their scales)");
+    if (dtype == DType::U8)
+        throw CheckpointError("tensor '" + name + "' is U8: int4-quantized weights, which only the int4 forward reads (with "
+                              "their scales and zero points)");
     const auto n = static_cast<std::size_t>(numel());
     std::vector<float> out(n);
     if (n == 0) return out;
@@ -53,12 +56,12 @@ std::vector<float> TensorView::to_float() const {
 }
 
 DType TensorFile::dominant_dtype() const {
-    std::size_t bytes[4] = {0, 0, 0, 0};
+    std::size_t bytes[5] = {0, 0, 0, 0, 0};
     for (const auto& name : names()) {
         const TensorView& t = get(name);
         bytes[static_cast<int>(t.dtype)] += t.nbytes;
     }
-    return static_cast<DType>(std::max_element(bytes, bytes + 4) - bytes);
+    return static_cast<DType>(std::max_element(bytes, bytes + 5) - bytes);
 }
 
 void TensorFile::drop_pages(const unsigned char* data, std::size_t nbytes) {

@@ -1,5 +1,6 @@
 #include "vitreg/canonical_checkpoint.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "core/quantize.hpp"
@@ -9,6 +10,39 @@
 #include "vitreg/writers.hpp"
 
 namespace vitreg {
+
+namespace {
+
+struct StoredTensor {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> values;
+    DType dtype;
+};
+
+// Weight `name` [out, in...] as --dtype int4 stores it: its codes (U8, the shape's last dim halved),
+// then its bf16 scales and zeros [out, groups] (bf16 values: stored exactly).
+std::vector<StoredTensor> int4_tensors(const std::string& file, const std::string& name, std::vector<std::int64_t> shape,
+                                       const std::vector<float>& values) {
+    if (shape.size() > 2 && shape.back() % 2)  // (a row's padding nibble would fall inside the flattened row)
+        throw UsageError(file + ": '" + name + "' is " + std::to_string(shape.back()) +
+                         " wide along its last dim, odd: an int4 file packs two codes a byte along it (an odd patch "
+                         "size); run it as MODEL@int4 instead");
+    const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
+    const quant::Int4Weights q = quant::quantize_groups(values.data(), out, in, in, 1);
+    const auto floats = [](const std::vector<std::uint16_t>& bf16) {
+        std::vector<float> f(bf16.size());
+        std::transform(bf16.begin(), bf16.end(), f.begin(), quant::from_bf16);
+        return f;
+    };
+    shape.back() = (shape.back() + 1) / 2;
+    const std::vector<std::int64_t> groups{out, quant::int4_groups(in)};
+    return {{name, shape, std::vector<float>(q.codes.begin(), q.codes.end()), DType::U8},
+            {name + ".scale", groups, floats(q.scale), DType::BF16},
+            {name + ".zero", groups, floats(q.zero), DType::BF16}};
+}
+
+}  // namespace
 
 void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const CanonicalWrite& w, const std::string& out) {
     if (w.sinks && w.sinks->size() != static_cast<std::size_t>(c.depth) * c.heads)
@@ -25,10 +59,15 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) {
         put(name, shape, ck.load(name, shape), w.dtype);
     };
-    // A weight the int8 forward quantizes: quantized here the same way (its integers, then its scales).
+    // A weight the int8 (int4) forward quantizes: quantized here the same way (its integers, then
+    // its scales; int4: codes two to a byte, the shape's last dim halved, bf16 scales and zeros per group).
     const auto weight = [&](const std::string& name, std::vector<std::int64_t> shape) {
         if (!w.quantization.quantized()) return copy(name, shape);
         const auto values = ck.load(name, shape);
+        if (w.quantization.precision == Precision::Int4) {
+            for (auto& t : int4_tensors(ck.path(), name, shape, values)) put(t.name, t.shape, std::move(t.values), t.dtype);
+            return;
+        }
         const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
         const quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, w.quantization.bits);
         put(name, shape, std::vector<float>(q.q.begin(), q.q.end()), DType::I8);
@@ -110,6 +149,7 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (w.quantization.quantized()) {
         meta["quantization"] = to_string(w.quantization.precision);
         meta["weight_bits"] = std::to_string(w.quantization.bits);
+        if (w.quantization.precision == Precision::Int4) meta["group_size"] = std::to_string(quant::kInt4Group);
     }
     for (const auto& [k, v] : w.metadata) meta[k] = v;
     write_safetensors(out, tensors, meta);
@@ -121,8 +161,11 @@ Config convert_checkpoint(const std::string& path, const ConfigOverrides& overri
     if (ck.quantization().quantized())
         throw UsageError(ck.path() + ": the file is " + to_string(ck.quantization().precision) +
                          "-quantized already; convert the checkpoint it came from (its source_digest names it)");
-    if (quantization.quantized() && (quantization.precision != Precision::Int8 || dtype != DType::F32))
-        throw UsageError(out + ": a quantized file keeps its other tensors in F32 (int8 only, from --dtype int8)");
+    const bool known = (quantization.precision == Precision::Int8 && (quantization.bits == 8 || quantization.bits == 7)) ||
+                       (quantization.precision == Precision::Int4 && quantization.bits == 4);
+    if (quantization.quantized() && (!known || dtype != DType::F32))
+        throw UsageError(out + ": a quantized file keeps its other tensors in F32 (int8 of 8 or 7 bits, or int4 of 4, from "
+                               "--dtype int8|int4)");
     CanonicalWrite w;
     w.dtype = dtype;
     w.quantization = quantization;

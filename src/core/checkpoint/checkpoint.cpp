@@ -131,12 +131,15 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
             out.insert(out.end(), static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)), 0.0f);
             continue;
         }
+        if (v->dtype == DType::I8 || v->dtype == DType::U8) {
+            const std::string q = v->dtype == DType::I8 ? "int8" : "int4";
+            throw CheckpointError(path() + ": tensor '" + v->name + "' is " + to_string(v->dtype) + " (" + q +
+                                  "-quantized), where floats are read: only the " + q + " forward reads a quantized " +
+                                  "file's linear weights, nothing else is " + to_string(v->dtype));
+        }
         if (v->shape != part_shape && source::squeezed(v->shape) != source::squeezed(part_shape))
             throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
                                   ", expected " + shape_text(part_shape));
-        if (v->dtype == DType::I8)
-            throw CheckpointError(path() + ": tensor '" + v->name + "' is I8 (int8-quantized), where floats are read: " +
-                                  "only the int8 forward reads a quantized file's linear weights, nothing else is I8");
         auto f = v->to_float();
         file_->release(*v);
         apply_bias_mask(*v, f);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/checkpoint/shape.hpp"
+#include "core/quantize.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
 
@@ -28,6 +29,23 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
     return v.shape_string();
 }
 
+[[noreturn]] void refuse(const std::string& file, const std::string& tensor, const std::string& what) {
+    throw CheckpointError(file + ": tensor '" + tensor + "' " + what);
+}
+
+// A quantized file's weight `canonical`: one tensor of `dtype`, in a file quantized to `precision`.
+const TensorView& stored_weight(const Checkpoint& ck, const std::string& canonical, Precision precision, DType dtype,
+                                const std::string& what) {
+    if (ck.quantization().precision != precision)
+        throw CheckpointError(ck.path() + ": not an " + to_string(precision) + "-quantized file (no " + to_string(precision) +
+                              " '" + canonical + "')");
+    const auto views = ck.parts(canonical);
+    const TensorView& w = *views.front();
+    if (views.size() != 1 || w.dtype != dtype)
+        refuse(ck.path(), w.name, "is " + to_string(w.dtype) + ", expected " + to_string(dtype) + " (" + what + ")");
+    return w;
+}
+
 }  // namespace
 
 WeightQuantization Checkpoint::read_quantization() const {
@@ -35,36 +53,40 @@ WeightQuantization Checkpoint::read_quantization() const {
     const auto stated = meta.find("quantization");
     WeightQuantization q;
     if (stated == meta.end()) {
-        // I8 tensors mean nothing without the metadata that says how they were quantized.
-        for (const auto& name : file_->names())
-            if (file_->get(name).dtype == DType::I8)
-                throw CheckpointError(path() + ": tensor '" + name + "' is I8 but the metadata states no quantization "
-                                      "(a quantized file says quantization=int8)");
+        // I8 and U8 tensors mean nothing without the metadata that says how they were quantized.
+        for (const auto& name : file_->names()) {
+            const DType d = file_->get(name).dtype;
+            if (d == DType::I8 || d == DType::U8)
+                throw CheckpointError(path() + ": tensor '" + name + "' is " + to_string(d) +
+                                      " but the metadata states no quantization (a quantized file says quantization=int8 "
+                                      "or int4)");
+        }
         return q;
     }
     const auto fail = [&](const std::string& what) { throw CheckpointError(path() + ": metadata " + what); };
-    if (stated->second != "int8") fail("quantization='" + stated->second + "' (vitreg reads int8-quantized files)");
-    const auto bits = meta.find("weight_bits");
-    if (bits == meta.end() || (bits->second != "8" && bits->second != "7"))
-        fail("weight_bits='" + (bits == meta.end() ? std::string() : bits->second) + "' (an int8 file's weights are 8 or 7 bits)");
-    const auto digest = meta.find("source_digest");
-    if (digest == meta.end() || !is_digest(digest->second))
-        fail("source_digest='" + (digest == meta.end() ? std::string() : digest->second) +
+    const auto value = [&](const char* key) {
+        const auto it = meta.find(key);
+        return it == meta.end() ? std::string() : it->second;
+    };
+    const bool int4 = stated->second == "int4";
+    if (stated->second != "int8" && !int4) fail("quantization='" + stated->second + "' (vitreg reads int8- and int4-quantized files)");
+    const std::string bits = value("weight_bits");
+    if (int4 ? bits != "4" : bits != "8" && bits != "7")
+        fail("weight_bits='" + bits + "' (an " + stated->second + " file's weights are " + (int4 ? "4 bits" : "8 or 7 bits") + ")");
+    if (int4 && value("group_size") != std::to_string(quant::kInt4Group))
+        fail("group_size='" + value("group_size") + "' (an int4 file's weights are quantized per group of " +
+             std::to_string(quant::kInt4Group) + " inputs, as @int4 runs them)");
+    if (!is_digest(value("source_digest")))
+        fail("source_digest='" + value("source_digest") +
              "' (a quantized file names the checkpoint it was quantized from: fnv1a64:<16 hex digits>)");
-    q.precision = Precision::Int8;
-    q.bits = bits->second == "8" ? 8 : 7;
+    q.precision = int4 ? Precision::Int4 : Precision::Int8;
+    q.bits = std::stoi(bits);
     return q;
 }
 
 Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
-    if (!quantization_.quantized()) throw CheckpointError(path() + ": not a quantized file (no int8 '" + canonical + "')");
-    const auto views = parts(canonical);
-    const TensorView& w = *views.front();
-    const auto fail = [&](const std::string& name, const std::string& what) {
-        throw CheckpointError(path() + ": tensor '" + name + "' " + what);
-    };
-    if (views.size() != 1 || w.dtype != DType::I8)
-        fail(w.name, "is " + to_string(w.dtype) + ", expected I8 (an int8-quantized file's linear weight)");
+    const TensorView& w = stored_weight(*this, canonical, Precision::Int8, DType::I8, "an int8-quantized file's linear weight");
+    const auto fail = [&](const std::string& name, const std::string& what) { refuse(path(), name, what); };
     if (w.shape != shape && source::squeezed(w.shape) != source::squeezed(shape))
         fail(w.name, "has shape " + w.shape_string() + ", expected " + shape_text(shape));
     if (!w.data && w.nbytes) fail(w.name, "lies past the end of its file (truncated)");
@@ -87,6 +109,49 @@ Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector
         if (t.q[i] > qmax || t.q[i] < -qmax)
             fail(w.name, "holds " + std::to_string(t.q[i]) + " at " + std::to_string(i) + ", outside the " +
                              std::to_string(quantization_.bits) + "-bit weights' ±" + std::to_string(qmax));
+    return t;
+}
+
+Int4Tensor Checkpoint::load_int4(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
+    const TensorView& w =
+        stored_weight(*this, canonical, Precision::Int4, DType::U8, "an int4-quantized file's linear weight, two codes a byte");
+    const auto fail = [&](const std::string& name, const std::string& what) { refuse(path(), name, what); };
+    const int out = static_cast<int>(shape.front());
+    int in = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) in *= static_cast<int>(shape[i]);
+    const int row_bytes = quant::int4_row_bytes(in), groups = quant::int4_groups(in);
+    std::vector<std::int64_t> codes_shape = shape, params_shape{out, groups};
+    codes_shape.back() = (codes_shape.back() + 1) / 2;
+    if (w.shape != codes_shape || (shape.size() > 2 && shape.back() % 2))  // (an odd last dim packs along the flattened row only in 2-D)
+        fail(w.name, "has shape " + w.shape_string() + ", expected " + shape_text(codes_shape) + " (the weight's " +
+                         shape_text(shape) + ", two 4-bit codes a byte along its last dim, an even one where it has more than 2)");
+    if (!w.data && w.nbytes) fail(w.name, "lies past the end of its file (truncated)");
+    Int4Tensor t;
+    t.view = &w;
+    t.codes = w.data;
+    // A row's padding nibble (in odd) is 0: one file for one set of weights.
+    if (in % 2)
+        for (int r = 0; r < out; ++r)
+            if (t.codes[static_cast<std::size_t>(r) * row_bytes + row_bytes - 1] >> 4)
+                fail(w.name, "has a nonzero padding nibble in row " + std::to_string(r) + " (its rows hold " + std::to_string(in) +
+                                 " codes)");
+    for (const char* part : {"scale", "zero"}) {
+        const std::string name = w.name + "." + part;
+        if (!file_->has(name)) fail(name, std::string("is missing (the per-group ") + part + "s of '" + w.name + "')");
+        const TensorView& s = file_->get(name);
+        if (s.dtype != DType::BF16 || s.shape != params_shape)
+            fail(name, "is " + to_string(s.dtype) + " " + s.shape_string() + ", expected BF16 " + shape_text(params_shape));
+        if (!s.data && s.nbytes) fail(name, "lies past the end of its file (truncated)");
+        std::vector<std::uint16_t>& v = part[0] == 's' ? t.scale : t.zero;
+        v.resize(static_cast<std::size_t>(out) * groups);
+        if (!v.empty()) std::memcpy(v.data(), s.data, v.size() * 2);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const float x = quant::from_bf16(v[i]);
+            if (!std::isfinite(x) || (part[0] == 's' && !(x > 0.0f)))
+                fail(name, "holds " + std::to_string(x) + " at " + std::to_string(i) + " (a " + part + " is finite" +
+                               (part[0] == 's' ? " and positive)" : ")"));
+        }
+    }
     return t;
 }
 

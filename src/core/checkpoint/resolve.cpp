@@ -86,12 +86,14 @@ Config read_tensor_facts(const Checkpoint& ck, const Source& src) {
     c.source = src.name;
     c.heads = source::kHeadsUnstated;
 
-    // Patch embedding: [D, 3, p, p].
+    // Patch embedding: [D, 3, p, p] (an int4 file's codes [D, 3, p, p / 2], two a byte).
     const auto& pe = *ck.parts("patch_embed.proj.weight").front();
-    if (pe.shape.size() != 4 || pe.shape[1] != 3 || pe.shape[2] != pe.shape[3] || pe.shape[0] <= 0 || pe.shape[2] <= 0)
+    auto shape = pe.shape;
+    if (pe.dtype == DType::U8 && shape.size() == 4) shape[3] *= 2;
+    if (shape.size() != 4 || shape[1] != 3 || shape[2] != shape[3] || shape[0] <= 0 || shape[2] <= 0)
         throw bad_shape(ck, pe, "[D, 3, p, p]");
-    c.dim = static_cast<int>(pe.shape[0]);
-    c.patch = static_cast<int>(pe.shape[2]);
+    c.dim = static_cast<int>(shape[0]);
+    c.patch = static_cast<int>(shape[2]);
     c.dtype = ck.file().dominant_dtype();
     c.patch_bias = ck.has("patch_embed.proj.bias");
 
@@ -408,12 +410,14 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     describe(c, notes);
     c.notes = notes.in_order();
     model_tensors_ = model_tensor_names(*file_, side, prefix_);
-    if (quantization_.quantized())  // the scales beside a quantized file's weights are no parameters
+    if (quantization_.quantized())  // the scales (and zeros) beside a quantized file's weights are no parameters
         model_tensors_.erase(std::remove_if(model_tensors_.begin(), model_tensors_.end(),
-                                            [](const std::string& n) { return ends_with(n, ".weight.scale"); }),
+                                            [](const std::string& n) {
+                                                return ends_with(n, ".weight.scale") || ends_with(n, ".weight.zero");
+                                            }),
                              model_tensors_.end());
     c.parameters = 0;
-    for (const auto& name : model_tensors_) c.parameters += file_->get(name).numel();
+    for (const auto& name : model_tensors_) c.parameters += file_->get(name).weights();
     return c;
 }
 
