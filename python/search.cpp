@@ -84,7 +84,7 @@ void bind_search(py::module_& m) {
                       R"(The index of `vitreg index`: a FAISS index (cosine) over an extract output folder.
 
 features  the folder vitreg.extract wrote; out: the index folder (index.faiss, ids.jsonl, index.json).
-factory   a FAISS factory string (None: chosen to fit memory, docs/search.md); feature: cls,
+factory   a FAISS factory string (None: chosen to fit memory, docs/retrieval.md); feature: cls,
           pooled or embedding. Returns the report: factory, count, dim, train_sample, recall_queries,
           recall_at_10 (against exact search on held-out rows), build_seconds, out.)");
     py::class_<Index>(m, "Index", "An index folder written by vitreg.index / `vitreg index`, loaded for search.")

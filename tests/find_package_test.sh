@@ -42,7 +42,7 @@ completion=$prefix/share/bash-completion/completions/vitreg
 offered=$(bash -c 'source "$1"; COMP_WORDS=(vitreg ""); COMP_CWORD=1; _vitreg; printf "%s\n" "${COMPREPLY[@]}"' _ "$completion")
 offered_precision=$(bash -c 'source "$1"; COMP_WORDS=(vitreg extract --precision ""); COMP_CWORD=3; _vitreg
                               printf "%s\n" "${COMPREPLY[@]}"' _ "$completion")
-[[ "$(echo $offered_precision)" == "fp32 bf16 int8" ]] || { echo "extract --precision completes to: $offered_precision"; exit 1; }
+[[ "$(echo $offered_precision)" == "fp32 bf16 int8 int4" ]] || { echo "extract --precision completes to: $offered_precision"; exit 1; }
 man_page=$prefix/share/man/man1/vitreg.1
 [[ -s "$man_page" ]] || { echo "no man page at $man_page"; exit 1; }
 grep -q '^\.TH VITREG "1"' "$man_page"

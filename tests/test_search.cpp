@@ -103,7 +103,7 @@ TEST_CASE("IVF-PQ's recall@10 against exact search is reported and bounded", "[s
     const IndexReport r = build_index(in_memory(data, dim), tmp / "ivfpq", o);
     CHECK(r.train_sample == 4000);
     CHECK(r.recall_queries == 200);
-    // The bound stated in docs/search.md "Testing the index": at least 0.9 on this set.
+    // The bound stated in docs/retrieval.md "Testing the index": at least 0.9 on this set.
     CHECK(r.recall_at_10 >= 0.9);
     CHECK(r.recall_at_10 <= 1.0);
     const Index index(tmp / "ivfpq");

@@ -68,8 +68,8 @@ class ExplorePage:
 Models = Union[Model, str, Sequence[Union[Model, str]]]
 
 def extract(model: Model, inputs: Inputs, out: PathArg, *, patch_tokens: bool = False, project: bool = False,
-            resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil', decode: str = 'exact',
-            exif_transpose: bool = False, format: str = 'npy', batch: int = 8, chunk: int = 256,
+            layout: str = 'files', resize: str = 'eval', pipeline: Optional[str] = None, resample: str = 'pil',
+            decode: str = 'exact', exif_transpose: bool = False, format: str = 'npy', batch: int = 8, chunk: int = 256,
             resume: bool = False, overwrite: bool = False, threads: Optional[int] = None,
             shard: Shard = None, shard_count: int = 0, progress: Progress = None) -> Dict[str, Any]: ...
 def dense(model: Model, inputs: Inputs, out: PathArg, *, layers: str = 'last', norm: bool = False,

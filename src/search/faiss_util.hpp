@@ -17,7 +17,7 @@ void faiss_call(const std::string& where, const std::function<void()>& f);
 // factory FAISS refuses).
 std::unique_ptr<faiss::Index> make_index(const std::string& factory, int dim);
 
-// The search-time parameters of the rule (docs/search.md "Choosing an index"): nprobe =
+// The search-time parameters of the rule (docs/retrieval.md "Choosing an index"): nprobe =
 // min(c, max(16, c/64)) for IVF{c}, efSearch=64 for HNSW, "" for the others.
 std::string search_parameters(const faiss::Index& index);
 void apply_search_parameters(faiss::Index& index, const std::string& parameters, const std::string& where);

@@ -35,7 +35,7 @@ const OptionTable<IndexOptions, 7>& index_option_table() {
          [](IndexOptions& o, const OptionValue& v) { o.memory_bytes = parse_memory(std::get<std::string>(v), "memory"); }},
         {{"feature", V::Text, "the extract output's array to index", {"cls", "pooled", "embedding"}},
          field_get<&IndexOptions::feature>, field_set<&IndexOptions::feature>},
-        {{"train-sample", V::Integer, "rows drawn at random to train on (0: the rule's, docs/search.md)", {}, 0, 1e8},
+        {{"train-sample", V::Integer, "rows drawn at random to train on (0: the rule's, docs/retrieval.md)", {}, 0, 1e8},
          field_get<&IndexOptions::train_sample>, field_set<&IndexOptions::train_sample>},
         {{"recall-queries", V::Integer, "held-out rows whose recall@10 against exact search is measured", {}, 0, 100000},
          field_get<&IndexOptions::recall_queries>, field_set<&IndexOptions::recall_queries>},

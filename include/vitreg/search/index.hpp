@@ -37,7 +37,7 @@ const OptionTable<IndexOptions, 7>& index_option_table();
 // "4G", "1.5G", "512M", "64K" or bytes; UsageError naming `label` for anything else.
 std::uint64_t parse_memory(const std::string& text, const std::string& label);
 
-// The autofaiss-style rule (docs/search.md "Choosing an index"), for n rows of d floats within
+// The autofaiss-style rule (docs/retrieval.md "Choosing an index"), for n rows of d floats within
 // `memory_bytes`: Flat when n <= 100,000 and n·d·4 fits; else HNSW32 when n <= 1,000,000 and
 // n·(d·4 + 32·2·4·1.1) fits; else IVF{c},PQ{m} with c the power of two nearest 4·√n (16..65536) and m
 // the largest divisor of d in 1..min(64, d) whose codes, ids and centroids (n·(m + 8) + c·d·4) fit.
