@@ -84,7 +84,7 @@ inline std::vector<float> npy_data(const std::string& path) {
     const std::string b = read_bytes(path);
     const std::size_t start = 10 + (static_cast<unsigned char>(b[8]) | (static_cast<unsigned char>(b[9]) << 8));
     std::vector<float> v((b.size() - start) / 4);
-    std::memcpy(v.data(), b.data() + start, v.size() * 4);
+    if (!v.empty()) std::memcpy(v.data(), b.data() + start, v.size() * 4);  // an empty vector's data() may be null
     return v;
 }
 inline void write_bytes(const std::string& path, const std::string& bytes) {
