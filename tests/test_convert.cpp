@@ -14,13 +14,6 @@ using namespace vitreg::test;
 
 namespace {
 
-// A deterministic input, [1, 3, h, w].
-std::vector<float> input(int h, int w) {
-    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
-    return x;
-}
-
 // The largest |a - b| over every output, relative to the largest |b|.
 double difference(const Features& a, const Features& b) {
     REQUIRE(a.cls.size() == b.cls.size());
@@ -82,7 +75,7 @@ TEST_CASE("convert: every family and format loads back to the same features", "[
     CHECK(b.interpolation == a.interpolation);
     const int p = a.patch, native = a.grid * p;
     for (const auto& [h, w] : {std::pair<int, int>{native, native}, {2 * p, 3 * p}}) {
-        const auto x = input(h, w);
+        const auto x = smooth_pixels(h, w);
         CHECK(difference(converted.forward(x.data(), 1, h, w), source.forward(x.data(), 1, h, w)) == 0.0);
     }
     const SafetensorsFile file(out);
@@ -96,7 +89,7 @@ TEST_CASE("convert: f16 and bf16 storage round the weights and nothing else", "[
     TempDir dir;
     const Model source = Model::load(fixture("models/hf_clip"));
     const int n = source.config().grid * source.config().patch;
-    const auto x = input(n, n);
+    const auto x = smooth_pixels(n, n);
     const Features want = source.forward(x.data(), 1, n, n);
     for (const auto& [dtype, tolerance] : {std::pair<DType, double>{DType::F16, 5e-3}, {DType::BF16, 4e-2}}) {
         const std::string out = dir / ("converted-" + to_string(dtype) + ".safetensors");

@@ -32,13 +32,6 @@ const char* kAvg = "models/timm_avg_fcnorm";
 const char* kTimmClip = "models/timm_clip_f16.safetensors";
 const char* kNoQkvBias = "models/timm_noqkvbias.safetensors";
 
-// A smooth input of `side`-multiples, [1, 3, h, w].
-std::vector<float> smooth(int h, int w) {
-    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
-    return x;
-}
-
 // A copy of a fixture folder under `dir` with one of its JSON configs edited.
 std::string folder_with(const TempDir& dir, const std::string& name, const char* source, const std::string& file,
                         const std::function<void(json&)>& edit) {
@@ -226,7 +219,7 @@ TEST_CASE("an EVA file without its config: the tensors' SwiGLU says EVA-02, and 
     for (const auto& n : alone.config().notes) noted = noted || n.find("rotary positions assumed") != std::string::npos;
     CHECK(noted);
     const int p = folder.config().patch;
-    const auto x = smooth(3 * p, 5 * p);
+    const auto x = smooth_pixels(3 * p, 5 * p);
     CHECK(alone.forward(x.data(), 1, 3 * p, 5 * p).patches == folder.forward(x.data(), 1, 3 * p, 5 * p).patches);
     // EVA-01's name (eva_*): no rotation, so other features.
     const std::string d = dir / "eva01";
@@ -304,7 +297,7 @@ TEST_CASE("the eval resize follows each checkpoint's transform, and stays 256 ->
 
 TEST_CASE("without a class token, cls is the pooled feature: fc_norm of the mean patch") {
     const Model m = Model::load(fixture(kAvg));
-    const auto x = smooth(64, 96);
+    const auto x = smooth_pixels(64, 96);
     const Features f = m.forward(x.data(), 1, 64, 96);
     CHECK(f.cls == f.pooled);
     CHECK(f.embedding.empty());
@@ -344,7 +337,7 @@ TEST_CASE("interventions and retrofits run on the other families") {
         INFO(path);
         const Model m = Model::load(fixture(path));
         const int p = m.config().patch, h = 2 * p, w = 3 * p;
-        const auto x = smooth(h, w);
+        const auto x = smooth_pixels(h, w);
         const Features plain = m.forward(x.data(), 1, h, w);
 
         Intervention evict;
@@ -404,7 +397,7 @@ TEST_CASE("a sink checkpoint written from another family keeps its architecture"
         sink.attention = AttentionKind::Sink;
         const Model want = Model::load(fixture(path), sink);
         const int h = 2 * c.patch, w = 3 * c.patch;
-        const auto x = smooth(h, w);
+        const auto x = smooth_pixels(h, w);
         const Features a = s.forward(x.data(), 1, h, w), b = want.forward(x.data(), 1, h, w);
         CHECK(relative_error(a.cls, b.cls) < 1e-5);
         CHECK(relative_error(a.patches, b.patches) < 1e-5);
@@ -418,7 +411,7 @@ TEST_CASE("pooled and embedding of an image do not depend on its batch or the th
         INFO(path);
         const Model m = Model::load(fixture(path));
         const int p = m.config().patch, h = 2 * p, w = 3 * p;
-        auto x = smooth(h, w);
+        auto x = smooth_pixels(h, w);
         const auto one = x;
         x.insert(x.end(), one.rbegin(), one.rend());  // a second, different image
         const Features both = m.forward(x.data(), 2, h, w, ForwardOptions{2});
@@ -516,7 +509,7 @@ TEST_CASE("timm's definitions: what an architecture sets applies under model_arg
     // test_parity), not exact GELU's.
     const Model tanh = Model::load(siglip2), exact = Model::load(siglip1), fixture_model = Model::load(fixture(kSiglip));
     const int p = tanh.config().patch;
-    const auto x = smooth(2 * p, 2 * p);
+    const auto x = smooth_pixels(2 * p, 2 * p);
     const auto patches = [&](const Model& m) { return m.forward(x.data(), 1, 2 * p, 2 * p).patches; };
     CHECK(patches(tanh) == patches(fixture_model));
     CHECK(relative_error(patches(tanh), patches(exact)) > 1e-5);

@@ -22,12 +22,6 @@ using namespace vitreg::test;
 
 namespace {
 
-std::vector<float> input(int h, int w) {
-    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
-    return x;
-}
-
 // Every output, compared as floats for equality (not within a tolerance: the same bits).
 void require_same(const Features& a, const Features& b) {
     REQUIRE(a.patches.size() == b.patches.size());
@@ -115,7 +109,7 @@ TEST_CASE("quantized file: the features of MODEL@int8 and @int4, bit for bit", "
     const Model source = Model::load(fixture(model), {}, running(bits)), file = Model::load(out, {}, running(bits));
     const int p = source.config().patch, native = source.config().grid * p;
     for (const auto& [h, w] : {std::pair<int, int>{native, native}, {2 * p, 3 * p}}) {
-        const auto x = input(h, w);
+        const auto x = smooth_pixels(h, w);
         require_same(file.forward(x.data(), 1, h, w), source.forward(x.data(), 1, h, w));
     }
     // The metadata: what it is, how wide, and what it came from.
@@ -150,7 +144,7 @@ TEST_CASE("quantized file: per-tensor activation scales apply as to the source",
     p.act_quant = ActQuant::PerTensor;
     p.scales = dir / "scales.json";
     const int n = c.grid * c.patch;
-    const auto x = input(n, n);
+    const auto x = smooth_pixels(n, n);
     require_same(Model::load(out, {}, p).forward(x.data(), 1, n, n), Model::load(model, {}, p).forward(x.data(), 1, n, n));
 }
 
@@ -235,7 +229,7 @@ TEST_CASE("quantized file: the fuzz seeds are real quantized files the int8 (int
         REQUIRE(Checkpoint(path).quantization().bits == bits);
         const Model m = Model::load(path, {}, running(bits));
         const int p = m.config().patch;
-        const auto x = input(2 * p, 2 * p);
+        const auto x = smooth_pixels(2 * p, 2 * p);
         const Features f = m.forward(x.data(), 1, 2 * p, 2 * p);
         CHECK(std::all_of(f.patches.begin(), f.patches.end(), [](float v) { return std::isfinite(v); }));
     }

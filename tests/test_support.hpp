@@ -79,6 +79,13 @@ inline std::string read_bytes(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A deterministic, smooth input [1, 3, h, w] for forwards whose outputs are compared.
+inline std::vector<float> smooth_pixels(int h, int w) {
+    std::vector<float> x(static_cast<std::size_t>(3) * h * w);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 97)) + 0.1f * static_cast<float>(i % 5);
+    return x;
+}
+
 // Reads back a float32 .npy written by write_npy (header length from bytes 8-9).
 inline std::vector<float> npy_data(const std::string& path) {
     const std::string b = read_bytes(path);
