@@ -15,6 +15,7 @@ namespace vitreg::cli {
 
 namespace {
 bool quiet = false;
+bool progress_forced = false;  // --progress: the progress line also when stderr is a file or pipe
 }  // namespace
 
 void add_quiet_flag(CLI::App& app) {
@@ -27,7 +28,7 @@ std::ostream& status_out() {
     return quiet ? nowhere : std::cerr;
 }
 
-bool progress_shown() { return !quiet && ::isatty(STDERR_FILENO) != 0; }
+bool progress_shown() { return !quiet && (progress_forced || ::isatty(STDERR_FILENO) != 0); }
 
 void add_model_args(CLI::App& cmd, ModelArgs& args) {
     cmd.add_option("MODEL", args.model, model_name_help())->required();
@@ -91,6 +92,9 @@ void add_batch_args(CLI::App& cmd, BatchArgs& a, const BatchOptions& defaults) {
                    ".tar.zst, '{00000..00099}.tar')")
         ->required();
     cmd.add_option("-o,--out", a.out, "output folder")->required();
+    cmd.add_flag("--progress", progress_forced,
+                 "print the progress line (images/s, each stage's share) also when stderr is not a terminal: "
+                 "a line a second, for logs");
     add_pixel_args(cmd, a.pixels);
     add_table_options(cmd, batch_option_table(), defaults, a.given);
     add_table_option(cmd, "threads", a.threads);
@@ -133,7 +137,13 @@ int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const s
 }
 
 ProgressBar::ProgressBar()
-    : enabled_(progress_shown()), start_(std::chrono::steady_clock::now()), stages_(std::make_shared<StageSeconds>()) {}
+    : enabled_(progress_shown()),
+      lines_(::isatty(STDERR_FILENO) == 0),
+      start_(std::chrono::steady_clock::now()),
+      stages_(std::make_shared<StageSeconds>()),
+      last_line_(std::make_shared<double>(-1)) {
+    if (progress_forced && quiet) throw UsageError("--progress and --quiet contradict each other: give one of them");
+}
 
 StageProgress ProgressBar::stage_sink() const {
     return [stages = stages_](const StageSeconds& s) { *stages = s; };
@@ -144,14 +154,18 @@ void ProgressBar::operator()(std::size_t done, std::size_t total) const {
     constexpr int kWidth = 30;
     const int filled = static_cast<int>(kWidth * done / total);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    std::cerr << "\r[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] " << done << "/" << total
-              << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0) << " img/s";
+    // Into a log: whole lines, at most one a second, and the last.
+    if (lines_ && done != total && s - *last_line_ < 1) return;
+    *last_line_ = s;
+    std::cerr << (lines_ ? "" : "\r") << "[" << std::string(filled, '#') << std::string(kWidth - filled, '.') << "] "
+              << done << "/" << total << "  " << std::fixed << std::setprecision(1) << (s > 0 ? done / s : 0.0)
+              << " img/s";
     const StageSeconds& t = *stages_;
     if (const double busy = t.read + t.decode + t.forward; busy > 0)
         std::cerr << std::setprecision(0) << "  read " << 100 * t.read / busy << "% decode " << 100 * t.decode / busy
-                  << "% forward " << 100 * t.forward / busy << "%";
+                  << "% forward " << 100 * t.forward / busy << "% (of the wall time " << 100 * t.forward / s << "%)";
+    if (lines_ || done == total) std::cerr << "\n";
     std::cerr << std::flush;
-    if (done == total) std::cerr << "\n";
 }
 
 void keep_big_blocks_in_heap(bool keep) {

@@ -115,7 +115,7 @@ int report_batch(std::size_t ok, std::size_t failed, std::size_t inputs, const s
 void add_quiet_flag(CLI::App& app);
 // Where those informational lines go: stderr, or nowhere under --quiet. Errors go to std::cerr.
 std::ostream& status_out();
-// Whether progress may be drawn: stderr is a terminal and --quiet was not given.
+// Whether progress may be drawn: stderr is a terminal or --progress was given, and --quiet was not.
 bool progress_shown();
 
 // A one-line progress bar on stderr, drawn only when progress_shown(), with images/s and, given
@@ -129,8 +129,10 @@ public:
 
 private:
     bool enabled_;
+    bool lines_;  // stderr is no terminal: whole lines instead of one redrawn line
     std::chrono::steady_clock::time_point start_;
     std::shared_ptr<StageSeconds> stages_;
+    std::shared_ptr<double> last_line_;  // seconds since start_ at the last line (copies share it)
 };
 
 // Whether freed blocks of a MB and more stay in the heap (true: the images' decode buffers are
