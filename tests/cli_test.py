@@ -348,8 +348,15 @@ class CliTest(unittest.TestCase):
         self.assertIn(out, r.stderr)
         self.assertIn("patch_tokens: true -> false", r.stderr)
         self.assertEqual(before, {n: read_bytes(os.path.join(out, n)) for n in before})
-        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1", "--overwrite")
+        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1", "--overwrite", "--progress", "-q")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--progress and --quiet", r.stderr)
+        r = vitreg("extract", MODEL, ASSETS, "-o", out, "--threads", "1", "--overwrite", "--progress")
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Into a pipe, --progress prints whole lines; the last has every stage's share.
+        last = [line for line in r.stderr.splitlines() if "img/s" in line][-1]
+        self.assertRegex(last, rf"\] {len(images)}/{len(images)} .* img/s  read \d+% decode \d+% forward \d+% "
+                               r"\(of the wall time \d+%\)$")
         np.testing.assert_array_equal(np.load(os.path.join(out, "cls.npy")), cls)
         self.assertFalse(os.path.exists(os.path.join(out, "patch", "0.npy")))
         self.assertEqual([f for f in os.listdir(out) if ".tmp." in f], [])
