@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "core/safetensors.hpp"
 #include "io/webdataset.hpp"
 #include "test_support.hpp"
 #include "vitreg/error.hpp"
@@ -190,7 +191,9 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     o.batch = 2;
     o.chunk_rows = 2;
     o.out_dir = dir / "folder";
+    o.patch_tokens = true;
     extract_features(m, files, o);
+    o.patch_tokens = false;
     o.out_dir = dir / "shards";
     const auto inputs = expand_inputs({dir / "{00000..00002}.tar"});
     StageSeconds stages;
@@ -244,8 +247,24 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     for (const char* file : {"cls.npy", "registers.npy", "manifest.jsonl"})
         CHECK(read_bytes(dir / ("split/" + std::string(file))) == read_bytes(dir / ("shards/" + std::string(file))));
 
-    // --layout shards: one output shard per input shard, split and merged the same.
+    // --layout shards: one output shard per input shard, split and merged the same; patch tokens
+    // gathered per shard, the folder's per-image ones bit for bit.
     o.shard_layout = true;
+    o.patch_tokens = true;
+    auto check_patches = [&](const std::string& out) {
+        for (int shard = 0; shard < 2; ++shard) {
+            const SafetensorsFile patches(out + "/0000" + std::to_string(shard) + ".patch.safetensors");
+            CHECK(patches.names() == std::vector<std::string>{"0", "1"});
+            CHECK(patches.metadata().at("keys") == nlohmann::json{"s" + std::to_string(2 * shard),
+                                                                  "s" + std::to_string(2 * shard + 1)}.dump());
+            for (int row = 0; row < 2; ++row) {
+                const auto& t = patches.get(std::to_string(row));
+                CHECK(t.shape == std::vector<std::int64_t>{7, 7, m.config().dim});  // 28 pixels, patch 4
+                CHECK(t.to_float() == npy_data(dir / ("folder/patch/" + std::to_string(2 * shard + row) + ".npy")));
+            }
+        }
+        CHECK(SafetensorsFile(out + "/00002.patch.safetensors").names().empty());
+    };
     for (const std::string out : {"layout", "layout-split"}) {
         o.out_dir = dir / out;
         o.shard_count = out == "layout" ? 1 : 2;
@@ -266,9 +285,22 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
         CHECK(keys[1]["metadata"]["i"] == 1);
         CHECK(jsonl(o.out_dir + "/manifest.jsonl").size() == 7);
         CHECK_FALSE(exists(o.out_dir + "/cls.npy"));
+        check_patches(o.out_dir);
     }
+    // Killed after its first chunk: resumed, the same shard files.
+    const std::string layout = dir / "layout";
+    const std::string whole = read_bytes(layout + "/00000.patch.safetensors") + read_bytes(layout + "/00001.keys.jsonl");
+    for (const char* gone : {"/run.json", "/00000.patch.safetensors", "/00001.keys.jsonl", "/chunks/00000001.safetensors",
+                             "/chunks/00000002.safetensors", "/patch/2.safetensors"})
+        std::remove((layout + gone).c_str());
+    o.out_dir = layout;
     o.shard_count = 1;
     o.shard_index = 0;
+    o.resume = true;
+    extract_features(m, inputs, o);
+    o.resume = false;
+    CHECK(read_bytes(layout + "/00000.patch.safetensors") + read_bytes(layout + "/00001.keys.jsonl") == whole);
+    o.patch_tokens = false;
     o.out_dir = dir / "layout-files";
     CHECK_THROWS_AS(extract_features(m, files, o), UsageError);
     o.shard_layout = false;
