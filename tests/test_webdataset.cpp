@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "core/safetensors.hpp"
@@ -14,6 +15,7 @@
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/merge.hpp"
+#include "vitreg/search/index.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;
@@ -308,4 +310,52 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     // Shards and image files in one list are refused.
     o.out_dir = dir / "mixed";
     CHECK_THROWS_AS(extract_features(m, {dir / "00000.tar", files[0]}, o), UsageError);
+}
+
+TEST_CASE("index a --layout shards folder: ids back to key, shard and offset", "[search]") {
+    TempDir dir;
+    std::vector<std::string> shards(2);
+    for (int i = 0; i < 4; ++i) {
+        const std::string name = kPhotos[i];
+        shards[i / 2] += tar_member("s" + std::to_string(i) + name.substr(name.rfind('.')), photo(i)) +
+                         tar_member("s" + std::to_string(i) + ".json", "{\"i\": " + std::to_string(i) + "}");
+    }
+    const std::vector<std::string> inputs{dir / "00000.tar", dir / "00001.tar"};
+    for (int k = 0; k < 2; ++k) write_bytes(inputs[k], shards[k] + tar_end());
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    ExtractOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.out_dir = dir / "files";
+    extract_features(m, inputs, o);
+    o.shard_layout = true;
+    o.out_dir = dir / "npy";
+    extract_features(m, inputs, o);
+    o.format = FeatureFormat::Safetensors;
+    o.out_dir = dir / "safetensors";
+    extract_features(m, inputs, o);
+
+    const FeatureSource files = read_feature_source(dir / "files", "cls");
+    for (const char* layout : {"npy", "safetensors"}) {
+        const FeatureSource s = read_feature_source(dir / layout, "cls");
+        REQUIRE(s.rows == 4);
+        CHECK(std::vector<float>(s.data, s.data + 4 * s.dim) == std::vector<float>(files.data, files.data + 4 * s.dim));
+        for (int i = 0; i < 4; ++i) {
+            CHECK(s.entries[i].to_json() == files.entries[i].to_json());  // as the files layout maps them
+            CHECK(s.entries[i].key == "s" + std::to_string(i));
+            CHECK(s.entries[i].shard == inputs[i / 2]);
+            CHECK(s.entries[i].metadata["i"] == i);
+        }
+        build_index(s, dir / (std::string(layout) + "-index"), IndexOptions{"Flat"});
+        const Index index(dir / (std::string(layout) + "-index"));
+        const auto hits = index.search(s.data, 4, 2);
+        for (int i = 0; i < 4; ++i) {
+            CHECK(hits[i][0].id == i);
+            CHECK(std::fabs(hits[i][0].score - 1.0f) <= 1e-6f);
+            CHECK(index.entry(i).shard == inputs[i / 2]);
+            CHECK(read_entry_bytes(index.entry(i), 1 << 20) == photo(i));  // the thumbnail, read at its offset
+        }
+    }
+    const std::string keys = read_bytes(dir / "npy/00001.keys.jsonl");
+    write_bytes(dir / "npy/00001.keys.jsonl", keys.substr(0, keys.find('\n') + 1));  // 1 row, 2 vectors
+    CHECK_THROWS_WITH(read_feature_source(dir / "npy", "cls"), Catch::Contains("00001.keys.jsonl"));
 }

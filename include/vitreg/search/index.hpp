@@ -74,6 +74,8 @@ struct FeatureSource {
 // The extract output OUT: OUT/manifest.jsonl and OUT/{feature}.npy or OUT/features.safetensors,
 // the array mapped, not copied. UsageError naming the file: no manifest, no such feature, an
 // array that is not float32 [rows, D], a manifest whose ok rows disagree with it.
+// An extract --layout shards OUT (OUT/NNNNN.keys.jsonl with OUT/NNNNN.{feature}.npy or
+// OUT/NNNNN.safetensors): the shards' ok rows and arrays in shard order, the arrays joined in a copy.
 FeatureSource read_feature_source(const std::string& folder, const std::string& feature);
 
 struct IndexReport {
