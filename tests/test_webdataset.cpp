@@ -359,3 +359,46 @@ TEST_CASE("index a --layout shards folder: ids back to key, shard and offset", "
     write_bytes(dir / "npy/00001.keys.jsonl", keys.substr(0, keys.find('\n') + 1));  // 1 row, 2 vectors
     CHECK_THROWS_WITH(read_feature_source(dir / "npy", "cls"), Catch::Contains("00001.keys.jsonl"));
 }
+
+TEST_CASE("search preprocesses queries as the index's extract did, and refuses a contradiction", "[search]") {
+    TempDir dir;
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    std::vector<std::string> files;
+    for (int i = 0; i < 2; ++i) {
+        files.push_back(dir / ("p" + std::to_string(i) + ".png"));
+        write_bytes(files.back(), photo(i + 1));
+    }
+    ExtractOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.resize.resampler = Resampler::Torch;
+    o.out_dir = dir / "features";
+    extract_features(m, files, o);
+    build_index(read_feature_source(o.out_dir, "cls"), dir / "index", IndexOptions{"Flat"});
+    const Index index(dir / "index");
+    const ResizeSpec r = query_pixels(index.info(), m, ResizeSpec{}, {});
+    CHECK(r.to_string() == o.resize.to_string());
+    for (int i = 0; i < 2; ++i) {  // each file finds itself: the query's vector is its extract's
+        const auto q = query_vector(m, load_pixels(files[i], r, m.config(), {}), "cls");
+        const auto hits = index.search(q.data(), 1, 1);
+        CHECK(hits[0][0].id == i);
+        CHECK(std::fabs(hits[0][0].score - 1.0f) <= 1e-6f);
+    }
+    // Given options: agreeing ones pass (the checkpoint's own pipeline named), contradicting ones are refused by name.
+    ResizeSpec asked = o.resize;
+    asked.pipeline = o.resize.for_model(m.config()).pipeline;
+    CHECK(query_pixels(index.info(), m, asked, {{"resize", "--resize"}, {"pipeline", "--pipeline"}}).to_string() ==
+          o.resize.to_string());
+    CHECK_THROWS_WITH(query_pixels(index.info(), m, ResizeSpec{}, {{"resize", "--resize"}}),
+                      Catch::Contains("--resize eval contradicts") && Catch::Contains("--resize 28x28"));
+    CHECK_THROWS_WITH(query_pixels(index.info(), m, ResizeSpec{}, {{"resample", "resample="}}),
+                      Catch::Contains("resample= pil contradicts"));
+    // An index built from memory states none: the given options stand.
+    CHECK(query_pixels(nlohmann::json::object(), m, ResizeSpec{}, {{"resize", "--resize"}}).to_string() == "eval");
+    nlohmann::json bad = index.info();
+    bad["source"]["run"]["resize"] = "28x28 sharpen=2";
+    CHECK_THROWS_WITH(extracted_pixels(bad), Catch::Contains("index.json") && Catch::Contains("sharpen"));
+    bad["source"]["run"]["resize"] = "28x28 exif-transpose=1";
+    CHECK_THROWS_AS(extracted_pixels(bad), UsageError);
+    bad["source"]["run"]["resize"] = "28x28 pipeline=timm decode=draft exif-transpose";
+    CHECK(extracted_pixels(bad)->to_string() == "28x28 pipeline=timm decode=draft exif-transpose");
+}
