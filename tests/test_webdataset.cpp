@@ -1,6 +1,7 @@
 // webdataset tar shards: samples grouped by key, every planted fault a sample's or the shard's
-// error (never a crash, never a file written by a member's name), brace patterns; and extract
-// from shards giving the features the same files give from a folder, bit for bit.
+// error (never a crash, never a file written by a member's name), brace patterns; extract and
+// dense from shards giving the features the same files give from a folder, bit for bit; and
+// --layout shards outputs indexed and searched.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "core/safetensors.hpp"
 #include "io/webdataset.hpp"
 #include "test_support.hpp"
+#include "vitreg/dense.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
@@ -401,4 +403,33 @@ TEST_CASE("search preprocesses queries as the index's extract did, and refuses a
     CHECK_THROWS_AS(extracted_pixels(bad), UsageError);
     bad["source"]["run"]["resize"] = "28x28 pipeline=timm decode=draft exif-transpose";
     CHECK(extracted_pixels(bad)->to_string() == "28x28 pipeline=timm decode=draft exif-transpose");
+}
+
+TEST_CASE("dense from a tar shard: the folder's grids bit for bit") {
+    TempDir dir;
+    std::string shard;
+    std::vector<std::string> files;
+    for (int i = 0; i < 2; ++i) {
+        const std::string name = kPhotos[i];
+        const std::string file = "s" + std::to_string(i) + name.substr(name.rfind('.'));
+        shard += tar_member(file, photo(i));
+        files.push_back(dir / file);
+        write_bytes(files.back(), photo(i));
+    }
+    write_bytes(dir / "00000.tar", shard + tar_end());
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    DenseOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.out_dir = dir / "folder";
+    REQUIRE(dense_features(m, files, o).ok == 2);
+    o.out_dir = dir / "shard";
+    REQUIRE(dense_features(m, {dir / "00000.tar"}, o).ok == 2);
+    for (const char* row : {"0.npy", "1.npy"}) {
+        const auto grid = npy_data(dir / ("shard/" + std::string(row)));
+        CHECK(grid.size() == 7u * 7u * m.config().dim);
+        CHECK(grid == npy_data(dir / ("folder/" + std::string(row))));
+    }
+    const auto rows = jsonl(dir / "shard/manifest.jsonl");
+    CHECK(rows[1]["key"] == "s1");
+    CHECK(rows[1]["file"] == "1.npy");
 }
