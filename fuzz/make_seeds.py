@@ -342,6 +342,11 @@ def index_seeds(put):
            '{"key":"b","shard":"s.tar","offset":1024,"metadata":{"caption":"x"}}']
     put("index", "flat.jsonl", json.dumps(info) + "\n" + "\n".join(ids) + "\n")
     put("index", "bad_truncated.jsonl", json.dumps(dict(info, dim=0)) + "\n" + ids[0])
+    run = {"resize": "28x28 pipeline=timm resample=torch decode=draft exif-transpose", "model": "m.safetensors"}
+    keys = ['{"path":"s.tar","key":"k0","offset":0,"metadata":{"i":0},"status":"ok","row":0}',
+            '{"path":"s.tar","key":"bad","offset":1536,"status":"error","error":"x"}']
+    put("index", "pixels.jsonl", json.dumps(dict(info, source={"folder": "f", "digest": "", "run": run})) + "\n" +
+        "\n".join(keys) + "\n")
     put("index", "cls.npy", npy_bytes(np.arange(8, dtype=np.float32).reshape(2, 4)))
     put("index", "member.tar", tar_bytes([("k0.jpg", b"\xff\xd8\xff\xe0tiny"), ("k0.txt", b"a caption")]))
 

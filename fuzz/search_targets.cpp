@@ -1,5 +1,6 @@
 // What `vitreg search` and `vitreg index` read that they did not write themselves: an index
-// folder's sidecars, a feature array's .npy header and a tar shard's member.
+// folder's sidecars (and the pixel options index.json states), a feature array's .npy header, a
+// --layout shards folder's keys and a tar shard's member.
 #include <algorithm>
 #include <string>
 
@@ -8,6 +9,8 @@
 #include "search/npy_header.hpp"
 #include "targets.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/search/index.hpp"
+#include "vitreg/writers.hpp"
 
 namespace vitreg::fuzz {
 
@@ -19,7 +22,8 @@ void index_files(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);
     const std::size_t newline = std::min(text.find('\n'), text.size());
     try {
-        (void)check_index_info(text.substr(0, newline), "index.json");
+        // and the extract's pixel options it states, as search reads them back
+        (void)extracted_pixels(check_index_info(text.substr(0, newline), "index.json"));
     } catch (const UsageError&) {
     }
     // The input as a tar shard, its first member read as the search page reads a thumbnail.
@@ -32,6 +36,15 @@ void index_files(const std::uint8_t* data, std::size_t size) {
     const std::string ids = scratch() + "/ids.jsonl";
     const std::string rest = newline < text.size() ? text.substr(newline + 1) : std::string();
     put(ids, reinterpret_cast<const std::uint8_t*>(rest.data()), rest.size());
+    // The same lines as an extract --layout shards folder's keys, its array the whole input.
+    const std::string shards = scratch() + "/shards";
+    make_dirs(shards);
+    put(shards + "/00000.keys.jsonl", reinterpret_cast<const std::uint8_t*>(rest.data()), rest.size());
+    put(shards + "/00000.cls.npy", data, size);
+    try {
+        (void)read_feature_source(shards, "cls");
+    } catch (const UsageError&) {
+    }
     try {
         const IdTable table(ids);
         for (std::int64_t id = 0; id < std::min<std::int64_t>(table.size(), 256); ++id) {

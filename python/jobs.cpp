@@ -176,7 +176,8 @@ inputs  image files, folders (walked recursively, sorted) or '@list.txt', or a l
         webdataset tar shards ('.tar', '.tar.gz', '.tar.zst', 'shards/{00000..00099}.tar'): each
         sample a row with key, offset, caption (KEY.txt) and metadata (KEY.json).
 layout  'files' (default) or 'shards' (tar inputs): per input shard NNNNN.cls.npy, ... (or
-        NNNNN.safetensors) and NNNNN.keys.jsonl instead of the whole-job arrays.
+        NNNNN.safetensors) and NNNNN.keys.jsonl instead of the whole-job arrays; with
+        patch_tokens also NNNNN.patch.safetensors (a tensor per row, named by its row).
 out     the output folder: manifest.jsonl, cls.npy [N, D], pooled.npy, registers.npy,
         patch/<row>.npy with patch_tokens, embedding.npy [N, E] with project (cls @ proj, models
         with a projection: CLIP), run.json (or features.safetensors with

@@ -218,6 +218,13 @@ inline auto pixel_keywords(const ResizeSpec& defaults = ResizeSpec()) {
     return table_keywords(pixel_option_table(), defaults);
 }
 
+// The pixel keywords all None: the caller's own default (search: the extract's).
+inline auto unset_pixel_keywords() {
+    std::array<Keyword, std::tuple_size<std::decay_t<decltype(pixel_option_table())>>::value> out;
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = Keyword{pixel_option_table()[i].info.python_name()};
+    return out;
+}
+
 inline ResizeSpec take_pixel_spec(Options& o, const ResizeSpec& defaults = ResizeSpec()) {
     ResizeSpec r = defaults;
     take_table(o, pixel_option_table(), r);

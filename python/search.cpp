@@ -53,11 +53,15 @@ py::tuple index_search(const Index& index, const py::object& features, int k) {
 // [{"query": path, "results": [hit, ...]}, ...] as `vitreg search` prints them.
 py::object search(const py::object& index_path, const PyModel& model, const py::object& images, Options& o) {
     const int k = o.take<int>("k", 10);
-    const ResizeSpec resize = take_pixel_spec(o);
+    std::vector<std::pair<std::string, std::string>> given;  // None: the extract's
+    for (const auto& spec : pixel_option_table())
+        if (o.given(spec.info.python_name().c_str())) given.push_back({spec.info.name, spec.info.python_name() + "="});
+    const ResizeSpec requested = take_pixel_spec(o);
     o.finish();
     const Index index(path_of(index_path));
     const std::string feature = index.info().value("feature", "cls");
-    const std::string notes = query_mismatch(index.info(), model.model, resize);
+    const ResizeSpec resize = query_pixels(index.info(), model.model, requested, given);
+    const std::string notes = query_mismatch(index.info(), model.model);
     if (!notes.empty() && PyErr_WarnEx(PyExc_UserWarning, notes.c_str(), 1) != 0) throw py::error_already_set();
     nlohmann::json out = nlohmann::json::array();
     for (const auto& image : input_list(images)) {
@@ -98,11 +102,12 @@ factory   a FAISS factory string (None: chosen to fit memory, docs/retrieval.md)
              R"(The k nearest of each row of features ([n, D] or [D] float32, read in place, normalized
 for cosine by the search): (scores [n, k] float32, ids [n, k] int64), best first; id -1 where
 the index holds fewer than k. entry(id) names each.)");
-    def_with_keywords(m, "search", &search, {"index", "model", "images"}, keywords(Keyword{"k", py::int_(10)}) + pixel_keywords(),
+    def_with_keywords(m, "search", &search, {"index", "model", "images"}, keywords(Keyword{"k", py::int_(10)}) + unset_pixel_keywords(),
                       R"(`vitreg search`: each image's k nearest indexed images.
 
 index   an index folder; model: the vitreg.Model the features were extracted with; images:
-        files, folders or '@list.txt'. Give the pixel options the extract was given.
+        files, folders or '@list.txt'. Pixel options (resize=, ...): None takes the extract's
+        (index.json's source.run); one that contradicts them is refused.
 Returns [{"query": path, "results": [{"id", "key", "score", "path" | "shard" + "offset",
 "metadata"}, ...]}, ...].)");
 }

@@ -88,11 +88,11 @@ class Search(unittest.TestCase):
         coffee = next(l["results"][0] for l in lines if l["query"].endswith("coffee.jpg"))
         self.assertEqual(coffee["metadata"]["caption"], "a cup")
 
-    def test_2a_a_search_unlike_the_extract_is_told(self):
+    def test_2a_a_search_unlike_the_extract_is_refused(self):
         r = vitreg("search", self.index, MODEL, os.path.join(ASSETS, "coffee.jpg"), "--resize", "long:112", "-k", "2",
                    "--threads", "1")
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("extracted with --resize eval; this search runs long:112", r.stderr)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--resize long:112 contradicts the index's features, extracted with --resize eval", r.stderr)
 
     def test_2b_bad_input_is_refused_by_name(self):
         cases = [(["index", self.tmp, "-o", os.path.join(self.tmp, "x")], "manifest.jsonl"),

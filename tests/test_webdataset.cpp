@@ -1,18 +1,23 @@
 // webdataset tar shards: samples grouped by key, every planted fault a sample's or the shard's
-// error (never a crash, never a file written by a member's name), brace patterns; and extract
-// from shards giving the features the same files give from a folder, bit for bit.
+// error (never a crash, never a file written by a member's name), brace patterns; extract and
+// dense from shards giving the features the same files give from a folder, bit for bit; and
+// --layout shards outputs indexed and searched.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 
+#include "core/safetensors.hpp"
 #include "io/webdataset.hpp"
 #include "test_support.hpp"
+#include "vitreg/dense.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/extract.hpp"
 #include "vitreg/inputs.hpp"
 #include "vitreg/merge.hpp"
+#include "vitreg/search/index.hpp"
 
 using namespace vitreg;
 using namespace vitreg::test;
@@ -190,7 +195,9 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     o.batch = 2;
     o.chunk_rows = 2;
     o.out_dir = dir / "folder";
+    o.patch_tokens = true;
     extract_features(m, files, o);
+    o.patch_tokens = false;
     o.out_dir = dir / "shards";
     const auto inputs = expand_inputs({dir / "{00000..00002}.tar"});
     StageSeconds stages;
@@ -244,8 +251,24 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     for (const char* file : {"cls.npy", "registers.npy", "manifest.jsonl"})
         CHECK(read_bytes(dir / ("split/" + std::string(file))) == read_bytes(dir / ("shards/" + std::string(file))));
 
-    // --layout shards: one output shard per input shard, split and merged the same.
+    // --layout shards: one output shard per input shard, split and merged the same; patch tokens
+    // gathered per shard, the folder's per-image ones bit for bit.
     o.shard_layout = true;
+    o.patch_tokens = true;
+    auto check_patches = [&](const std::string& out) {
+        for (int shard = 0; shard < 2; ++shard) {
+            const SafetensorsFile patches(out + "/0000" + std::to_string(shard) + ".patch.safetensors");
+            CHECK(patches.names() == std::vector<std::string>{"0", "1"});
+            CHECK(patches.metadata().at("keys") == nlohmann::json{"s" + std::to_string(2 * shard),
+                                                                  "s" + std::to_string(2 * shard + 1)}.dump());
+            for (int row = 0; row < 2; ++row) {
+                const auto& t = patches.get(std::to_string(row));
+                CHECK(t.shape == std::vector<std::int64_t>{7, 7, m.config().dim});  // 28 pixels, patch 4
+                CHECK(t.to_float() == npy_data(dir / ("folder/patch/" + std::to_string(2 * shard + row) + ".npy")));
+            }
+        }
+        CHECK(SafetensorsFile(out + "/00002.patch.safetensors").names().empty());
+    };
     for (const std::string out : {"layout", "layout-split"}) {
         o.out_dir = dir / out;
         o.shard_count = out == "layout" ? 1 : 2;
@@ -266,9 +289,22 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
         CHECK(keys[1]["metadata"]["i"] == 1);
         CHECK(jsonl(o.out_dir + "/manifest.jsonl").size() == 7);
         CHECK_FALSE(exists(o.out_dir + "/cls.npy"));
+        check_patches(o.out_dir);
     }
+    // Killed after its first chunk: resumed, the same shard files.
+    const std::string layout = dir / "layout";
+    const std::string whole = read_bytes(layout + "/00000.patch.safetensors") + read_bytes(layout + "/00001.keys.jsonl");
+    for (const char* gone : {"/run.json", "/00000.patch.safetensors", "/00001.keys.jsonl", "/chunks/00000001.safetensors",
+                             "/chunks/00000002.safetensors", "/patch/2.safetensors"})
+        std::remove((layout + gone).c_str());
+    o.out_dir = layout;
     o.shard_count = 1;
     o.shard_index = 0;
+    o.resume = true;
+    extract_features(m, inputs, o);
+    o.resume = false;
+    CHECK(read_bytes(layout + "/00000.patch.safetensors") + read_bytes(layout + "/00001.keys.jsonl") == whole);
+    o.patch_tokens = false;
     o.out_dir = dir / "layout-files";
     CHECK_THROWS_AS(extract_features(m, files, o), UsageError);
     o.shard_layout = false;
@@ -276,4 +312,124 @@ TEST_CASE("extract from shards: the folder's features bit for bit, faults as row
     // Shards and image files in one list are refused.
     o.out_dir = dir / "mixed";
     CHECK_THROWS_AS(extract_features(m, {dir / "00000.tar", files[0]}, o), UsageError);
+}
+
+TEST_CASE("index a --layout shards folder: ids back to key, shard and offset", "[search]") {
+    TempDir dir;
+    std::vector<std::string> shards(2);
+    for (int i = 0; i < 4; ++i) {
+        const std::string name = kPhotos[i];
+        shards[i / 2] += tar_member("s" + std::to_string(i) + name.substr(name.rfind('.')), photo(i)) +
+                         tar_member("s" + std::to_string(i) + ".json", "{\"i\": " + std::to_string(i) + "}");
+    }
+    const std::vector<std::string> inputs{dir / "00000.tar", dir / "00001.tar"};
+    for (int k = 0; k < 2; ++k) write_bytes(inputs[k], shards[k] + tar_end());
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    ExtractOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.out_dir = dir / "files";
+    extract_features(m, inputs, o);
+    o.shard_layout = true;
+    o.out_dir = dir / "npy";
+    extract_features(m, inputs, o);
+    o.format = FeatureFormat::Safetensors;
+    o.out_dir = dir / "safetensors";
+    extract_features(m, inputs, o);
+
+    const FeatureSource files = read_feature_source(dir / "files", "cls");
+    for (const char* layout : {"npy", "safetensors"}) {
+        const FeatureSource s = read_feature_source(dir / layout, "cls");
+        REQUIRE(s.rows == 4);
+        CHECK(std::vector<float>(s.data, s.data + 4 * s.dim) == std::vector<float>(files.data, files.data + 4 * s.dim));
+        for (int i = 0; i < 4; ++i) {
+            CHECK(s.entries[i].to_json() == files.entries[i].to_json());  // as the files layout maps them
+            CHECK(s.entries[i].key == "s" + std::to_string(i));
+            CHECK(s.entries[i].shard == inputs[i / 2]);
+            CHECK(s.entries[i].metadata["i"] == i);
+        }
+        build_index(s, dir / (std::string(layout) + "-index"), IndexOptions{"Flat"});
+        const Index index(dir / (std::string(layout) + "-index"));
+        const auto hits = index.search(s.data, 4, 2);
+        for (int i = 0; i < 4; ++i) {
+            CHECK(hits[i][0].id == i);
+            CHECK(std::fabs(hits[i][0].score - 1.0f) <= 1e-6f);
+            CHECK(index.entry(i).shard == inputs[i / 2]);
+            CHECK(read_entry_bytes(index.entry(i), 1 << 20) == photo(i));  // the thumbnail, read at its offset
+        }
+    }
+    const std::string keys = read_bytes(dir / "npy/00001.keys.jsonl");
+    write_bytes(dir / "npy/00001.keys.jsonl", keys.substr(0, keys.find('\n') + 1));  // 1 row, 2 vectors
+    CHECK_THROWS_WITH(read_feature_source(dir / "npy", "cls"), Catch::Contains("00001.keys.jsonl"));
+}
+
+TEST_CASE("search preprocesses queries as the index's extract did, and refuses a contradiction", "[search]") {
+    TempDir dir;
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    std::vector<std::string> files;
+    for (int i = 0; i < 2; ++i) {
+        files.push_back(dir / ("p" + std::to_string(i) + ".png"));
+        write_bytes(files.back(), photo(i + 1));
+    }
+    ExtractOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.resize.resampler = Resampler::Torch;
+    o.out_dir = dir / "features";
+    extract_features(m, files, o);
+    build_index(read_feature_source(o.out_dir, "cls"), dir / "index", IndexOptions{"Flat"});
+    const Index index(dir / "index");
+    const ResizeSpec r = query_pixels(index.info(), m, ResizeSpec{}, {});
+    CHECK(r.to_string() == o.resize.to_string());
+    for (int i = 0; i < 2; ++i) {  // each file finds itself: the query's vector is its extract's
+        const auto q = query_vector(m, load_pixels(files[i], r, m.config(), {}), "cls");
+        const auto hits = index.search(q.data(), 1, 1);
+        CHECK(hits[0][0].id == i);
+        CHECK(std::fabs(hits[0][0].score - 1.0f) <= 1e-6f);
+    }
+    // Given options: agreeing ones pass (the checkpoint's own pipeline named), contradicting ones are refused by name.
+    ResizeSpec asked = o.resize;
+    asked.pipeline = o.resize.for_model(m.config()).pipeline;
+    CHECK(query_pixels(index.info(), m, asked, {{"resize", "--resize"}, {"pipeline", "--pipeline"}}).to_string() ==
+          o.resize.to_string());
+    CHECK_THROWS_WITH(query_pixels(index.info(), m, ResizeSpec{}, {{"resize", "--resize"}}),
+                      Catch::Contains("--resize eval contradicts") && Catch::Contains("--resize 28x28"));
+    CHECK_THROWS_WITH(query_pixels(index.info(), m, ResizeSpec{}, {{"resample", "resample="}}),
+                      Catch::Contains("resample= pil contradicts"));
+    // An index built from memory states none: the given options stand.
+    CHECK(query_pixels(nlohmann::json::object(), m, ResizeSpec{}, {{"resize", "--resize"}}).to_string() == "eval");
+    nlohmann::json bad = index.info();
+    bad["source"]["run"]["resize"] = "28x28 sharpen=2";
+    CHECK_THROWS_WITH(extracted_pixels(bad), Catch::Contains("index.json") && Catch::Contains("sharpen"));
+    bad["source"]["run"]["resize"] = "28x28 exif-transpose=1";
+    CHECK_THROWS_AS(extracted_pixels(bad), UsageError);
+    bad["source"]["run"]["resize"] = "28x28 pipeline=timm decode=draft exif-transpose";
+    CHECK(extracted_pixels(bad)->to_string() == "28x28 pipeline=timm decode=draft exif-transpose");
+}
+
+TEST_CASE("dense from a tar shard: the folder's grids bit for bit") {
+    TempDir dir;
+    std::string shard;
+    std::vector<std::string> files;
+    for (int i = 0; i < 2; ++i) {
+        const std::string name = kPhotos[i];
+        const std::string file = "s" + std::to_string(i) + name.substr(name.rfind('.'));
+        shard += tar_member(file, photo(i));
+        files.push_back(dir / file);
+        write_bytes(files.back(), photo(i));
+    }
+    write_bytes(dir / "00000.tar", shard + tar_end());
+    const Model m = Model::load(fixture("models/dinov2_reg2_f16.safetensors"));
+    DenseOptions o;
+    o.resize = ResizeSpec::parse("28x28");
+    o.out_dir = dir / "folder";
+    REQUIRE(dense_features(m, files, o).ok == 2);
+    o.out_dir = dir / "shard";
+    REQUIRE(dense_features(m, {dir / "00000.tar"}, o).ok == 2);
+    for (const char* row : {"0.npy", "1.npy"}) {
+        const auto grid = npy_data(dir / ("shard/" + std::string(row)));
+        CHECK(grid.size() == 7u * 7u * m.config().dim);
+        CHECK(grid == npy_data(dir / ("folder/" + std::string(row))));
+    }
+    const auto rows = jsonl(dir / "shard/manifest.jsonl");
+    CHECK(rows[1]["key"] == "s1");
+    CHECK(rows[1]["file"] == "1.npy");
 }

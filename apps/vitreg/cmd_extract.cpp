@@ -17,7 +17,7 @@ void register_extract(CLI::App& app, Command& run) {
                   "also write embedding [E] = cls · proj, unnormalized (models with a projection: CLIP)");
     cmd->add_option("--layout", a->layout,
                     "files: whole-job cls.npy, ...; shards (tar inputs): per input shard NNNNN.cls.npy, ... "
-                    "(or NNNNN.safetensors) and NNNNN.keys.jsonl")
+                    "(or NNNNN.safetensors), NNNNN.keys.jsonl (and NNNNN.patch.safetensors)")
         ->check(CLI::IsMember({"files", "shards"}))
         ->capture_default_str();
     cmd->callback([&run, a] {

@@ -23,7 +23,9 @@ void register_search(CLI::App& app, Command& run) {
     add_model_args(*cmd, a->model);
     cmd->add_option("IMAGE", a->images, "query images: files, folders, @list files")->required();
     cmd->add_option("-k", a->k, "results per image")->check(CLI::Range(1, 1024))->capture_default_str();
-    add_pixel_args(*cmd, a->pixels, "as given to the `vitreg extract` the index was built from");
+    add_pixel_args(*cmd, a->pixels,
+                   "eval | none | WxH | short:N | long:N; every pixel option defaults to the extract's that the index "
+                   "states (index.json), and one that contradicts it is refused");
     add_input_limit_args(*cmd, a->limits);
     cmd->add_option("--threads", a->threads, "worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
     cmd->callback([&run, a] {
@@ -31,8 +33,10 @@ void register_search(CLI::App& app, Command& run) {
             const Index index(a->index);
             const std::string feature = index.info().value("feature", "cls");
             const Model model = load_model(a->model);
-            const ResizeSpec resize = pixel_spec(a->pixels);
-            status_out() << query_mismatch(index.info(), model, resize);
+            std::vector<std::pair<std::string, std::string>> given;
+            for (const auto& kv : a->pixels.given) given.push_back({kv.first, "--" + kv.first});
+            const ResizeSpec resize = query_pixels(index.info(), model, pixel_spec(a->pixels), given);
+            status_out() << query_mismatch(index.info(), model);
             for (const auto& image : expand_inputs(a->images)) {
                 const Pixels px = load_pixels(image, resize, model.config(), a->limits.image);
                 const auto q = query_vector(model, px, feature, a->threads);

@@ -33,14 +33,18 @@ std::string entry_bytes(const IndexEntry& e, std::uint64_t max_bytes) {
 }  // namespace
 
 SearchRoutes::SearchRoutes(const Model& model, const std::string& index_folder, ExploreServer& server)
-    : model_(model), index_(index_folder), server_(server), feature_(index_.info().value("feature", "cls")) {}
+    : model_(model),
+      index_(index_folder),
+      server_(server),
+      feature_(index_.info().value("feature", "cls")),
+      resize_(extracted_pixels(index_.info()).value_or(server.options().resize)) {}
 
 nlohmann::json SearchRoutes::results(const std::string& name, const std::string& bytes, int k) {
     const ServerOptions& o = server_.options();
     std::vector<float> q;
     {
         ForwardSlot slot(server_.forwards(), o.max_forwards);
-        const Pixels px = load_pixels(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), name, o.resize,
+        const Pixels px = load_pixels(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), name, resize_,
                                       model_.config(), o.limits);
         model_.check_tokens(px.height, px.width, o.max_tokens, name);
         q = query_vector(model_, px, feature_, o.threads);

@@ -26,6 +26,7 @@ private:
     Index index_;
     ExploreServer& server_;
     std::string feature_;
+    ResizeSpec resize_;  // the queries': the extract's pixel options where the index states them
 };
 
 // The search page: upload an image, see the top k as thumbnails, click one to search from it.

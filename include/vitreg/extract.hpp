@@ -32,9 +32,10 @@ struct ExtractOptions : BatchOptions {
 //   job.json, chunks/  the durable progress (see BatchOptions)
 // Without a class token (timm avg-pool models), cls.npy holds the pooled feature.
 // With shard_layout, the arrays are per input shard (see ExtractOptions); manifest.jsonl and
-// run.json as above.
+// run.json as above; patch tokens also gathered per shard, NNNNN.patch.safetensors (one tensor
+// per ok row, named by its row within the shard; the per-row patch/<row>.safetensors stay).
 // Throws UsageError when OUT_DIR holds something it must not replace, for `project` on a model
-// without a projection, or for shard_layout over inputs that are not shards, or with patch_tokens.
+// without a projection, or for shard_layout over inputs that are not shards.
 BatchSummary extract_features(const Model& model, const std::vector<std::string>& inputs, const ExtractOptions& options,
                               const BatchProgress& progress = {});
 

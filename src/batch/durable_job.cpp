@@ -34,7 +34,8 @@ bool is_vitreg_row_file(const std::string& n) {
     if (const auto tmp = rest.find(".tmp."); tmp != std::string::npos) rest.resize(tmp);
     const bool array = rest.size() >= 4 && rest.compare(rest.size() - 4, 4, ".npy") == 0 &&
                        (rest.size() == 4 || rest.find('.', 1) == rest.size() - 4);  // .npy or .NAME.npy
-    return array || rest == ".safetensors" || rest == ".pca.png" || rest == ".keys.jsonl";
+    return array || rest == ".safetensors" || rest == ".pca.png" || rest == ".keys.jsonl" ||
+           rest == ".patch.safetensors";
 }
 
 }  // namespace

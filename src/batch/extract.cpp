@@ -22,7 +22,6 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
     const Config& c = model.config();
     const int D = c.dim, R = model.registers();
     const std::string out = shard_dir(options.out_dir, options.shard_index, options.shard_count);
-    const std::string ext = file_extension(options.format);
     if (options.project && c.proj_dim <= 0)
         throw UsageError("--project: " + model.path() + " has no projection (only CLIP checkpoints: OpenCLIP 'proj', HF " +
                          "'visual_projection', timm's CLIP head); its features are cls, pooled and patch tokens");
@@ -31,11 +30,10 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         for (const auto& input : inputs)
             if (!is_shard_path(input))
                 throw UsageError("--layout shards: " + input + " is not a webdataset shard (.tar, .tar.gz, .tar.zst)");
-        if (options.patch_tokens)
-            throw UsageError("--layout shards with --patch-tokens: patch tokens per shard are not written yet; "
-                             "use --layout files");
     }
     const auto table = batch::extract_table(D, R, E);
+    // --layout shards gathers the per-row patch files into one per shard: safetensors, read back mapped
+    const FeatureFormat row_format = options.shard_layout ? FeatureFormat::Safetensors : options.format;
 
     auto identity = batch::job_identity("vitreg extract", model, inputs, options);
     identity.update(options.to_json());
@@ -58,7 +56,7 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         if (E > 0) append("embedding", f.embedding_of(b), static_cast<std::size_t>(E));
         if (options.patch_tokens)
             batch::write_array(out + "/patch/" + std::to_string(r), "patch",
-                               ArrayRef{{f.grid_h, f.grid_w, D}, f.patches_of(b)}, options.format);
+                               ArrayRef{{f.grid_h, f.grid_w, D}, f.patches_of(b)}, row_format);
     };
     const auto run = batch::run_chunked(model, inputs, options, std::move(identity), Probe{}, work, progress);
 
@@ -81,11 +79,12 @@ BatchSummary extract_features(const Model& model, const std::vector<std::string>
         // registers.npy holds the trained registers, then the test-time ones
         {"trained_registers", c.registers},
         {"test_time_registers", model.intervention().test_time_registers},
-        {"row_files", options.patch_tokens ? nlohmann::json{"patch/{row}" + ext} : nlohmann::json::array()},
+        {"row_files", options.patch_tokens ? nlohmann::json{"patch/{row}" + file_extension(row_format)} : nlohmann::json::array()},
     };
     info.update(nlohmann::json(options.to_json()));
     const auto rows = batch::rows_in_order(run.chunks);
-    if (options.shard_layout) batch::write_shard_tables(run.out_dir, rows, table, options.format, model.path());
+    if (options.shard_layout)
+        batch::write_shard_tables(run.out_dir, rows, table, options.format, model.path(), options.patch_tokens ? D : 0);
     return batch::write_feature_table(run.out_dir, rows, options.shard_layout ? std::vector<batch::TableArray>{} : table,
                                       options.format, model.path(), std::move(info));
 }

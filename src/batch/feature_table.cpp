@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "batch_input.hpp"
+#include "core/safetensors.hpp"
+#include "vitreg/error.hpp"
 #include "vitreg/writers.hpp"
 
 namespace vitreg::batch {
@@ -91,6 +93,37 @@ void write_arrays(const std::string& prefix, const std::vector<TableRow>& rows, 
     }
 }
 
+// OUT/NNNNN.patch.safetensors: the shard's per-row files `patch/<job row>.safetensors` gathered,
+// tensor "<shard row>" each ([grid_h, grid_w, dim] as the manifest row says), the rows' keys in
+// the metadata. `job_rows` are the rows' numbers among the job's ok rows (-1: failed).
+void write_shard_patches(const std::string& out_dir, const std::string& stem, const std::vector<TableRow>& rows,
+                         const std::vector<std::int64_t>& job_rows, int dim, const std::string& model_path) {
+    std::map<std::string, ArrayRef> tensors;
+    std::map<std::string, std::string> files;
+    nlohmann::json keys = nlohmann::json::array();
+    for (std::size_t i = 0, n = 0; i < rows.size(); ++i) {
+        if (job_rows[i] < 0) continue;
+        const auto& row = rows[i].chunk->rows[rows[i].at];
+        const std::string name = std::to_string(n++);
+        const auto grid = row.at("grid");
+        tensors[name] = ArrayRef{{grid.at(0).get<std::int64_t>(), grid.at(1).get<std::int64_t>(), dim}};
+        files[name] = out_dir + "/patch/" + std::to_string(job_rows[i]) + ".safetensors";
+        keys.push_back(row.value("key", row.value("path", "")));
+    }
+    const std::string path = out_dir + "/" + stem + "patch.safetensors";
+    AtomicFile f(path);
+    f.write(safetensors_header(tensors, {{"model", model_path}, {"keys", keys.dump()}}));
+    for (const auto& [name, shape] : tensors) {  // data in name order, as the header lays it out
+        const SafetensorsFile file(files[name]);
+        const TensorView& t = file.get("patch");
+        if (t.dtype != DType::F32 || t.shape != shape.shape)
+            throw IoError(files[name] + ": its patch tokens do not have the shape its manifest row gives; rerun "
+                                        "with --overwrite");
+        f.write(t.data, shape.numel() * sizeof(float));
+    }
+    f.commit();
+}
+
 }  // namespace
 
 std::vector<TableRow> rows_in_order(const std::vector<Chunk>& chunks) {
@@ -140,8 +173,12 @@ BatchSummary write_feature_table(const std::string& out_dir, const std::vector<T
 namespace vitreg::batch {
 
 void write_shard_tables(const std::string& out_dir, const std::vector<TableRow>& rows,
-                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path) {
+                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path,
+                        int patch_dim) {
     const std::vector<std::int64_t> ok_at = ok_positions(rows);
+    std::vector<std::int64_t> job_rows(rows.size(), -1);  // numbers of the per-row files
+    for (std::size_t i = 0, n = 0; i < rows.size(); ++i)
+        if (ok_at[i] >= 0) job_rows[i] = static_cast<std::int64_t>(n++);
     for (std::size_t begin = 0, end = 0; begin < rows.size(); begin = end) {
         auto shard_of = [&](std::size_t i) { return rows[i].chunk->input_index[rows[i].at] >> 32; };
         for (end = begin; end < rows.size() && shard_of(end) == shard_of(begin); ++end) {
@@ -161,6 +198,11 @@ void write_shard_tables(const std::string& out_dir, const std::vector<TableRow>&
             keys += row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
         }
         write_arrays(out_dir + "/" + stem, mine, at, n, arrays, format, model_path);
+        if (patch_dim > 0)
+            write_shard_patches(out_dir, stem, mine,
+                                std::vector<std::int64_t>(job_rows.begin() + static_cast<std::ptrdiff_t>(begin),
+                                                          job_rows.begin() + static_cast<std::ptrdiff_t>(end)),
+                                patch_dim, model_path);
         write_file_atomic(out_dir + "/" + stem + "keys.jsonl", keys);
     }
 }

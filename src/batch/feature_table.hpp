@@ -42,7 +42,12 @@ BatchSummary write_feature_table(const std::string& out_dir, const std::vector<T
 // in the shard list is the high half of the rows' input_index), OUT/NNNNN.<name>.npy for each of
 // `arrays` (or OUT/NNNNN.safetensors) and OUT/NNNNN.keys.jsonl, its rows' manifest lines, "row"
 // numbered within the shard. NNNNN is the shard's position, zero-padded to 5 digits.
+// With `patch_dim` (extract --patch-tokens), also OUT/NNNNN.patch.safetensors: the per-row files
+// OUT/patch/<row>.safetensors (<row> counting the ok rows of `rows`) gathered, one float32 tensor
+// [grid_h, grid_w, patch_dim] per ok row named by its row within the shard, the rows' keys as the
+// JSON array "keys" in the metadata.
 void write_shard_tables(const std::string& out_dir, const std::vector<TableRow>& rows,
-                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path);
+                        const std::vector<TableArray>& arrays, FeatureFormat format, const std::string& model_path,
+                        int patch_dim = 0);
 
 }  // namespace vitreg::batch

@@ -155,7 +155,8 @@ MergeSummary merge_shards(const std::string& out_dir) {
     auto table = dense ? std::vector<batch::TableArray>{}
                        : batch::extract_table(run.value("dim", 0), run.value("registers", 0), run.value("embedding_dim", 0));
     if (run.value("output_layout", "") == "shards") {  // extract --layout shards: arrays per input shard
-        batch::write_shard_tables(out_dir, rows, table, format, run.value("model", ""));
+        batch::write_shard_tables(out_dir, rows, table, format, run.value("model", ""),
+                                  run.value("patch_tokens", false) ? run.value("dim", 0) : 0);
         table.clear();
     }
     for (const char* key : {"inputs", "ok", "failed", "vitreg_version"}) run.erase(key);

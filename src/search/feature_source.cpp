@@ -1,7 +1,9 @@
 // An extract output folder as vectors to index: manifest.jsonl's ok rows and the chosen array,
 // mapped (a .npy written by `vitreg extract`, or features.safetensors), never copied whole.
+#include <dirent.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -27,9 +29,10 @@ std::string read_text(const std::string& path, const std::string& what) {
     return s.str();
 }
 
-// The ok rows of a manifest, in feature-row order: their entries.
-std::vector<IndexEntry> manifest_entries(const std::string& path, const std::string& text) {
-    std::vector<IndexEntry> entries;
+// The ok rows of a manifest (or of a shard's keys.jsonl), in feature-row order: their entries,
+// appended to `entries`; "row" counts from 0 in each file.
+void manifest_entries(const std::string& path, const std::string& text, std::vector<IndexEntry>& entries) {
+    const std::size_t base = entries.size();
     std::istringstream lines(text);
     std::string line;
     for (std::size_t number = 1; std::getline(lines, line); ++number) {
@@ -44,12 +47,12 @@ std::vector<IndexEntry> manifest_entries(const std::string& path, const std::str
         if (!row.is_object()) throw UsageError(where + ": not a manifest row (an object)");
         if (row.value("status", std::string()) != "ok") continue;
         const auto r = row.find("row");
-        if (r == row.end() || !r->is_number_unsigned() || r->get<std::uint64_t>() != entries.size())
-            throw UsageError(where + ": an ok row whose \"row\" is not " + std::to_string(entries.size()) +
+        const std::size_t want = entries.size() - base;
+        if (r == row.end() || !r->is_number_unsigned() || r->get<std::uint64_t>() != want)
+            throw UsageError(where + ": an ok row whose \"row\" is not " + std::to_string(want) +
                              " (the manifest's ok rows number the features in order)");
         entries.push_back(IndexEntry::from_json(row, where));
     }
-    return entries;
 }
 
 struct MappedArray {
@@ -103,6 +106,53 @@ bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+// extract --layout shards: the stems "NNNNN." of the folder's NNNNN.keys.jsonl, in shard order.
+std::vector<std::string> shard_stems(const std::string& dir) {
+    std::vector<std::pair<unsigned long long, std::string>> found;
+    if (DIR* d = ::opendir(dir.empty() ? "." : dir.c_str())) {
+        static const std::regex keys(R"(([0-9]{5,18})\.keys\.jsonl)");
+        std::smatch m;
+        while (const dirent* e = ::readdir(d)) {
+            const std::string name = e->d_name;
+            if (std::regex_match(name, m, keys)) found.push_back({std::stoull(m[1].str()), m[1].str() + "."});
+        }
+        ::closedir(d);
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> stems;
+    for (auto& f : found) stems.push_back(std::move(f.second));
+    return stems;
+}
+
+// The shards' ok rows and arrays (NNNNN.<feature>.npy or NNNNN.safetensors), joined in shard
+// order into one array (copied: the shards' files are apart); `listed` gets what the digest covers.
+MappedArray read_shards(const std::string& dir, const std::vector<std::string>& stems, const std::string& feature,
+                        std::vector<IndexEntry>& entries, std::string& listed) {
+    auto joined = std::make_shared<std::vector<float>>();
+    MappedArray out;
+    for (const auto& stem : stems) {
+        const std::string keys_path = dir + stem + "keys.jsonl", npy = dir + stem + feature + ".npy";
+        const std::string keys = read_text(keys_path, "shard's keys");
+        const std::size_t before = entries.size();
+        manifest_entries(keys_path, keys, entries);
+        const MappedArray a = exists(npy) ? map_npy(npy) : map_safetensors(dir + stem + "safetensors", feature);
+        if (static_cast<std::size_t>(a.rows) != entries.size() - before)
+            throw UsageError(keys_path + ": lists " + std::to_string(entries.size() - before) + " ok rows, but " +
+                             a.path + " holds " + std::to_string(a.rows));
+        if (out.dim != 0 && a.dim != out.dim)
+            throw UsageError(a.path + ": holds " + std::to_string(a.dim) + "-D features, " + out.path + " " +
+                             std::to_string(out.dim) + "-D");
+        if (out.dim == 0) out.path = a.path;
+        out.dim = a.dim;
+        joined->insert(joined->end(), a.data, a.data + a.rows * a.dim);
+        listed += keys + "\n" + a.header + std::to_string(a.rows) + "\n";
+    }
+    out.rows = static_cast<std::int64_t>(entries.size());
+    out.data = joined->data();
+    out.keep = joined;
+    return out;
+}
+
 }  // namespace
 
 FeatureSource read_feature_source(const std::string& folder, const std::string& feature) {
@@ -111,16 +161,24 @@ FeatureSource read_feature_source(const std::string& folder, const std::string& 
     const std::string dir = folder.empty() || folder.back() == '/' ? folder : folder + "/";
     const std::string manifest_path = dir + "manifest.jsonl", npy = dir + feature + ".npy",
                       safetensors = dir + "features.safetensors";
-    const std::string manifest = read_text(manifest_path, "manifest");
-    MappedArray a;
-    if (exists(npy)) a = map_npy(npy);
-    else if (exists(safetensors)) a = map_safetensors(safetensors, feature);
-    else throw UsageError(folder + ": has neither " + feature + ".npy nor features.safetensors (the --feature " + feature + " array)");
     FeatureSource s;
-    s.entries = manifest_entries(manifest_path, manifest);
-    if (static_cast<std::int64_t>(s.entries.size()) != a.rows)
-        throw UsageError(manifest_path + ": lists " + std::to_string(s.entries.size()) + " ok rows, but " + a.path + " holds " +
-                         std::to_string(a.rows));
+    MappedArray a;
+    std::string listed;  // what the digest covers besides run.json
+    const auto stems = exists(npy) || exists(safetensors) ? std::vector<std::string>{} : shard_stems(dir);
+    if (!stems.empty()) {
+        a = read_shards(dir, stems, feature, s.entries, listed);
+    } else {
+        const std::string manifest = read_text(manifest_path, "manifest");
+        if (exists(npy)) a = map_npy(npy);
+        else if (exists(safetensors)) a = map_safetensors(safetensors, feature);
+        else throw UsageError(folder + ": has neither " + feature + ".npy nor features.safetensors (the --feature " + feature +
+                              " array), nor NNNNN.keys.jsonl shards (extract --layout shards)");
+        manifest_entries(manifest_path, manifest, s.entries);
+        if (static_cast<std::int64_t>(s.entries.size()) != a.rows)
+            throw UsageError(manifest_path + ": lists " + std::to_string(s.entries.size()) + " ok rows, but " + a.path +
+                             " holds " + std::to_string(a.rows));
+        listed = manifest + "\n";
+    }
     if (a.rows < 1 || a.dim < 1 || a.dim > (1 << 20)) throw UsageError(a.path + ": no vectors to index");
     s.data = a.data;
     s.rows = a.rows;
@@ -137,7 +195,8 @@ FeatureSource read_feature_source(const std::string& folder, const std::string& 
             throw UsageError(dir + "run.json: malformed JSON: " + e.what());
         }
     }
-    s.digest = text_digest(manifest + "\n" + run_text + "\n" + a.header + std::to_string(a.rows));
+    // files layout: manifest, run.json, the array's header and rows (as indexes built before shards)
+    s.digest = text_digest(stems.empty() ? listed + run_text + "\n" + a.header + std::to_string(a.rows) : listed + run_text);
     return s;
 }
 

@@ -36,6 +36,10 @@ IndexEntry IndexEntry::from_json(const nlohmann::json& row, const std::string& w
     if (e.key.empty()) e.key = e.path;
     if (e.key.empty()) throw UsageError(where + ": has neither \"key\" nor \"path\"");
     e.shard = text_field(row, "shard", where);
+    if (e.shard.empty() && !e.path.empty() && row.contains("key") && row.contains("offset")) {
+        e.shard = e.path;  // extract's row of a shard member: "path" names the shard
+        e.path.clear();
+    }
     if (!e.shard.empty()) {
         const auto offset = row.find("offset");
         if (offset == row.end() || !offset->is_number_unsigned() || offset->get<std::uint64_t>() > (1ull << 62))

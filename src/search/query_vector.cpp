@@ -17,17 +17,13 @@ std::vector<float> query_vector(const Model& model, const Pixels& px, const std:
     throw UsageError("search: unknown feature '" + feature + "' (cls, pooled or embedding)");
 }
 
-std::string query_mismatch(const nlohmann::json& info, const Model& model, const ResizeSpec& resize) {
+std::string query_mismatch(const nlohmann::json& info, const Model& model) {
     const auto source = info.find("source");
     if (source == info.end() || !source->is_object() || !source->contains("run") || !(*source)["run"].is_object()) return {};
-    const nlohmann::json& run = (*source)["run"];
-    std::string notes;
-    const std::string extracted = run.value("resize", std::string()), model_path = run.value("model", std::string());
-    if (!extracted.empty() && extracted != resize.to_string())
-        notes += "the index's features were extracted with --resize " + extracted + "; this search runs " + resize.to_string() + "\n";
+    const std::string model_path = (*source)["run"].value("model", std::string());
     if (!model_path.empty() && model_path != model.path())
-        notes += "the index's features were extracted by " + model_path + "; this search runs " + model.path() + "\n";
-    return notes;
+        return "the index's features were extracted by " + model_path + "; this search runs " + model.path() + "\n";
+    return {};
 }
 
 }  // namespace vitreg

@@ -157,7 +157,9 @@ TABLES = {"extract": ["pixel", "batch"], "dense": ["dense", "pixel", "batch"], "
           "eval_segmentation": ["segmentation", "pixel"], "eval_knn": ["knn", "pixel"],
           "index": ["index"], "search": ["pixel"]}
 OWN_DEFAULTS = {("dense", "batch"): 1, ("eval_correspondence", "resize"): "long:448",
-                ("eval_segmentation", "resize"): "long:448"}
+                ("eval_segmentation", "resize"): "long:448",
+                # search: None takes the pixel options of the index's extract
+                **{("search", k): None for k in ("resize", "pipeline", "resample", "decode", "exif_transpose")}}
 
 
 def test_the_stubs_keywords_are_the_option_tables():

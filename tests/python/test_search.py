@@ -49,10 +49,20 @@ def test_search_from_images_returns_each_image_first(indexed):
         assert best["score"] == pytest.approx(1.0, abs=1e-5)
 
 
-def test_search_with_other_pixel_options_warns(indexed):
+def test_search_takes_the_extracts_pixel_options_and_refuses_others(indexed):
     model, tmp, _ = indexed
-    with pytest.warns(UserWarning, match="extracted with --resize eval"):
-        vitreg.search(tmp / "index", model, os.path.join(ASSETS, "coffee.jpg"), k=1, resize="long:112")
+    images = [os.path.join(ASSETS, "coffee.jpg"), os.path.join(ASSETS, "chelsea.png")]
+    vitreg.extract(model, images, tmp / "small", threads=1, resize="long:112", resample="torch")
+    vitreg.index(tmp / "small", tmp / "small-index", factory="Flat")
+    for query in vitreg.search(tmp / "small-index", model, images, k=1):  # long:112, torch: as extracted
+        assert query["results"][0]["path"] == query["query"]
+        assert query["results"][0]["score"] == pytest.approx(1.0, abs=1e-6)
+    found = vitreg.search(tmp / "small-index", model, images[0], k=1, resize="long:112")  # agrees
+    assert found[0]["results"][0]["score"] == pytest.approx(1.0, abs=1e-6)
+    with pytest.raises(vitreg.UsageError, match="resize= eval contradicts .* resize= long:112"):
+        vitreg.search(tmp / "small-index", model, images[0], k=1, resize="eval")
+    with pytest.raises(vitreg.UsageError, match="resample= pil contradicts"):
+        vitreg.search(tmp / "small-index", model, images[0], k=1, resample="pil")
 
 
 def test_bad_index_folders_are_refused_by_name(tmp_path):

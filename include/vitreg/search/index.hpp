@@ -11,12 +11,15 @@
 //                the training and recall samples, the recall@10 measured, index.faiss's size and digest
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "vitreg/option_spec.hpp"
+#include "vitreg/preprocess.hpp"
 
 namespace vitreg {
 
@@ -74,6 +77,8 @@ struct FeatureSource {
 // The extract output OUT: OUT/manifest.jsonl and OUT/{feature}.npy or OUT/features.safetensors,
 // the array mapped, not copied. UsageError naming the file: no manifest, no such feature, an
 // array that is not float32 [rows, D], a manifest whose ok rows disagree with it.
+// An extract --layout shards OUT (OUT/NNNNN.keys.jsonl with OUT/NNNNN.{feature}.npy or
+// OUT/NNNNN.safetensors): the shards' ok rows and arrays in shard order, the arrays joined in a copy.
 FeatureSource read_feature_source(const std::string& folder, const std::string& feature);
 
 struct IndexReport {
@@ -133,8 +138,18 @@ struct ResizeSpec;
 // One image's vector to search with: its `feature` (cls | pooled | embedding) as `vitreg
 // extract` writes it (UsageError for embedding on a model without a projection).
 std::vector<float> query_vector(const Model& model, const Pixels& pixels, const std::string& feature, int threads = 0);
-// What a search should be told when its model or pixel options are not the extract's (index.json's
-// source.run: its model path and resize), one note per line; "" when they agree or are not stated.
-std::string query_mismatch(const nlohmann::json& info, const Model& model, const ResizeSpec& resize);
+// What a search should be told when its model is not the extract's (index.json's source.run: its
+// model path), a line; "" when they agree or it is not stated.
+std::string query_mismatch(const nlohmann::json& info, const Model& model);
+// The pixel options the index's features were extracted with (index.json's source.run.resize, as
+// ResizeSpec::to_string writes it); nullopt when the index does not state them. UsageError naming
+// index.json when it states them unreadably.
+std::optional<ResizeSpec> extracted_pixels(const nlohmann::json& info);
+// The pixel options a search runs its queries with: the extract's where the index states them,
+// else `requested`. `given`: the pixel options the caller named (pixel_option_table() names, each
+// with the label to refuse it by: "--resize", "resize="); one that, resolved for `model`,
+// contradicts the extract's is refused (UsageError naming it).
+ResizeSpec query_pixels(const nlohmann::json& info, const Model& model, const ResizeSpec& requested,
+                        const std::vector<std::pair<std::string, std::string>>& given);
 
 }  // namespace vitreg
