@@ -180,3 +180,17 @@ TEST_CASE("the index fuzz seeds are real sidecars", "[search]") {
     write_file_atomic(tmp / "ids.jsonl", rest + "{\"key\": 3}\n");
     CHECK_THROWS_WITH(IdTable(tmp / "ids.jsonl").entry(2), Catch::Contains("ids.jsonl:3"));
 }
+
+TEST_CASE("a shard member's manifest row gives its shard, offset, metadata and caption", "[search]") {
+    const auto row = nlohmann::json::parse(R"({"path": "s/00001.tar", "key": "000042", "offset": 3072, "status": "ok",
+        "row": 7, "caption": "a crop of camera", "metadata": {"source": "camera.png"}})");
+    const IndexEntry e = IndexEntry::from_json(row, "manifest.jsonl:8");
+    CHECK(e.key == "000042");
+    CHECK(e.path.empty());
+    CHECK(e.shard == "s/00001.tar");
+    CHECK(e.offset == 3072);
+    CHECK(e.metadata == nlohmann::json::parse(R"({"source": "camera.png", "caption": "a crop of camera"})"));
+    // Written to ids.jsonl and read back, it is the same entry.
+    const IndexEntry back = IndexEntry::from_json(e.to_json(), "ids.jsonl:1");
+    CHECK(back.to_json() == e.to_json());
+}

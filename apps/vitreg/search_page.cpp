@@ -22,7 +22,7 @@ figure.hit { margin: 0; padding: 6px; background: #fff; border: 1px solid #ddd; 
 figure.hit:hover { border-color: #1a73e8; }
 figure.hit img { width: 100%; height: 150px; object-fit: contain; background: #eee; display: block; }
 figure.hit .none { height: 150px; display: flex; align-items: center; justify-content: center; background: #eee; color: #777; }
-figcaption { font-size: 12px; margin-top: 4px; word-break: break-all; }
+figcaption { font-size: 12px; margin-top: 4px; word-break: break-all; white-space: pre-line; }
 </style></head><body>
 <header><h1>@TITLE@</h1>
 <label>Search with an image: <input type="file" id="upload" accept="image/*"></label>
@@ -54,7 +54,11 @@ figcaption { font-size: 12px; margin-top: 4px; word-break: break-all; }
         img.replaceWith(none);
       });
       const cap = document.createElement('figcaption');
-      cap.textContent = `${hit.key} · ${hit.score.toFixed(4)}` + (hit.shard ? ` · ${hit.shard}@${hit.offset}` : '');
+      // The shard's file name and the sample's caption (KEY.txt); the whole path in the tooltip.
+      const where = hit.shard ? ` · ${hit.shard.split('/').pop()}@${hit.offset}` : '';
+      const caption = hit.metadata && typeof hit.metadata.caption === 'string' ? `\n${hit.metadata.caption}` : '';
+      cap.textContent = `${hit.key} · ${hit.score.toFixed(4)}${where}${caption}`;
+      fig.title = hit.shard ? `${hit.shard} at byte ${hit.offset}` : hit.key;
       fig.append(img, cap);
       fig.addEventListener('click', () => search(`api/search?id=${hit.id}&k=${k()}`, { method: 'GET' }, hit.key));
       results.append(fig);

@@ -26,7 +26,8 @@ nlohmann::json IndexEntry::to_json() const {
     return j;
 }
 
-// ids.jsonl's rows carry "metadata"; a manifest row's metadata is the row less what the index
+// ids.jsonl's rows carry "metadata" (a shard member's manifest row too, with its caption added);
+// another manifest row's metadata is the row less what the index
 // keeps apart (key, path, shard, offset) and what only the extract needs (status, error, row).
 IndexEntry IndexEntry::from_json(const nlohmann::json& row, const std::string& where) {
     if (!row.is_object()) throw UsageError(where + ": not an object");
@@ -42,14 +43,19 @@ IndexEntry IndexEntry::from_json(const nlohmann::json& row, const std::string& w
     }
     if (!e.shard.empty()) {
         const auto offset = row.find("offset");
-        if (offset == row.end() || !offset->is_number_unsigned() || offset->get<std::uint64_t>() > (1ull << 62))
-            throw UsageError(where + ": a shard member without a whole \"offset\"");
+        // Parsed text gives an unsigned number, an entry's own to_json() a signed one.
+        const bool whole = offset != row.end() && (offset->is_number_unsigned() ? offset->get<std::uint64_t>() <= (1ull << 62)
+                                                   : offset->is_number_integer() && offset->get<std::int64_t>() >= 0);
+        if (!whole) throw UsageError(where + ": a shard member without a whole \"offset\"");
         e.offset = offset->get<std::int64_t>();
     }
     const auto meta = row.find("metadata");
     if (meta != row.end()) {
         if (!meta->is_object()) throw UsageError(where + ": \"metadata\" is not an object");
         e.metadata = *meta;
+        // A shard member's caption (KEY.txt) sits beside its KEY.json in the manifest row.
+        const auto caption = row.find("caption");
+        if (caption != row.end() && caption->is_string() && !e.metadata.contains("caption")) e.metadata["caption"] = *caption;
     } else {
         for (const auto& [name, value] : row.items())
             if (name != "key" && name != "path" && name != "shard" && name != "offset" && name != "status" && name != "error" &&
