@@ -150,11 +150,14 @@ ort_peer() {
   done
 }
 
-# SCALE=small: a --max-memory between the small 7B's bf16 and fp32 estimates, so that fp32 is
-# refused and bf16 runs without its fp32 comparison, as 24 GB does to the full 7B.
+# SCALE=small: a --max-memory per precision that refuses fp32, and the fp32 comparison beside the
+# others, as 24 GB does to the full 7B: just under fp32's estimate for fp32; the precision's own
+# estimate + the fp32 weights (less 2 MB) for the others. From the estimates of the refusal.
 small_7b_cap() {
   local est; est=$("$vitreg" bench "$1" --max-memory 1M -q 2>&1 || true)
-  sed -n 's/.*By precision: fp32 \([0-9]*\) MB, bf16 \([0-9]*\) MB.*/\2/p' <<<"$est" | awk '{ print $1 + 3 "M" }'
+  local f32w; f32w=$(sed -n 's/.* at fp32 needs about [0-9]* MB (weights \([0-9]*\) MB.*/\1/p' <<<"$est")
+  sed -n "s/.*By precision: .*\b$2 \([0-9]*\) MB.*/\1/p" <<<"$est" |
+    awk -v p="$2" -v w="$f32w" '{ print (p == "fp32" ? $1 - 1 : $1 + w - 2) "M" }'
 }
 
 for model in $models; do
@@ -170,14 +173,14 @@ for model in $models; do
   out=$(measure "$vitreg" info "$file" -q 2>&1) || true
   row="| $model | $(stat -c %s "$file" | awk '{ printf "%.3f", $1 / 1e9 }') | $(sed -n 's/^parameters *//p' <<<"$out") |"
   info_rows+=("$row $info_s | $(field peak_rss_mb "$out") | $(field status "$out") | $cat_s |")
-  extra=()
-  if [[ "$scale" == small && "$model" == dinov3_vit7b16 ]]; then
-    extra=(--max-memory "$(small_7b_cap "$file")")
-    notes+=("SCALE=small: $model runs with ${extra[*]}, between its bf16 and fp32 estimates (fp32 refused as at full size)")
-  fi
+  small_caps=()
   p=$(patch_of "$model"); sizes=()
   for px in $pxs; do sizes+=($((px / p * p))); done
   for prec in fp32 bf16 int8 int4; do
+    extra=()
+    if [[ "$scale" == small && "$model" == dinov3_vit7b16 ]]; then
+      extra=(--max-memory "$(small_7b_cap "$file" "$prec")"); small_caps+=("$prec ${extra[1]}")
+    fi
     for px in "${sizes[@]}"; do
       for b in $batches; do
         log "$model $prec ${px} px batch $b"
@@ -190,9 +193,10 @@ for model in $models; do
       done
     done
   done
+  ((${#small_caps[@]})) && notes+=("SCALE=small: $model runs with --max-memory ${small_caps[*]}: fp32 refused, and the fp32 comparison beside the others, as at full size")
   pxl=$(IFS=,; echo "${sizes[*]}"); bl=$(echo $batches | tr ' ' ,)
   for prec in fp32 bf16; do log "$model PyTorch $prec"; torch_peer "$model" "$file" "$prec" "$pxl" "$bl"; done
-  fp32_graph=$(stat -c %s "$file" | awk '{ printf "%.1f GB", 2 * $1 / 1e9 }')
+  fp32_graph=$(stat -c %s "$file" | awk '{ printf "%.2f GB", 2 * $1 / 1e9 }')
   if [[ "$model" == dinov2_vitl14_reg4 && "$ort_ok" == 1 ]]; then
     log "$model ONNX Runtime"; ort_peer "$model" "$file" "$pxl"
   elif [[ "$model" == dinov2_vitl14_reg4 ]]; then
@@ -218,7 +222,8 @@ for pair in "bf16 15" "int8 8" "int4 4.5"; do
 done
 targets+=("| ViT-7B fp32 refused before loading, with its estimate | ${seven_b_refusal:-not refused} | $([[ -n "${seven_b_refusal:-}" ]] && echo met || echo "not met") |")
 for prec in fp32 bf16 int8; do
-  for k in "${!speed[@]}"; do
+  for k in $(printf '%s\n' "${!speed[@]}" | tr ' ' '~' | sort -t~ -k3,3n -k4,4n); do
+    k=${k//\~/ }
     [[ "$k" == "dinov2_vitl14_reg4 $prec "* ]] || continue
     case=${k#dinov2_vitl14_reg4 $prec }
     for peer in torch ort; do

@@ -4,7 +4,7 @@ written as bf16 safetensors one tensor at a time (never the whole model in memor
 PyTorch and ONNX Runtime peers built from those files.
 
   giant_model.py write NAME OUT.safetensors [--scale full|small]
-      writes NAME's tensors (upstream names and shapes; --scale small: width 128 or 256, depth 2 or 4) and
+      writes NAME's tensors (upstream names and shapes; --scale small: width 128 and depth 2, the 7B's 256 and 8) and
       prints one line: the file, its size and what it holds
   giant_model.py torch NAME FILE --precision fp32|bf16 --px 224,518 --batch 1,4 [--iters N --warmup N]
       loads FILE into a compact PyTorch ViT (Debian's torch 1.13; every tensor read straight into
@@ -45,9 +45,10 @@ MODELS = {
 }
 # --scale small: the same names at width 128 (two heads of 64, as the hub files' unstated heads
 # are read), depth 2; the hidden widths as the upstream builders round them at that width. The
-# 7B's is wider (256, 4 blocks of 4 heads): its fp32 weights then outweigh bf16's by enough MB for giant.sh
-# to set a --max-memory that refuses fp32 and admits bf16, as 24 GB does at full size.
-SMALL = {"dinov3_vit7b16": dict(dim=256, depth=4, heads=4, hidden=512),  # swiglu64: int(3 * 256 * 2 / 3)
+# 7B's is larger (width 256 in 4 heads, 8 blocks): its fp32 weights then outweigh a 512 px
+# forward's activations, so that giant.sh can set a --max-memory per precision that refuses fp32
+# (and the fp32 comparison) and admits the others at 512 px, as 24 GB does at full size.
+SMALL = {"dinov3_vit7b16": dict(dim=256, depth=8, heads=4, hidden=512),  # swiglu64: int(3 * 256 * 2 / 3)
          "dinov2_vitg14_reg4": dict(dim=128, depth=2, heads=2, hidden=344),  # swiglufused: (int(512 * 2 / 3) + 7) // 8 * 8
          "dinov2_vitl14_reg4": dict(dim=128, depth=2, heads=2, hidden=512)}
 ROPE_THETA = 100.0  # DINOv3's pos_embed_rope_base
