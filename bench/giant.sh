@@ -2,9 +2,9 @@
 # The largest models on one CPU (issue #52): vitreg at fp32, @bf16, @int8 and @int4 on
 # random-weight checkpoints in the upstreams' torch hub layouts, with PyTorch and ONNX Runtime
 # on the same files in the same run.
-#   bench/giant.sh                 (SCALE=small: the same tensor names at a tiny width, ~1 minute)
+#   bench/giant.sh      (SCALE=small bench/giant.sh: the same tensor names at a tiny width, a few minutes)
 # It writes each model as bf16 safetensors (bench/giant_model.py, one tensor at a time) and says
-# so, then deletes them at the end (KEEP=1 keeps them):
+# so, then deletes each once measured (KEEP=1 keeps them):
 #   DINOv3 ViT-7B/16 (dinov3_vit7b16, 13.4 GB), DINOv2 ViT-g/14 reg4 (dinov2_vitg14_reg4, 2.3 GB),
 #   DINOv2 ViT-L/14 reg4 (dinov2_vitl14_reg4, 0.6 GB: the fp32 ratios).
 # For each model, precision, size (224 and 518 px; 224 and 512 for patch 16) and batch (1, 4), on
@@ -12,17 +12,19 @@
 # process's, which adds the fp32 model loaded for the error), the load time against
 # `cat FILE > /dev/null` from a warm page cache, the share of the measured peak (`--peak`, at
 # PEAK_PX and the largest batch only: the forward's share of the FMA peak at fp32, the linear
-# layers' share of their instruction's peak otherwise) and the CLS / mean patch cosine to fp32 where fp32 fits. Also
-# `vitreg info`'s time and RSS per file, and the fp32 refusal on the 7B with its estimate.
+# layers' share of their instruction's peak otherwise) and the CLS / mean patch cosine to fp32
+# where fp32 fits. Also `vitreg info`'s time and RSS per file, and the 7B's fp32 refusal with its
+# estimate.
 # Peers, each under the memory cap (killed there: out of memory is a result): PyTorch (Debian
 # torch 1.13) fp32 and bf16 on a compact ViT read from the same file; ONNX Runtime (npm
 # onnxruntime-node 1.30) fp32 and its dynamic int8 (shared/peers/ort_int8.py) on ViT-L only.
 # Prints one markdown table for vitreg, one for the peers and the issue's targets beside the
 # measured numbers, with the CPU model and the date.
-# Environment: SCALE=full|small, WORK (default /tmp/vitreg-giant: needs 17 GB of disk at full
-# size), KEEP=1, MODELS (names above), PXS ("224 518"), BATCHES ("1 4"), ITERS (2), WARMUP (1),
-# PEAK_PX (224), CAP_MB (default 85% of the available memory: every process is killed past it),
-# VITREG (default build/apps/vitreg, built if missing). Needs python3-numpy, python3-torch,
+# Environment: SCALE=full|small; WORK (default /tmp/vitreg-giant: 14 GB of disk at full size, one
+# model at a time; KEEP=1 keeps all three, 16.3 GB, and ViT-L's ONNX graphs, about 3 GB);
+# MODELS (names above); PXS ("224 518"); BATCHES ("1 4"); ITERS (2); WARMUP (1); PEAK_PX (224);
+# CAP_MB (default 85% of the available memory: every process is killed past it); VITREG
+# (default build/apps/vitreg, built if missing). Needs python3-numpy, python3-torch,
 # python3-onnx and libopenblas0-pthread (Debian; installed where missing), node and npm, and
 # ../shared/peers (ort_bench.js, ort_int8.py).
 # At full size the 7B's forwards take minutes each: the whole run takes hours.
