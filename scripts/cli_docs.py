@@ -66,6 +66,9 @@ JSON_SCHEMAS = [
         ("kernels", "string", "the instruction sets the kernels ran"),
         ("iters", "integer", "timed forwards"),
         ("warmup", "integer", "untimed forwards before them"),
+        ("load_seconds", "number", "the model's load: reading, converting and packing its weights"),
+        ("peak_rss_mb", "number", "the process's peak resident set through the timed forwards (before the fp32 model "
+                                  "loaded for `vs_fp32`), in MB of 2^20 bytes"),
         ("inputs", "string", "`random` pixels, or `images` (`--images`)"),
         ("ms_per_image", "object", "the timed forwards' cost per image"),
         ("ms_per_image.median", "number", "median"),
@@ -94,6 +97,8 @@ JSON_SCHEMAS = [
         ("vs_fp32.patch_cosine_mean", "number", "the mean patch-token cosine"),
         ("vs_fp32.patch_cosine_min", "number", "the smallest patch-token cosine"),
         ("vs_fp32.max_relative_error", "number", "the largest relative error over every token"),
+        ("vs_fp32_skipped", "string or null", "reduced precision without `vs_fp32`: why (a quantized file, or fp32 "
+                                              "weights that do not fit `--max-memory` beside the loaded ones)"),
     ]),
 ]
 

@@ -104,8 +104,10 @@ class JsonOutputTest(unittest.TestCase):
                    "--warmup", "0", "--peak")
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
-        self.assertEqual(self.check_bench(out), {"vs_fp32"})
+        self.assertEqual(self.check_bench(out), {"vs_fp32", "vs_fp32_skipped"})
         self.assertEqual((out["precision"], out["inputs"], out["iters"], out["probe"]), ("fp32", "random", 3, False))
+        self.assertGreater(out["load_seconds"], 0)
+        self.assertGreater(out["peak_rss_mb"], 10)
         p = out["peak"]
         self.assertGreater(p["kernel_peak_gflops"], 0)
         self.assertEqual([t["precision"] for t in p["linears"]], ["fp32"])
@@ -117,11 +119,32 @@ class JsonOutputTest(unittest.TestCase):
                    "--warmup", "0", "--precision", "int8", "--images", IMAGE, IMAGE)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = json.loads(r.stdout)
-        self.assertEqual(self.check_bench(out), {"peak"})
+        self.assertEqual(self.check_bench(out), {"peak", "vs_fp32_skipped"})
         self.assertEqual(out["inputs"], "images")
         self.assertTrue(out["precision"].startswith("int8"), out["precision"])
         self.assertGreater(out["vs_fp32"]["cls_cosine_min"], 0.99)
         self.assertLess(out["vs_fp32"]["max_relative_error"], 0.1)
+
+    def test_bench_keeps_its_times_where_fp32_does_not_fit(self):
+        # A cap that admits the model @bf16 but not its fp32 weights beside it (the 7B's case at
+        # 24 GB): the times stay, the comparison is skipped and says why.
+        r = vitreg("info", MODEL, "--json")
+        f32 = json.loads(r.stdout)["weight_bytes"]["f32"]
+        refusal = vitreg("bench", MODEL, "--precision", "bf16", "--max-memory", "1M").stderr
+        bf16_mb = int(re.search(r"bf16 (\d+) MB", refusal).group(1))
+        cap = str((bf16_mb + 1) * 2**20 + f32 // 2)  # bf16's estimate + less than the fp32 weights
+        r = vitreg("bench", MODEL, "--json", "--size", "56x84", "--batch", "2", "--threads", "1", "--iters", "1",
+                   "--warmup", "0", "--precision", "bf16", "--max-memory", cap)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(self.check_bench(out), {"peak", "vs_fp32"})
+        self.assertIn("does not fit beside this one", out["vs_fp32_skipped"])
+        self.assertIn("--max-memory", out["vs_fp32_skipped"])
+        self.assertGreater(out["ms_per_image"]["median"], 0)
+        # without the cap the comparison runs (so the cap above is what skipped it)
+        r = vitreg("bench", MODEL, "--json", "--size", "56x84", "--batch", "2", "--threads", "1", "--iters", "1",
+                   "--warmup", "0", "--precision", "bf16")
+        self.assertIsNotNone(json.loads(r.stdout)["vs_fp32"])
 
 
 class QuietTest(unittest.TestCase):

@@ -6,6 +6,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sys/resource.h>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "common.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
+#include "vitreg/forward_memory.hpp"
 #include "vitreg/inputs.hpp"
 #include "core/peak.hpp"
 #include "vitreg/preprocess.hpp"
@@ -148,7 +150,32 @@ struct BenchResult {
     std::string kernels;
     std::optional<PeakReport> peak;
     std::optional<FeatureAgreement> vs_fp32;
+    std::string vs_fp32_skipped;  // why a reduced precision has no vs_fp32
+    double load_seconds = 0;      // load_model: read, convert and pack the weights
+    double peak_rss_mb = 0;       // the process's peak resident set through the timed forwards
 };
+
+// The process's peak resident set so far, in MB (2^20 bytes).
+double peak_rss_mb() {
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    return static_cast<double>(usage.ru_maxrss) / 1024;  // Linux: KB
+}
+
+// Why the fp32 model cannot be loaded beside `m` for the error (empty: it can): a checkpoint
+// whose fp32 weights do not fit --max-memory beside the loaded ones (the 7B's 27 GB) is not
+// loaded, and the bench keeps its times instead of failing after them.
+std::string fp32_would_not_fit(const Model& m, const ModelRequest& request, const Config& c) {
+    const std::int64_t cap = request.max_memory > 0 ? request.max_memory : default_memory_cap();
+    const std::int64_t here = forward_memory(m, c.native_size(), c.native_size(), request.threads).weights;
+    try {
+        refuse_what_cannot_fit(request.model, c, Precision::Fp32, cap - here, request.threads);
+    } catch (const UsageError& e) {
+        return "the fp32 model does not fit beside this one (" + format_bytes(here) + " of weights) within --max-memory " +
+               format_bytes(cap) + ": " + e.what();
+    }
+    return "";
+}
 
 // --size HxW, or the model's native size.
 std::pair<int, int> bench_size(const Model& m, const std::string& size) {
@@ -215,10 +242,16 @@ BenchResult run_bench(const Model& m, BenchArgs& a) {
     r.p95 = r.ms[std::min(r.ms.size() - 1, static_cast<std::size_t>(0.95 * static_cast<double>(r.ms.size())))];
     r.gflops = m.flops_per_image(h, w) / (r.median * 1e6);
     r.kernels = kernel_isa(m.precision().precision, m.precision().int8_weight_bits);
+    r.peak_rss_mb = peak_rss_mb();
     if (a.peak) r.peak = measure_peak(m, a.batch, h, w, a.threads, r.gflops);
     // A quantized file has no fp32 forward (its source has: bench that for the error).
-    const bool quantized = Checkpoint(m.path(), a.model.request().overrides, CheckpointRead::HeaderOnly).quantization().quantized();
-    if (m.precision().precision != Precision::Fp32 && !quantized) {
+    const Checkpoint header(m.path(), a.model.request().overrides, CheckpointRead::HeaderOnly);
+    if (m.precision().precision == Precision::Fp32) return r;
+    if (header.quantization().quantized())
+        r.vs_fp32_skipped = "a quantized file has no fp32 forward";
+    else
+        r.vs_fp32_skipped = fp32_would_not_fit(m, a.model.request(), header.config());
+    if (r.vs_fp32_skipped.empty()) {
         // The error next to the speed: the same inputs through the fp32 forward.
         ModelRequest fp32 = a.model.request();
         fp32.precision = PrecisionOptions{};
@@ -242,6 +275,8 @@ nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const Benc
             {"kernels", r.kernels},
             {"iters", a.iters},
             {"warmup", a.warmup},
+            {"load_seconds", r.load_seconds},
+            {"peak_rss_mb", r.peak_rss_mb},
             {"inputs", a.images.empty() ? "random" : "images"},
             {"ms_per_image", {{"median", r.median}, {"p95", r.p95}, {"min", r.ms.front()}, {"max", r.ms.back()}}},
             {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
@@ -251,7 +286,8 @@ nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const Benc
                                                    {"patch_cosine_mean", e->patch_cosine_mean},
                                                    {"patch_cosine_min", e->patch_cosine_min},
                                                    {"max_relative_error", e->max_relative_error}}
-                          : nlohmann::ordered_json()}};
+                          : nlohmann::ordered_json()},
+            {"vs_fp32_skipped", r.vs_fp32_skipped.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(r.vs_fp32_skipped)}};
 }
 
 void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
@@ -260,7 +296,10 @@ void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
               << " precision=" << m.precision().describe() << ": " << r.median << " ms/image median, " << r.p95
               << " p95, " << std::setprecision(1) << r.gflops << " GFLOP/s (" << std::setprecision(2)
               << m.flops_per_image(r.height, r.width) / 1e9 << " GFLOP/image; kernels " << r.kernels << ")\n";
+    std::cout << std::setprecision(2) << "  load " << r.load_seconds << " s; peak RSS " << std::setprecision(0) << r.peak_rss_mb
+              << " MB through the timed forwards\n";
     if (r.peak) print_peak(*r.peak, m);
+    if (!r.vs_fp32_skipped.empty()) std::cout << "  vs fp32: not measured: " << r.vs_fp32_skipped << "\n";
     if (r.vs_fp32) {
         const FeatureAgreement& e = *r.vs_fp32;
         std::cout << std::setprecision(6) << "  vs fp32 on the same inputs: CLS cosine " << e.cls_cosine_min
@@ -294,8 +333,11 @@ void register_bench(CLI::App& app, Command& run) {
                   "peak and vs_fp32 (docs/cli.md, \"vitreg bench --json\")");
     cmd->callback([&run, a] {
         run = [a] {
+            const auto t0 = std::chrono::steady_clock::now();
             const Model m = load_model(a->model);
-            const BenchResult r = run_bench(m, *a);
+            const double load = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            BenchResult r = run_bench(m, *a);
+            r.load_seconds = load;
             if (a->json) std::cout << bench_json(m, *a, r).dump(2) << "\n";
             else print_bench(m, *a, r);
             return 0;
