@@ -20,10 +20,6 @@
 #include "vitreg/error.hpp"
 #include "vitreg/search/index.hpp"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace vitreg {
 
 namespace {
@@ -95,9 +91,7 @@ IndexReport build_index(const FeatureSource& s, const std::string& out, const In
     if (s.rows < 1 || s.dim < 1 || static_cast<std::int64_t>(s.entries.size()) != s.rows)
         throw UsageError("index: " + s.folder + ": no rows to index, or entries and rows disagree");
     if (o.recall_queries < 0 || o.train_sample < 0) throw UsageError("index: a sample size is negative");
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
+    set_faiss_threads(o.threads);
     // vitreg's own k-means and assignment run on oneTBB, FAISS's loops on OpenMP: both get --threads.
     std::optional<tbb::global_control> threads;
     if (o.threads > 0) threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(o.threads));
