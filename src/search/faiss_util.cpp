@@ -13,6 +13,10 @@
 #include "vitreg/error.hpp"
 #include "vitreg/writers.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace vitreg {
 
 namespace {
@@ -42,6 +46,14 @@ void faiss_call(const std::string& where, const std::function<void()>& f) {
         const std::string message = e.what();
         throw UsageError(where + ": " + message);
     }
+}
+
+void set_faiss_threads(int threads) {
+#ifdef _OPENMP
+    if (threads > 0) omp_set_num_threads(threads);
+#else
+    (void)threads;
+#endif
 }
 
 std::unique_ptr<faiss::Index> make_index(const std::string& factory, int dim) {

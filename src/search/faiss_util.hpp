@@ -13,6 +13,9 @@ namespace vitreg {
 // "WHERE: MESSAGE".
 void faiss_call(const std::string& where, const std::function<void()>& f);
 
+// FAISS's OpenMP threads for what follows on this thread (threads > 0; 0 leaves all cores).
+void set_faiss_threads(int threads);
+
 // A new, empty index of `factory` over `dim` floats by inner product (UsageError naming a
 // factory FAISS refuses).
 std::unique_ptr<faiss::Index> make_index(const std::string& factory, int dim);

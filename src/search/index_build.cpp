@@ -1,24 +1,24 @@
 // `vitreg index`: the chosen FAISS index trained on a random sample, filled a block at a time
 // (normalized copies: the source stays mapped), its recall@10 measured on held-out rows
-// against exact search, and the folder written (index.json last).
+// against exact search, and the folder written (index.json last). IVF-Flat and IVF-PQ are
+// trained and filled by vitreg's own k-means and assignment (search/ivf_build.hpp), others by FAISS.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <set>
+#include <tbb/global_control.h>
 #include <unordered_set>
 
 #include "search/exact_search.hpp"
 #include "search/faiss_util.hpp"
+#include "search/ivf_build.hpp"
 #include "search/index_files.hpp"
 #include "vitreg/error.hpp"
 #include "vitreg/search/index.hpp"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace vitreg {
 
@@ -65,7 +65,8 @@ void fill(faiss::Index& index, const FeatureSource& s) {
         const std::int64_t count = std::min(kAddBlock, s.rows - start);
         block.assign(s.data + start * s.dim, s.data + (start + count) * s.dim);
         normalize_rows(block.data(), count, s.dim);
-        faiss_call("index: adding rows", [&] { index.add(count, block.data()); });
+        if (own_ivf_build(index)) add_ivf(index, block.data(), count);
+        else faiss_call("index: adding rows", [&] { index.add(count, block.data()); });
     }
 }
 
@@ -90,9 +91,10 @@ IndexReport build_index(const FeatureSource& s, const std::string& out, const In
     if (s.rows < 1 || s.dim < 1 || static_cast<std::int64_t>(s.entries.size()) != s.rows)
         throw UsageError("index: " + s.folder + ": no rows to index, or entries and rows disagree");
     if (o.recall_queries < 0 || o.train_sample < 0) throw UsageError("index: a sample size is negative");
-#ifdef _OPENMP
-    if (o.threads > 0) omp_set_num_threads(o.threads);
-#endif
+    set_faiss_threads(o.threads);
+    // vitreg's own k-means and assignment run on oneTBB, FAISS's loops on OpenMP: both get --threads.
+    std::optional<tbb::global_control> threads;
+    if (o.threads > 0) threads.emplace(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(o.threads));
     IndexReport r;
     r.factory = o.factory.empty() ? choose_factory(s.rows, s.dim, o.memory_bytes) : o.factory;
     r.count = s.rows;
@@ -107,8 +109,9 @@ IndexReport build_index(const FeatureSource& s, const std::string& out, const In
             s.rows - static_cast<std::int64_t>(held_out.size()) >= r.train_sample ? std::set<std::int64_t>(held_out.begin(), held_out.end())
                                                                                    : std::set<std::int64_t>();
         const auto train = normalized_rows(s, sample_rows(s.rows, r.train_sample, excluded, rng));
-        faiss_call("index: training " + r.factory + " on " + std::to_string(r.train_sample) + " rows",
-                   [&] { index->train(r.train_sample, train.data()); });
+        const std::string what = "index: training " + r.factory + " on " + std::to_string(r.train_sample) + " rows";
+        if (own_ivf_build(*index)) faiss_call(what, [&] { train_ivf(*index, train.data(), r.train_sample, o.seed); });
+        else faiss_call(what, [&] { index->train(r.train_sample, train.data()); });
     }
     const std::string parameters = search_parameters(*index);
     apply_search_parameters(*index, parameters, "index");

@@ -1,6 +1,7 @@
 // Which FAISS index a row count, a dimension and a memory budget call for, after autofaiss's
 // rule of thumb (criteo/autofaiss, get_optimal_index_keys_v2): exact search while it is cheap,
-// HNSW while the raw vectors fit, IVF-PQ with the largest codes that fit beyond.
+// IVF-Flat while the raw vectors fit, IVF-PQ with the largest codes that fit beyond. Not HNSW, as
+// autofaiss picks: Debian's FAISS builds it with scalar distance loops, too slow at these sizes.
 #include <cmath>
 #include <regex>
 
@@ -11,8 +12,8 @@ namespace vitreg {
 
 namespace {
 
-constexpr std::int64_t kFlatRows = 100000, kHnswRows = 1000000;
-constexpr double kHnswLinkBytes = 32 * 2 * 4 * 1.1;  // HNSW32: 2·M links of 4 bytes at level 0, plus upper levels
+constexpr std::int64_t kFlatRows = 100000;
+constexpr double kIdBytes = 8;  // an IVF list's id per vector
 
 std::string gib(std::uint64_t bytes) {
     char text[32];
@@ -36,11 +37,11 @@ std::string choose_factory(std::int64_t n, int d, std::uint64_t memory_bytes) {
     if (n < 1 || d < 1) throw UsageError("index: nothing to index (" + std::to_string(n) + " rows of " + std::to_string(d) + ")");
     const double rows = static_cast<double>(n), budget = static_cast<double>(memory_bytes);
     if (n <= kFlatRows && rows * d * 4 <= budget) return "Flat";
-    if (n <= kHnswRows && rows * (d * 4.0 + kHnswLinkBytes) <= budget) return "HNSW32";
     const std::int64_t c = ivf_lists(n);
     const double centroids = static_cast<double>(c) * d * 4;
+    if (rows * (d * 4.0 + kIdBytes) + centroids <= budget) return "IVF" + std::to_string(c) + ",Flat";
     for (int m = std::min(64, d); m >= 1; --m)
-        if (d % m == 0 && rows * (m + 8) + centroids <= budget) return "IVF" + std::to_string(c) + ",PQ" + std::to_string(m);
+        if (d % m == 0 && rows * (m + kIdBytes) + centroids <= budget) return "IVF" + std::to_string(c) + ",PQ" + std::to_string(m);
     throw UsageError("index: " + std::to_string(n) + " rows of " + std::to_string(d) + " floats do not fit --memory " +
                      gib(memory_bytes) + " even as IVF" + std::to_string(c) + ",PQ1 (needs " +
                      gib(static_cast<std::uint64_t>(rows * 9 + centroids)) + ")");

@@ -41,9 +41,10 @@ const OptionTable<IndexOptions, 7>& index_option_table();
 std::uint64_t parse_memory(const std::string& text, const std::string& label);
 
 // The autofaiss-style rule (docs/retrieval.md "Choosing an index"), for n rows of d floats within
-// `memory_bytes`: Flat when n <= 100,000 and n·d·4 fits; else HNSW32 when n <= 1,000,000 and
-// n·(d·4 + 32·2·4·1.1) fits; else IVF{c},PQ{m} with c the power of two nearest 4·√n (16..65536) and m
-// the largest divisor of d in 1..min(64, d) whose codes, ids and centroids (n·(m + 8) + c·d·4) fit.
+// `memory_bytes`: Flat when n <= 100,000 and n·d·4 fits; else IVF{c},Flat when the vectors, ids and
+// centroids (n·(d·4 + 8) + c·d·4) fit; else IVF{c},PQ{m}, with c the power of two nearest 4·√n
+// (16..65536) and m the largest divisor of d in 1..min(64, d) whose codes, ids and centroids
+// (n·(m + 8) + c·d·4) fit. Never HNSW (Debian's FAISS builds it too slowly; --factory still can).
 // Throws UsageError when even IVF{c},PQ1 does not fit.
 std::string choose_factory(std::int64_t n, int d, std::uint64_t memory_bytes);
 // The rows trained on for `factory` over n rows of d floats: none for Flat and HNSW; for IVF{c}
