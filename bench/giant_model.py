@@ -132,23 +132,35 @@ def values(name, count, rng):
     return rng.standard_normal(count, dtype=np.float32) * np.float32(0.02)
 
 
-def write(name, out, scale):
-    s = spec(name, scale)
-    header, offset = {}, 0
+def header(s):
+    """The safetensors header of spec `s` (padded to 8 bytes), the data section's size, and each
+    tensor's offset in it; bench/giant_header.py writes the same header over a sparse file."""
+    entries, offsets, offset = {}, {}, 0
     for t, shape in tensors(s):
         n = math.prod(shape) * (4 if dtype_of(t) == "F32" else 2)
-        header[t] = {"dtype": dtype_of(t), "shape": shape, "data_offsets": [offset, offset + n]}
+        entries[t] = {"dtype": dtype_of(t), "shape": shape, "data_offsets": [offset, offset + n]}
+        offsets[t] = offset
         offset += n
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
+    text = json.dumps(entries).encode()
+    return text + b" " * (-len(text) % 8), offset, offsets
+
+
+def rope_periods(count):
+    """periods[j] = theta^(j / bands), as DINOv3's init_weights."""
+    return np.array([ROPE_THETA ** (j / count) for j in range(count)], np.float32)
+
+
+def write(name, out, scale):
+    s = spec(name, scale)
+    text = header(s)[0]
     chunk = 1 << 23  # values made at a time: 32 MB of float32
     params = 0
     with open(out + ".part", "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
         for t, shape in tensors(s):
             count = math.prod(shape)
-            if t == "rope_embed.periods":  # periods[j] = theta^(j / bands), as DINOv3's init_weights
-                f.write(np.array([ROPE_THETA ** (j / count) for j in range(count)], np.float32).tobytes())
+            if t == "rope_embed.periods":
+                f.write(rope_periods(count).tobytes())
                 continue
             params += count
             rng = np.random.default_rng(zlib.crc32(t.encode()))

@@ -110,6 +110,13 @@ class JsonOutputTest(unittest.TestCase):
         self.assertGreater(out["peak_rss_mb"], 10)
         p = out["peak"]
         self.assertGreater(p["kernel_peak_gflops"], 0)
+        # vpdpwssd and the 256-bit vpdpbusd: measured where the CPU has VNNI, 0 where it has not
+        with open("/proc/cpuinfo") as f:
+            flags = set(f.read().split())
+        vnni = bool({"avx512_vnni", "avx_vnni"} & flags)
+        self.assertEqual(p["int16_gops"] > 0, vnni, p)
+        self.assertEqual(p["int8_256_gops"] > 0, vnni and ("avx_vnni" in flags or "avx512vl" in flags), p)
+        self.assertEqual(p["int16_instruction"].startswith("vpdpwssd ("), vnni, p)
         self.assertEqual([t["precision"] for t in p["linears"]], ["fp32"])
         self.assertEqual(set(p["linears"][0]["layers"]), {"qkv", "proj", "fc1", "fc2"})
         self.assertGreater(p["forward_fraction_of_peak"], 0)

@@ -703,6 +703,9 @@ class CliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         m = re.search(r"^peak per core: fp32 FMA ([0-9.]+) GFLOP/s \(256-bit\)", r.stdout, re.M)
         self.assertIsNotNone(m, r.stdout)
+        cpu_flags = set(open("/proc/cpuinfo").read().split())
+        int16 = re.search(r"^peak per core: .*; int16 ([0-9.]+) GOP/s \(vpdpwssd \((512|256)-bit\)\)", r.stdout, re.M)
+        self.assertEqual(int16 is not None, bool({"avx512_vnni", "avx_vnni"} & cpu_flags), r.stdout)
         if "avx2" in open("/proc/cpuinfo").read():
             self.assertGreater(float(m.group(1)), 1.0)
             lin = re.search(r"^linear layers, fp32, 1 thread, 261 rows \(kernels [^)]*\): qkv ([0-9.]+) GFLOP/s "

@@ -218,3 +218,42 @@ TEST_CASE("hub ids resolve to snapshots already in the Hugging Face cache and to
         CHECK_THROWS_WITH(resolve_model_path(path), Catch::Contains("no such checkpoint file, folder or shipped name"));
     }
 }
+
+TEST_CASE("timm names resolve as timm.create_model finds them in the Hugging Face cache", "[hub]") {
+    // timm keeps NAME.TAG's weights in the hub repository timm/NAME.TAG; a bare NAME is its
+    // default tag, which only timm's table knows: the one cached, or timm/NAME itself.
+    TempDir cache, torch_home;
+    auto cached = [&](const std::string& name) {
+        const std::string repo = cache / ("models--timm--" + name);
+        REQUIRE(std::system(("mkdir -p '" + repo + "/refs' '" + repo + "/snapshots/c0ffee'").c_str()) == 0);
+        write_bytes(repo + "/refs/main", "c0ffee");
+        return repo + "/snapshots/c0ffee";
+    };
+    const std::string webli = cached("vit_x_patch14_siglip_224.webli"), plain = cached("vit_z_224");
+    const std::string b = cached("vit_y_224.b");
+    cached("vit_y_224.a");
+    ::setenv("HF_HUB_CACHE", cache.path().c_str(), 1);
+    ::setenv("TORCH_HOME", torch_home.path().c_str(), 1);
+    for (const char* name : {"vit_x_patch14_siglip_224.webli", "vit_x_patch14_siglip_224", "timm:vit_x_patch14_siglip_224",
+                             "timm:vit_x_patch14_siglip_224.webli", "hf-hub:timm/vit_x_patch14_siglip_224.webli",
+                             "hf_hub:timm/vit_x_patch14_siglip_224.webli"}) {
+        INFO(name);
+        CHECK(resolve_model_path(name) == webli);
+    }
+    CHECK(resolve_model_path("vit_z_224") == plain);
+    CHECK(resolve_model_path("vit_y_224.b") == b);
+    CHECK_THROWS_WITH(resolve_model_path("vit_y_224"),
+                      Catch::Contains("several pretrained tags") && Catch::Contains("timm/vit_y_224.a, timm/vit_y_224.b"));
+    // Not cached: refused, saying where it looked; nothing is fetched.
+    CHECK_THROWS_WITH(resolve_model_path("vit_q_224"),
+                      Catch::Contains("no such checkpoint file, folder or shipped name") &&
+                          Catch::Contains(cache.path() + " (no models--timm--vit_q_224 nor models--timm--vit_q_224.* in it)"));
+    CHECK_THROWS_WITH(resolve_model_path("vit_x_patch14_siglip_224.openai"),
+                      Catch::Contains("models--timm--vit_x_patch14_siglip_224.openai"));
+    CHECK_THROWS_WITH(resolve_model_path("timm:vit_q_224.webli"),
+                      Catch::Contains("timm:vit_q_224.webli: not in the Hugging Face cache") &&
+                          Catch::Contains("downloads nothing") && Catch::Contains("timm.create_model('vit_q_224.webli'"));
+    CHECK_THROWS_WITH(resolve_model_path("timm:Vit/x"), Catch::Contains("not a timm model name"));
+    ::unsetenv("HF_HUB_CACHE");
+    ::unsetenv("TORCH_HOME");
+}

@@ -90,6 +90,8 @@ void print_peak(const PeakReport& r, const Model& m) {
     if (peak.fma512 > 0) std::cout << ", " << peak.fma512 << " GFLOP/s (512-bit)";
     if (peak.bf16 > 0) std::cout << "; bf16 vdpbf16ps " << peak.bf16 << " GFLOP/s";
     if (peak.int8 > 0) std::cout << "; int8 " << peak.int8 << " GOP/s (" << peak.int8_instruction << ")";
+    if (peak.int8_256 > 0 && peak.int8_256 != peak.int8) std::cout << ", " << peak.int8_256 << " GOP/s (vpdpbusd (256-bit))";
+    if (peak.int16 > 0) std::cout << "; int16 " << peak.int16 << " GOP/s (" << peak.int16_instruction << ")";
     if (peak.amx_int8 > 0) std::cout << "; AMX int8 " << peak.amx_int8 << " GOP/s (tdpbusd)";
     if (peak.amx_bf16 > 0) std::cout << "; AMX bf16 " << peak.amx_bf16 << " GFLOP/s (tdpbf16ps)";
     std::cout << "\n";
@@ -121,6 +123,8 @@ nlohmann::ordered_json peak_json(const PeakReport& r) {
     const CorePeak& p = r.core;
     nlohmann::ordered_json out = {{"fma256_gflops", p.fma256}, {"fma512_gflops", p.fma512},  {"bf16_gflops", p.bf16},
                                   {"int8_gops", p.int8},       {"int8_instruction", p.int8_instruction},
+                                  {"int8_256_gops", p.int8_256}, {"int16_gops", p.int16},
+                                  {"int16_instruction", p.int16_instruction},
                                   {"amx_int8_gops", p.amx_int8}, {"amx_bf16_gflops", p.amx_bf16},
                                   {"kernels", p.kernels},      {"kernel_peak_gflops", p.kernel_peak},
                                   {"linears", nlohmann::ordered_json::array()}};
@@ -326,7 +330,8 @@ void register_bench(CLI::App& app, Command& run) {
                   "time the forward that `vitreg maps` runs: CLS attention of every layer and head, norms, "
                   "abstention and key mass");
     cmd->add_flag("--peak", a->peak,
-                  "also measure this CPU's per-core peak (fp32 FMA on 256 and 512 bits, the int8 dot product), "
+                  "also measure this CPU's per-core peak (fp32 FMA on 256 and 512 bits, the bf16, int8 and int16 dot "
+                  "products, AMX's tiles), "
                   "time the model's linear layers alone on one thread, and state each as a fraction of the peak");
     cmd->add_flag("--json", a->json,
                   "print one JSON object instead of text: the run, ms_per_image, gflops_per_second and, where measured, "

@@ -109,7 +109,9 @@ private:
 // $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights), a
 // Hugging Face hub id "ORG/NAME[@REVISION]" (or "hf:ORG/NAME[@REVISION]") already in the local
 // cache ($HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub), or a torch hub name
-// ("dinov2_vits14_reg4": $TORCH_HOME/hub/checkpoints/NAME_pretrain.pth or NAME.pth). Nothing is
+// ("dinov2_vits14_reg4": $TORCH_HOME/hub/checkpoints/NAME_pretrain.pth or NAME.pth), or a timm
+// name ("vit_so400m_patch14_siglip_224[.webli]", or timm:NAME; hf-hub:ORG/NAME as hf:) as
+// timm.create_model finds it in the HF cache, timm/NAME.TAG (without a tag, the one cached). Nothing is
 // downloaded: a name not in its cache is an error that says how to fetch it.
 std::string resolve_model_path(const std::string& spec);
 // Names of the shipped checkpoints found on the search path.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/file_kind.hpp"
+#include "vitreg/error.hpp"
 
 namespace vitreg {
 
@@ -87,6 +88,37 @@ std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::strin
     const std::string snapshot = repo + "/snapshots/" + commit;
     if (!is_dir(snapshot)) return say("revision '" + revision + "' is not cached (no " + snapshot + ")");
     return snapshot;
+}
+
+bool looks_like_timm_name(const std::string& spec) {
+    static const std::regex name("[a-z0-9][a-z0-9_]*(\\.[a-z0-9_]+)?");
+    return spec.size() <= 96 && std::regex_match(spec, name);
+}
+
+std::optional<std::string> timm_cache_snapshot(const std::string& name, std::string* looked) {
+    const std::string cache = hf_cache_dir(), repo = "models--timm--" + name;
+    if (name.find('.') != std::string::npos || is_dir(cache + "/" + repo)) return hf_cache_snapshot("timm/" + name, looked);
+    // No tag: timm's default is the architecture's first pretrained tag, which only timm's table
+    // knows; one cached tag can only be that, several must be chosen between.
+    std::vector<std::string> tagged;
+    if (DIR* d = opendir(cache.c_str())) {
+        while (const dirent* e = readdir(d)) {
+            const std::string f = e->d_name;
+            if (f.size() > repo.size() + 1 && f.compare(0, repo.size() + 1, repo + ".") == 0 && is_dir(cache + "/" + f))
+                tagged.push_back("timm/" + f.substr(std::string("models--timm--").size()));
+        }
+        closedir(d);
+    }
+    std::sort(tagged.begin(), tagged.end());
+    if (tagged.size() == 1) return hf_cache_snapshot(tagged[0], looked);
+    if (tagged.empty()) {
+        if (looked) *looked = "not in the Hugging Face cache " + cache + " (no " + repo + " nor " + repo + ".* in it)";
+        return std::nullopt;
+    }
+    std::string list;
+    for (const auto& t : tagged) list += (list.empty() ? "" : ", ") + t;
+    throw CheckpointError(name + ": several pretrained tags of it are in the Hugging Face cache " + cache + " (" + list +
+                          "); name one, e.g. " + tagged[0].substr(5));
 }
 
 std::string torch_hub_checkpoints_dir() {

@@ -19,6 +19,17 @@ bool looks_like_hub_id(const std::string& spec);
 // nullopt when it is not cached; `looked` then says where the search went.
 std::optional<std::string> hf_cache_snapshot(const std::string& spec, std::string* looked);
 
+// True for what can be a timm model name, NAME or NAME.TAG in timm's spelling
+// ("vit_so400m_patch14_siglip_224", "vit_base_patch16_224.augreg2_in21k_ft_in1k"): lower case,
+// digits and '_', one optional '.' before the pretrained tag.
+bool looks_like_timm_name(const std::string& spec);
+
+// The snapshot timm.create_model(name, pretrained=True) would load from the Hugging Face cache:
+// the repository timm/NAME.TAG as named, or for a bare NAME timm/NAME itself if cached, else the
+// one timm/NAME.* that is (a CheckpointError naming them where several are). nullopt when none
+// is cached; `looked` then says where the search went.
+std::optional<std::string> timm_cache_snapshot(const std::string& name, std::string* looked);
+
 // The torch hub checkpoint folder: $TORCH_HOME/hub/checkpoints, TORCH_HOME defaulting to
 // $XDG_CACHE_HOME/torch, else ~/.cache/torch (as torch.hub.get_dir()).
 std::string torch_hub_checkpoints_dir();

@@ -98,8 +98,8 @@ const ModelOption& model_option(const std::string& name) {
 const std::string& model_name_help() {
     static const std::string help =
         "a .safetensors or PyTorch (.pth/.pt/.bin) file, a folder with model.safetensors or pytorch_model.bin "
-        "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]) or a torch "
-        "hub name (dinov2_vits14_reg4); suffixes add repairs, applied in the order written: " + repair_help();
+        "(+ config.json), a shipped name, a Hugging Face id in the local cache ([hf:]ORG/NAME[@REV]), a torch "
+        "hub name (dinov2_vits14_reg4) or a timm name in that cache ([timm:]NAME[.TAG]: timm/NAME.TAG); suffixes add repairs, applied in the order written: " + repair_help();
     return help;
 }
 

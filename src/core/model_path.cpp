@@ -29,20 +29,39 @@ std::vector<std::string> weight_dirs() {
     return dirs;
 }
 
+// The prefix `spec` carries, or "": hf: (vitreg's) and timm's hf-hub: (hf_hub: its older
+// spelling) before a hub id, timm's timm: before a timm name.
+std::string timm_prefix(const std::string& spec) {
+    for (const char* p : {"hf:", "hf-hub:", "hf_hub:", "timm:"})
+        if (starts_with(spec, p)) return p;
+    return "";
+}
+
+std::string resolve_hub_id(const std::string& spec, const std::string& id) {
+    if (!looks_like_hub_id(id)) throw CheckpointError(spec + ": not a Hugging Face hub id (hf:ORG/NAME[@REVISION])");
+    std::string looked;
+    if (auto snapshot = hf_cache_snapshot(id, &looked)) return *snapshot;
+    throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
+                          "e.g. huggingface-cli download " + id.substr(0, id.find('@')));
+}
+
+std::string resolve_timm_name(const std::string& spec, const std::string& name) {
+    if (!looks_like_timm_name(name))
+        throw CheckpointError(spec + ": not a timm model name (timm:NAME[.TAG], e.g. timm:vit_base_patch16_224.augreg_in21k)");
+    std::string looked;
+    if (auto snapshot = timm_cache_snapshot(name, &looked)) return *snapshot;
+    throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
+                          "e.g. python3 -c \"import timm; timm.create_model('" + name + "', pretrained=True)\"");
+}
+
 }  // namespace
 
 std::string resolve_model_path(const std::string& spec) {
     if (is_file(spec) || is_dir(spec)) return spec;
-    const bool hf_prefix = starts_with(spec, "hf:");
-    if (hf_prefix || looks_like_hub_id(spec)) {
-        const std::string id = hf_prefix ? spec.substr(3) : spec;
-        if (!looks_like_hub_id(id)) throw CheckpointError(spec + ": not a Hugging Face hub id (hf:ORG/NAME[@REVISION])");
-        std::string looked;
-        if (auto snapshot = hf_cache_snapshot(id, &looked)) return *snapshot;
-        throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: fetch it first, "
-                              "e.g. huggingface-cli download " + id.substr(0, id.find('@')));
-    }
-    std::string torch_looked;
+    const std::string prefix = timm_prefix(spec), rest = spec.substr(prefix.size());
+    if (prefix == "timm:") return resolve_timm_name(spec, rest);
+    if (!prefix.empty() || looks_like_hub_id(spec)) return resolve_hub_id(spec, rest);
+    std::string looked;
     if (spec.find('/') == std::string::npos) {
         for (const auto& d : weight_dirs()) {
             const std::string base = d + "/" + spec;
@@ -50,16 +69,23 @@ std::string resolve_model_path(const std::string& spec) {
             if (is_file(base + "/model.safetensors") || is_file(base)) return base;
         }
         // Torch hub names, after the shipped ones.
-        if (auto file = torch_hub_checkpoint(spec, &torch_looked)) return *file;
+        if (auto file = torch_hub_checkpoint(spec, &looked)) return *file;
         if (const std::string repo = torch_hub_repository(spec); !repo.empty())
-            throw CheckpointError(spec + ": " + torch_looked + "; vitreg reads the local cache and downloads nothing: "
+            throw CheckpointError(spec + ": " + looked + "; vitreg reads the local cache and downloads nothing: "
                                   "fetch it first, e.g. python3 -c \"import torch; torch.hub.load('" + repo + "', '" +
                                   spec + "')\"");
+        // timm names as timm.create_model finds them, last: timm/NAME[.TAG] in the HF cache.
+        std::string timm_looked;
+        if (looks_like_timm_name(spec)) {
+            if (auto snapshot = timm_cache_snapshot(spec, &timm_looked)) return *snapshot;
+            looked += "; as timm/" + spec + ", " + timm_looked;
+        }
     }
     std::string known;
     for (const auto& n : shipped_models()) known += (known.empty() ? "" : ", ") + n;
     throw CheckpointError(spec + ": no such checkpoint file, folder or shipped name" +
-                          (known.empty() ? std::string() : " (shipped: " + known + ")"));
+                          (known.empty() ? std::string() : " (shipped: " + known + ")") +
+                          (looked.empty() ? std::string() : "; " + looked));
 }
 
 std::vector<std::string> shipped_models() {

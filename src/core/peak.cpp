@@ -59,6 +59,14 @@ VITREG_PEAK_LOOP(dpbusd512, "avx512f,avx512vnni", __m512i, __m512i, _mm512_set1_
                  _mm512_set1_epi32(0x01ff01ff), _mm512_dpbusd_epi32)
 VITREG_PEAK_LOOP(dpbusd256, "avx2,avxvnni", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x01010101),
                  _mm256_set1_epi32(0x01ff01ff), _mm256_dpbusd_avx_epi32)
+// The same vpdpbusd on 256 bits in its EVEX form (AVX512-VNNI with VL: Zen 4, Ice Lake and later
+// Xeons), and vpdpwssd, the int16 pairs' dot product, on each width.
+VITREG_PEAK_LOOP(dpbusd256_evex, "avx512vl,avx512vnni", __m256i, __m256i, _mm256_set1_epi32,
+                 _mm256_set1_epi32(0x01010101), _mm256_set1_epi32(0x01ff01ff), _mm256_dpbusd_epi32)
+VITREG_PEAK_LOOP(dpwssd512, "avx512f,avx512vnni", __m512i, __m512i, _mm512_set1_epi32, _mm512_set1_epi32(0x00010001),
+                 _mm512_set1_epi32(0x0002fffe), _mm512_dpwssd_epi32)
+VITREG_PEAK_LOOP(dpwssd256, "avx2,avxvnni", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x00010001),
+                 _mm256_set1_epi32(0x0002fffe), _mm256_dpwssd_avx_epi32)
 VITREG_PEAK_LOOP(maddubs256, "avx2", __m256i, __m256i, _mm256_set1_epi32, _mm256_set1_epi32(0x01010101),
                  _mm256_set1_epi32(0x01ff01ff), maddubs_step)
 
@@ -95,24 +103,46 @@ double thread_seconds() {
 }
 
 // Operations per second of loop(iters), where one iteration does `ops` operations: the loop is
-// grown until one run takes `seconds`, then the best of five runs counts.
+// grown until one run takes `seconds`; that run and four more count, the best of the five.
 double rate(void (*loop)(long), double ops, double seconds) {
     long iters = 1 << 14;
-    for (;;) {
+    double best = 0;
+    for (int counted = 0; counted < 5;) {
         const double t0 = thread_seconds();
         loop(iters);
         const double s = thread_seconds() - t0;
-        if (s >= seconds || iters > (1L << 40)) break;
-        iters = static_cast<long>(static_cast<double>(iters) * std::min(16.0, 1.2 * seconds / std::max(s, 1e-6)));
-    }
-    double best = 0;
-    for (int run = 0; run < 5; ++run) {
-        const double t0 = thread_seconds();
-        loop(iters);
-        best = std::max(best, ops * static_cast<double>(iters) / (thread_seconds() - t0));
+        if (counted || s >= seconds || iters > (1L << 40)) {
+            best = std::max(best, ops * static_cast<double>(iters) / std::max(s, 1e-9));
+            ++counted;
+        } else {
+            iters = static_cast<long>(static_cast<double>(iters) * std::min(16.0, 1.2 * seconds / std::max(s, 1e-6)));
+        }
     }
     return best;
 }
+
+#if defined(__x86_64__)
+// vpdpbusd on both widths and vpdpwssd on the widest, where the CPU has VNNI (the EVEX forms
+// with AVX512-VNNI, the VEX ones with AVX-VNNI); else int8's two-instruction emulation.
+void measure_dot_products(const cpu::Features& f, double seconds, CorePeak& p) {
+    if (f.avx_vnni) p.int8_256 = rate(dpbusd256, kChains * 32 * 2.0, seconds) / 1e9;
+    else if (f.avx512 && f.avx512_vnni) p.int8_256 = rate(dpbusd256_evex, kChains * 32 * 2.0, seconds) / 1e9;
+    if (f.avx512_vnni) {
+        p.int8 = rate(dpbusd512, kChains * 64 * 2.0, seconds) / 1e9;
+        p.int8_instruction = "vpdpbusd (512-bit)";
+        p.int16 = rate(dpwssd512, kChains * 32 * 2.0, seconds) / 1e9;
+        p.int16_instruction = "vpdpwssd (512-bit)";
+    } else if (f.avx_vnni) {
+        p.int8 = p.int8_256;
+        p.int8_instruction = "vpdpbusd (256-bit)";
+        p.int16 = rate(dpwssd256, kChains * 16 * 2.0, seconds) / 1e9;
+        p.int16_instruction = "vpdpwssd (256-bit)";
+    } else if (f.avx2_fma) {
+        p.int8 = rate(maddubs256, kChains * 32 * 2.0, seconds) / 1e9;
+        p.int8_instruction = "vpmaddubsw + vpmaddwd";
+    }
+}
+#endif
 
 }  // namespace
 
@@ -126,16 +156,7 @@ CorePeak measure_core_peak(double seconds) {
     // One iteration: four tile products of 16 × 16 outputs over 64 int8 (or 32 bf16 pairs).
     if (f.amx_int8) p.amx_int8 = rate(amx_loop<false>, 4 * 16 * 16 * 64 * 2.0, seconds) / 1e9;
     if (f.amx_bf16) p.amx_bf16 = rate(amx_loop<true>, 4 * 16 * 16 * 32 * 2.0, seconds) / 1e9;
-    if (f.avx512_vnni) {
-        p.int8 = rate(dpbusd512, kChains * 64 * 2.0, seconds) / 1e9;
-        p.int8_instruction = "vpdpbusd (512-bit)";
-    } else if (f.avx_vnni) {
-        p.int8 = rate(dpbusd256, kChains * 32 * 2.0, seconds) / 1e9;
-        p.int8_instruction = "vpdpbusd (256-bit)";
-    } else if (f.avx2_fma) {
-        p.int8 = rate(maddubs256, kChains * 32 * 2.0, seconds) / 1e9;
-        p.int8_instruction = "vpmaddubsw + vpmaddwd";
-    }
+    measure_dot_products(f, seconds, p);
 #else
     (void)seconds;
 #endif

@@ -13,6 +13,9 @@ struct CorePeak {
     double bf16 = 0;     // GFLOP/s of vdpbf16ps (2 per product; 0: no AVX512-BF16)
     double int8 = 0;     // int8 GOP/s (2 per multiply-add) of the int8 dot product below
     std::string int8_instruction;  // "vpdpbusd (512-bit)", "vpdpbusd (256-bit)", "vpmaddubsw + vpmaddwd", or ""
+    double int8_256 = 0;  // GOP/s of vpdpbusd on 256 bits (0: no AVX512-VNNI nor AVX-VNNI)
+    double int16 = 0;     // int16 GOP/s (2 per multiply-add) of vpdpwssd on its widest (0: no VNNI)
+    std::string int16_instruction;  // "vpdpwssd (512-bit)", "vpdpwssd (256-bit)" (AVX-VNNI alone), or ""
     double amx_int8 = 0;  // GOP/s of AMX's tdpbusd on four 16 × 16 tiles (0: no usable AMX-INT8)
     double amx_bf16 = 0;  // GFLOP/s of AMX's tdpbf16ps, the same way (0: no usable AMX-BF16)
     // The fp32 kernels this process runs (after VITREG_ISA): their name, and the peak of their
@@ -23,7 +26,7 @@ struct CorePeak {
 
 // Tight loops of independent multiply-adds on the calling thread, each run for about `seconds`
 // of its CPU time (the best of five). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
-CorePeak measure_core_peak(double seconds = 0.1);
+CorePeak measure_core_peak(double seconds = 0.08);
 
 // The measured peak of the instruction the linears of `precision` run in this process (the fp32
 // kernels' width, the tiles' for AMX, vpdpbusd's, vdpbf16ps', or the fp32 FMA's for bf16 on

@@ -1,0 +1,34 @@
+// The per-core peak (vitreg bench --peak): each instruction the CPU has is measured, each it lacks
+// is 0, and VITREG_ISA (catch2_as_*) caps the kernels, never what the hardware is measured at.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "core/peak.hpp"
+#include "cpu.hpp"
+
+using namespace vitreg;
+
+TEST_CASE("the peak measures every dot product the hardware has, whatever VITREG_ISA says", "[peak]") {
+    const cpu::Features& hw = cpu::detected();
+    const CorePeak p = measure_core_peak(0.002);  // short: this checks which, not how fast
+    CHECK((p.fma256 > 0) == hw.avx2_fma);
+    CHECK((p.fma512 > 0) == hw.avx512);
+    CHECK((p.bf16 > 0) == hw.avx512_bf16);
+    const bool vnni256 = hw.avx_vnni || (hw.avx512 && hw.avx512_vnni);
+    CHECK((p.int8_256 > 0) == vnni256);
+    CHECK((p.int16 > 0) == (hw.avx512_vnni || hw.avx_vnni));
+    if (hw.avx512_vnni) {
+        CHECK(p.int8_instruction == "vpdpbusd (512-bit)");
+        CHECK(p.int16_instruction == "vpdpwssd (512-bit)");
+    } else if (hw.avx_vnni) {
+        CHECK(p.int8_instruction == "vpdpbusd (256-bit)");
+        CHECK(p.int16_instruction == "vpdpwssd (256-bit)");
+        CHECK(p.int8 == p.int8_256);  // the one measurement, not two
+    } else {
+        CHECK(p.int16_instruction.empty());
+    }
+    // Two int16 products in a lane where vpdpbusd has four int8 ones: at most vpdpbusd's rate
+    // (with room for the timing's noise; both run on the same ports).
+    if (p.int16 > 0) CHECK(p.int16 < 1.5 * p.int8);
+    CHECK(p.kernels == cpu::describe_level());
+}
