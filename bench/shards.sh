@@ -6,7 +6,7 @@
 # Environment: VITREG (the binary; default build/apps/vitreg), N (images, 10000), SHARDS (10),
 # THREADS (2), BATCH (8), ROUNDS (1: every command once; more rounds alternate the order and quote
 # the median), PEER_SHARDS (the peer reads the first this many shards; default all: its rate is
-# images/s over what it read).
+# images/s over what it read), REPORT_ONLY (1: print the last run's report again, timing nothing).
 # The set (bench/shards_make.py, made once per WORKDIR): N JPEGs of 500x375, crops, flips and colour
 # jitter of the shipped photos, in SHARDS tar shards (KEY.jpg, KEY.json, KEY.txt) and, the same
 # bytes, in a folder. The peer (bench/shards_peer.py): tarfile + PIL + torchvision's eval transform
@@ -75,7 +75,8 @@ EOF
 ) || { echo "$sanity"; echo "bench/shards.sh: vitreg and the peer disagree" >&2; exit 1; }
 
 # --- timings: every command as a whole process (start-up, model load and exit included)
-res=$work/times.txt; : >"$res"
+res=$work/times.txt
+[[ -n "${REPORT_ONLY:-}" ]] && rounds=0 || : >"$res"  # REPORT_ONLY=1: the last run's report again
 TIMEFORMAT='%R %U %S'
 timed() {  # timed KEY CMD... : appends "KEY wall user sys" to $res
   local key=$1 t; shift
@@ -121,7 +122,7 @@ awk -v n="$n" -v s="$shards" -v t="$ts" -v c="$(cpu_s shards)" -v st="$(stages "
   printf "| vitreg extract, %s tar shards | %.1f | %.1f | %s | 1.00 | %s |\n", s, t, n / t, c, st }'
 awk -v n="$n" -v t="$tf" -v ts="$ts" -v c="$(cpu_s folder)" -v st="$(stages "$work/out-folder")" 'BEGIN {
   printf "| vitreg extract, the same files in a folder | %.1f | %.1f | %s | %.2f | %s |\n", t, n / t, c, t / ts, st }'
-peer_n=$(cat "${shard_files[@]:0:peer_shards}" | tar t | grep -c '\.jpg$')
+peer_n=$(for f in "${shard_files[@]:0:peer_shards}"; do tar tf "$f"; done | grep -c '\.jpg$')
 awk -v n="$n" -v pn="$peer_n" -v t="$tp" -v ts="$ts" -v c="$(cpu_s peer)" 'BEGIN {
   printf "| PyTorch: tarfile + PIL + torchvision in a DataLoader (%d images) | %.1f | %.1f | %s | %.2f | |\n",
     pn, t, pn / t, c, (n / ts) / (pn / t) }'
