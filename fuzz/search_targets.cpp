@@ -43,7 +43,7 @@ void index_files(const std::uint8_t* data, std::size_t size) {
     put(shards + "/00000.cls.npy", data, size);
     try {
         (void)read_feature_source(shards, "cls");
-    } catch (const UsageError&) {
+    } catch (const Error&) {  // a bad array is the mapped file's CheckpointError, naming it
     }
     try {
         const IdTable table(ids);

@@ -45,7 +45,9 @@ void manifest_entries(const std::string& path, const std::string& text, std::vec
             throw UsageError(where + ": not a manifest row: " + e.what());
         }
         if (!row.is_object()) throw UsageError(where + ": not a manifest row (an object)");
-        if (row.value("status", std::string()) != "ok") continue;
+        const auto status = row.find("status");
+        if (status != row.end() && !status->is_string()) throw UsageError(where + ": \"status\" is not text");
+        if (status == row.end() || *status != "ok") continue;
         const auto r = row.find("row");
         const std::size_t want = entries.size() - base;
         if (r == row.end() || !r->is_number_unsigned() || r->get<std::uint64_t>() != want)
