@@ -77,5 +77,7 @@ void write_png_rgb(const std::string& path, int width, int height, const std::ui
 
 // mkdir -p; throws IoError naming the folder.
 void make_dirs(const std::string& path);
+// The entries of a folder, sorted, without . and .. ([] when it cannot be read).
+std::vector<std::string> list_dir(const std::string& dir);
 
 }  // namespace vitreg

@@ -1,6 +1,5 @@
 #include "durable_job.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -48,19 +47,6 @@ std::string identity_difference(const nlohmann::ordered_json& was, const nlohman
         if (old != value) out += (out.empty() ? "" : ", ") + key + ": " + old.dump() + " -> " + value.dump();
     }
     return out;
-}
-
-std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> names;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (const dirent* e = ::readdir(d)) {
-            const std::string n = e->d_name;
-            if (n != "." && n != "..") names.push_back(n);
-        }
-        ::closedir(d);
-    }
-    std::sort(names.begin(), names.end());
-    return names;
 }
 
 bool exists(const std::string& path) {

@@ -19,8 +19,6 @@
 
 namespace vitreg::batch {
 
-// The entries of a folder, sorted ([] when it cannot be read).
-std::vector<std::string> list_dir(const std::string& dir);
 // True when `path` names anything (a dangling link too).
 bool exists(const std::string& path);
 // A job file (job.json, run.json); throws UsageError naming it when it is not JSON.

@@ -64,7 +64,7 @@ void place_file(const std::string& from, const std::string& to) {
 MergeSummary merge_shards(const std::string& out_dir) {
     long count = 0;
     std::map<long, std::string> dirs;
-    for (const auto& name : batch::list_dir(out_dir)) {
+    for (const auto& name : list_dir(out_dir)) {
         const auto s = shard_name(name);
         if (!s) continue;
         if (count && s->second != count)
@@ -108,7 +108,7 @@ MergeSummary merge_shards(const std::string& out_dir) {
     std::vector<batch::Chunk> chunks;
     std::vector<std::string> chunk_shard;
     for (const auto& [k, dir] : dirs)
-        for (const auto& name : batch::list_dir(dir + "/chunks"))
+        for (const auto& name : list_dir(dir + "/chunks"))
             if (name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0) {
                 chunks.push_back(batch::read_chunk(dir + "/chunks/" + name));
                 chunk_shard.push_back(dir);

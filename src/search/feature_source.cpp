@@ -1,6 +1,5 @@
 // An extract output folder as vectors to index: manifest.jsonl's ok rows and the chosen array,
 // mapped (a .npy written by `vitreg extract`, or features.safetensors), never copied whole.
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "vitreg/error.hpp"
 #include "vitreg/search/index.hpp"
 #include "vitreg/tensor_file.hpp"
+#include "vitreg/writers.hpp"
 #include "io/file_digest.hpp"
 
 namespace vitreg {
@@ -108,19 +108,21 @@ bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+// A manifest's (or keys.jsonl's) ok rows are the array's rows, one for one.
+void check_row_count(const std::string& listing, std::size_t ok_rows, const MappedArray& a) {
+    if (static_cast<std::int64_t>(ok_rows) != a.rows)
+        throw UsageError(listing + ": lists " + std::to_string(ok_rows) + " ok rows, but " + a.path + " holds " +
+                         std::to_string(a.rows));
+}
+
 // extract --layout shards: the stems "NNNNN." of the folder's NNNNN.keys.jsonl, in shard order.
 std::vector<std::string> shard_stems(const std::string& dir) {
     std::vector<std::pair<unsigned long long, std::string>> found;
-    if (DIR* d = ::opendir(dir.empty() ? "." : dir.c_str())) {
-        static const std::regex keys(R"(([0-9]{5,18})\.keys\.jsonl)");
-        std::smatch m;
-        while (const dirent* e = ::readdir(d)) {
-            const std::string name = e->d_name;
-            if (std::regex_match(name, m, keys)) found.push_back({std::stoull(m[1].str()), m[1].str() + "."});
-        }
-        ::closedir(d);
-    }
-    std::sort(found.begin(), found.end());
+    static const std::regex keys(R"(([0-9]{5,18})\.keys\.jsonl)");
+    std::smatch m;
+    for (const std::string& name : list_dir(dir.empty() ? "." : dir))
+        if (std::regex_match(name, m, keys)) found.push_back({std::stoull(m[1].str()), m[1].str() + "."});
+    std::sort(found.begin(), found.end());  // by number, not by name
     std::vector<std::string> stems;
     for (auto& f : found) stems.push_back(std::move(f.second));
     return stems;
@@ -138,9 +140,7 @@ MappedArray read_shards(const std::string& dir, const std::vector<std::string>& 
         const std::size_t before = entries.size();
         manifest_entries(keys_path, keys, entries);
         const MappedArray a = exists(npy) ? map_npy(npy) : map_safetensors(dir + stem + "safetensors", feature);
-        if (static_cast<std::size_t>(a.rows) != entries.size() - before)
-            throw UsageError(keys_path + ": lists " + std::to_string(entries.size() - before) + " ok rows, but " +
-                             a.path + " holds " + std::to_string(a.rows));
+        check_row_count(keys_path, entries.size() - before, a);
         if (out.dim != 0 && a.dim != out.dim)
             throw UsageError(a.path + ": holds " + std::to_string(a.dim) + "-D features, " + out.path + " " +
                              std::to_string(out.dim) + "-D");
@@ -176,9 +176,7 @@ FeatureSource read_feature_source(const std::string& folder, const std::string& 
         else throw UsageError(folder + ": has neither " + feature + ".npy nor features.safetensors (the --feature " + feature +
                               " array), nor NNNNN.keys.jsonl shards (extract --layout shards)");
         manifest_entries(manifest_path, manifest, s.entries);
-        if (static_cast<std::int64_t>(s.entries.size()) != a.rows)
-            throw UsageError(manifest_path + ": lists " + std::to_string(s.entries.size()) + " ok rows, but " + a.path +
-                             " holds " + std::to_string(a.rows));
+        check_row_count(manifest_path, s.entries.size(), a);
         listed = manifest + "\n";
     }
     if (a.rows < 1 || a.dim < 1 || a.dim > (1 << 20)) throw UsageError(a.path + ": no vectors to index");
