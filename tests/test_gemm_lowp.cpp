@@ -35,10 +35,12 @@ TEST_CASE("bf16 GEMM is the fp32 product of the bf16-rounded operands, the same 
         for (const Bf16Isa isa : {Bf16Isa::Amx, Bf16Isa::Avx512Bf16, Bf16Isa::Portable}) {
             if (!supported(isa)) continue;
             INFO(to_string(isa) << " m " << m << " k " << k << " n " << n);
-            PackedBf16 p, pt;
+            PackedBf16 p, pt, pw;
             pack_into(p, b.data(), k, n, n, isa);
             pack_transposed_into(pt, bt.data(), n, k, k, 0.5f, isa);
+            pack_weights_into(pw, bt.data(), n, k, isa);  // a linear's W = Bᵀ, packed in parallel at load
             CHECK(p.isa == isa);
+            CHECK(pw.data == p.data);
             std::vector<float> c(m * n, -1.0f), ct(m * n), fused = residual;
             multiply(pairs.data(), m, p, 0, n, c.data(), n);
             multiply(pairs.data(), m, pt, 0, n, ct.data(), n);

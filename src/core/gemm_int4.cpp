@@ -10,6 +10,9 @@
 #include "vector_loops.hpp"
 #include "vitreg/error.hpp"
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 namespace vitreg::gemm {
 
 namespace {
@@ -26,6 +29,25 @@ PackedInt4 pack_int4(const float* b, int k, int n, long ldb, Int8Isa isa) {
     return pack_int4(w.codes.data(), w.scale.data(), w.zero.data(), k, n, isa);
 }
 
+namespace {
+// One panel of p.data: four codes of a column per 16-bit word, 8 (zero) past k.
+template <class CodeAt>
+void pack_int4_panel(PackedInt4& p, const CodeAt& code_at, int panel) {
+    std::uint16_t* dst = p.data.data() + static_cast<std::size_t>(panel) * p.groups() * p.nr;
+    const int j0 = panel * p.nr, jn = std::min(p.nr, p.n - j0);
+    for (int g = 0; g < p.groups(); ++g)
+        for (int j = 0; j < jn; ++j) {
+            std::uint16_t word = 0;
+            for (int i = 0; i < 4; ++i) {
+                const int row = 4 * g + i;
+                const std::uint16_t code = row < p.k ? code_at(row, j0 + j) : 8;
+                word = static_cast<std::uint16_t>(word | (code << (4 * i)));
+            }
+            dst[static_cast<std::size_t>(g) * p.nr + j] = word;
+        }
+}
+}  // namespace
+
 PackedInt4 pack_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int k, int n,
                      Int8Isa isa) {
     PackedInt4 p;
@@ -39,30 +61,23 @@ PackedInt4 pack_int4(const std::uint8_t* codes, const std::uint16_t* scale, cons
     p.sums.assign(params, 0);
     const int row_bytes = quant::int4_row_bytes(k);
     const auto code_at = [&](int row, int col) { return quant::int4_code(codes + static_cast<std::size_t>(col) * row_bytes, row); };
-    for (int col = 0; col < n; ++col)  // [n][blocks] as stored, [blocks][n] as the GEMM reads them
-        for (int g = 0; g < p.blocks(); ++g) {
-            const std::size_t at = static_cast<std::size_t>(g) * n + col, stored = static_cast<std::size_t>(col) * p.blocks() + g;
-            p.scale[at] = scale[stored];
-            p.zero[at] = zero[stored];
-            int sum = 0;
-            for (int row = g * quant::kInt4Group; row < std::min(k, (g + 1) * quant::kInt4Group); ++row) sum += code_at(row, col) - 8;
-            p.sums[at] = static_cast<std::int16_t>(sum);
-        }
-    p.data.assign(static_cast<std::size_t>(p.panels()) * p.groups() * p.nr, 0x8888u);
-    for (int panel = 0; panel < p.panels(); ++panel) {
-        std::uint16_t* dst = p.data.data() + static_cast<std::size_t>(panel) * p.groups() * p.nr;
-        const int j0 = panel * p.nr, jn = std::min(p.nr, n - j0);
-        for (int g = 0; g < p.groups(); ++g)
-            for (int j = 0; j < jn; ++j) {
-                std::uint16_t word = 0;
-                for (int i = 0; i < 4; ++i) {
-                    const int row = 4 * g + i;
-                    const std::uint16_t code = row < k ? code_at(row, j0 + j) : 8;
-                    word = static_cast<std::uint16_t>(word | (code << (4 * i)));
-                }
-                dst[static_cast<std::size_t>(g) * p.nr + j] = word;
+    tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int>& r) {
+        for (int col = r.begin(); col < r.end(); ++col)  // [n][blocks] as stored, [blocks][n] as the GEMM reads them
+            for (int g = 0; g < p.blocks(); ++g) {
+                const std::size_t at = static_cast<std::size_t>(g) * n + col,
+                                  stored = static_cast<std::size_t>(col) * p.blocks() + g;
+                p.scale[at] = scale[stored];
+                p.zero[at] = zero[stored];
+                int sum = 0;
+                for (int row = g * quant::kInt4Group; row < std::min(k, (g + 1) * quant::kInt4Group); ++row)
+                    sum += code_at(row, col) - 8;
+                p.sums[at] = static_cast<std::int16_t>(sum);
             }
-    }
+    });
+    p.data.assign(static_cast<std::size_t>(p.panels()) * p.groups() * p.nr, 0x8888u);
+    tbb::parallel_for(tbb::blocked_range<int>(0, p.panels()), [&](const tbb::blocked_range<int>& r) {
+        for (int panel = r.begin(); panel < r.end(); ++panel) pack_int4_panel(p, code_at, panel);
+    });
     return p;
 }
 

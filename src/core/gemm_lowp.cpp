@@ -15,6 +15,9 @@
 #include "vitreg/error.hpp"
 #include <utility>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 namespace vitreg::gemm {
 
 namespace {
@@ -337,12 +340,14 @@ template <class Group>
 void pack_groups(GroupBuffer& data, int groups, int n, int nr, Group group) {
     const int panels = (n + nr - 1) / nr;
     data.assign(static_cast<std::size_t>(panels) * groups * nr, 0u);
-    for (int panel = 0; panel < panels; ++panel) {
-        std::uint32_t* dst = data.data() + static_cast<std::size_t>(panel) * groups * nr;
-        const int j0 = panel * nr, jn = std::min(nr, n - j0);
-        for (int p = 0; p < groups; ++p)
-            for (int j = 0; j < jn; ++j) dst[static_cast<std::size_t>(p) * nr + j] = group(p, j0 + j);
-    }
+    tbb::parallel_for(tbb::blocked_range<int>(0, panels), [&](const tbb::blocked_range<int>& r) {
+        for (int panel = r.begin(); panel < r.end(); ++panel) {
+            std::uint32_t* dst = data.data() + static_cast<std::size_t>(panel) * groups * nr;
+            const int j0 = panel * nr, jn = std::min(nr, n - j0);
+            for (int p = 0; p < groups; ++p)
+                for (int j = 0; j < jn; ++j) dst[static_cast<std::size_t>(p) * nr + j] = group(p, j0 + j);
+        }
+    });
 }
 
 // Runs the tiles over C[0:m, c0:c1] and hands each tile's accumulators to
@@ -427,22 +432,42 @@ void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa
     }
 }
 
-// B = scale · Tᵀ: each row of T (attention's keys) scaled, paired along k, and spread down its
-// column of the panel.
-void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale, Bf16Isa isa) {
-    std::uint32_t* data = start_bf16_panels(into, k, n, isa);
+namespace {
+// Columns [c0, c1) of B = scale · Tᵀ into p's panels (shaped and zeroed): each row of T scaled,
+// paired along k and spread down its column of the panel. Columns are independent, so any split
+// of them gives the same bits.
+void pack_transposed_columns(PackedBf16& p, const float* t, long ldt, float scale, int c0, int c1) {
     const loops::Table& vec = loops::active();
     static thread_local std::vector<float> scaled;
     static thread_local GroupBuffer pairs;
-    scaled.resize(static_cast<std::size_t>(k));
-    std::uint32_t* words = at_least(pairs, static_cast<std::size_t>(into.groups()));
-    for (int col = 0; col < n; ++col) {
+    scaled.resize(static_cast<std::size_t>(p.k));
+    std::uint32_t* words = at_least(pairs, static_cast<std::size_t>(p.groups()));
+    for (int col = c0; col < c1; ++col) {
         const float* row = t + col * ldt;
-        for (int i = 0; i < k; ++i) scaled[i] = scale * row[i];
-        vec.bf16_pairs(scaled.data(), k, words);
-        std::uint32_t* dst = data + static_cast<std::size_t>(col / into.nr) * into.panel_groups * into.nr + col % into.nr;
-        for (int g = 0; g < into.groups(); ++g) dst[static_cast<std::size_t>(g) * into.nr] = words[g];
+        if (scale != 1.0f) {
+            for (int i = 0; i < p.k; ++i) scaled[i] = scale * row[i];
+            row = scaled.data();
+        }
+        vec.bf16_pairs(row, p.k, words);
+        std::uint32_t* dst = p.data.data() + static_cast<std::size_t>(col / p.nr) * p.panel_groups * p.nr + col % p.nr;
+        for (int g = 0; g < p.groups(); ++g) dst[static_cast<std::size_t>(g) * p.nr] = words[g];
     }
+}
+}  // namespace
+
+// Attention's keys, one head at a time inside a task: serial.
+void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale, Bf16Isa isa) {
+    start_bf16_panels(into, k, n, isa);
+    pack_transposed_columns(into, t, ldt, scale, 0, n);
+}
+
+// A linear layer's weights at load: panels in parallel, straight from W's rows (no transposed copy).
+void pack_weights_into(PackedBf16& into, const float* w, int n, int k, Bf16Isa isa) {
+    start_bf16_panels(into, k, n, isa);
+    const int nr = into.nr;
+    tbb::parallel_for(tbb::blocked_range<int>(0, into.panels()), [&](const tbb::blocked_range<int>& r) {
+        pack_transposed_columns(into, w, k, 1.0f, r.begin() * nr, std::min(n, r.end() * nr));
+    });
 }
 
 void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out) {
@@ -534,8 +559,10 @@ PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int
     set_panel_shape(p, p.isa == Int8Isa::Amx, tiles(p.isa).nr);
     p.scale.assign(scale, scale + n);
     p.sums.assign(n, 0);
-    for (int col = 0; col < n; ++col)
-        for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
+    tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int>& r) {
+        for (int col = r.begin(); col < r.end(); ++col)
+            for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
+    });
     pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;
         for (int i = 0; i < 4 && 4 * g + i < k; ++i)  // zero past k: the last group's and AMX's padding

@@ -49,6 +49,9 @@ void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa
 // B = scale · Tᵀ for T [n, k] (stride ldt): attention's keys, scale a power of two.
 void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long ldt, float scale,
                           Bf16Isa isa = best_bf16());
+// B = Wᵀ for a linear layer's W [n, k] (row-major), packed in parallel at load: the same bits as
+// pack_into of the transposed copy.
+void pack_weights_into(PackedBf16& into, const float* w, int n, int k, Bf16Isa isa = best_bf16());
 // A [m, k] (stride lda) rounded to bf16 pairs: out is [m][ceil(k / 2)].
 void round_rows_bf16(const float* a, long lda, int m, int k, std::uint32_t* out);
 

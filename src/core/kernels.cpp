@@ -85,16 +85,13 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
     l.in_ = in;
     l.out_ = out;
     l.bias = std::move(bias);
-    const RowMatrix wt = Eigen::Map<const RowMatrix>(w, out, in).transpose();
-    switch (precision) {
-        case Precision::Fp32: l.wt = gemm::pack(wt.data(), in, out, out); break;
-        case Precision::Bf16:
-            if (gemm::native_bf16()) gemm::pack_into(l.wb, wt.data(), in, out, out);
-            else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);
-            break;
-        case Precision::Int8:
-        case Precision::Int4: break;  // returned above
+    if (precision == Precision::Bf16 && gemm::native_bf16()) {  // packed from W's rows, no transposed copy
+        gemm::pack_weights_into(l.wb, w, out, in);
+        return l;
     }
+    const RowMatrix wt = Eigen::Map<const RowMatrix>(w, out, in).transpose();
+    if (precision == Precision::Fp32) l.wt = gemm::pack(wt.data(), in, out, out);
+    else gemm::pack_into(l.wt, wt.data(), in, out, out, gemm::best(), true);  // bf16 operands through fp32
     return l;
 }
 

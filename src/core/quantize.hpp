@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
 #include "vitreg/error.hpp"
 
 namespace vitreg::quant {
@@ -81,6 +84,15 @@ inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
     return v <= -qmax ? static_cast<std::int8_t>(-qmax) : v >= qmax ? static_cast<std::int8_t>(qmax) : static_cast<std::int8_t>(v);
 }
 
+// fn(c) for every channel c < channels, in parallel: each channel is quantized on its own, so the
+// numbers do not depend on the split (a 7B's load quantizes 6.7 billion weights).
+template <class Fn>
+void for_channels(int channels, const Fn& fn) {
+    tbb::parallel_for(tbb::blocked_range<int>(0, channels), [&](const tbb::blocked_range<int>& r) {
+        for (int c = r.begin(); c < r.end(); ++c) fn(c);
+    });
+}
+
 // Weights quantized symmetric per output channel to `bits` (7 or 8): q [channels][len], each
 // channel's scale symmetric_scale(max|w|, 2^(bits−1) − 1). What gemm::pack_int8 packs, and what a
 // quantized checkpoint stores (vitreg convert --dtype int8): the same numbers, bit for bit.
@@ -96,14 +108,14 @@ inline Int8Weights quantize_channels(const float* w, int channels, int len, long
     Int8Weights out;
     out.scale.resize(static_cast<std::size_t>(channels));
     out.q.resize(static_cast<std::size_t>(channels) * len);
-    for (int c = 0; c < channels; ++c) {
+    for_channels(channels, [&](int c) {
         const float* first = w + c * channel_stride;
         float max_abs = 0.0f;  // (NaN: as std::max leaves it, in one order for every caller)
         for (int i = 0; i < len; ++i) max_abs = std::max(max_abs, std::fabs(first[i * elem_stride]));
         out.scale[c] = symmetric_scale(max_abs, qmax);
         for (int i = 0; i < len; ++i)
             out.q[static_cast<std::size_t>(c) * len + i] = quantize_s8(first[i * elem_stride], out.scale[c], qmax);
-    }
+    });
     return out;
 }
 
@@ -159,7 +171,7 @@ inline Int4Weights quantize_groups(const float* w, int channels, int len, long c
     out.codes.assign(static_cast<std::size_t>(channels) * bytes, 0);
     out.scale.assign(static_cast<std::size_t>(channels) * groups, 0);
     out.zero.assign(out.scale.size(), 0);
-    for (int c = 0; c < channels; ++c)
+    for_channels(channels, [&](int c) {
         for (int g = 0; g < groups; ++g) {
             const float* first = w + c * channel_stride;
             const int i0 = g * kInt4Group, i1 = std::min(len, i0 + kInt4Group);
@@ -177,6 +189,7 @@ inline Int4Weights quantize_groups(const float* w, int channels, int len, long c
             for (int i = i0; i < i1; ++i)
                 row[i / 2] = static_cast<std::uint8_t>(row[i / 2] | (quantize_u4(first[i * elem_stride], a) << (4 * (i % 2))));
         }
+    });
     return out;
 }
 
