@@ -10,8 +10,7 @@
 #include "vector_loops.hpp"
 #include "vitreg/error.hpp"
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
+#include "parallel_each.hpp"
 
 namespace vitreg::gemm {
 
@@ -61,23 +60,19 @@ PackedInt4 pack_int4(const std::uint8_t* codes, const std::uint16_t* scale, cons
     p.sums.assign(params, 0);
     const int row_bytes = quant::int4_row_bytes(k);
     const auto code_at = [&](int row, int col) { return quant::int4_code(codes + static_cast<std::size_t>(col) * row_bytes, row); };
-    tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int>& r) {
-        for (int col = r.begin(); col < r.end(); ++col)  // [n][blocks] as stored, [blocks][n] as the GEMM reads them
-            for (int g = 0; g < p.blocks(); ++g) {
-                const std::size_t at = static_cast<std::size_t>(g) * n + col,
-                                  stored = static_cast<std::size_t>(col) * p.blocks() + g;
-                p.scale[at] = scale[stored];
-                p.zero[at] = zero[stored];
-                int sum = 0;
-                for (int row = g * quant::kInt4Group; row < std::min(k, (g + 1) * quant::kInt4Group); ++row)
-                    sum += code_at(row, col) - 8;
-                p.sums[at] = static_cast<std::int16_t>(sum);
-            }
+    parallel_each(n, [&](int col) {  // [n][blocks] as stored, [blocks][n] as the GEMM reads them
+        for (int g = 0; g < p.blocks(); ++g) {
+            const std::size_t at = static_cast<std::size_t>(g) * n + col, stored = static_cast<std::size_t>(col) * p.blocks() + g;
+            p.scale[at] = scale[stored];
+            p.zero[at] = zero[stored];
+            int sum = 0;
+            for (int row = g * quant::kInt4Group; row < std::min(k, (g + 1) * quant::kInt4Group); ++row)
+                sum += code_at(row, col) - 8;
+            p.sums[at] = static_cast<std::int16_t>(sum);
+        }
     });
     p.data.assign(static_cast<std::size_t>(p.panels()) * p.groups() * p.nr, 0x8888u);
-    tbb::parallel_for(tbb::blocked_range<int>(0, p.panels()), [&](const tbb::blocked_range<int>& r) {
-        for (int panel = r.begin(); panel < r.end(); ++panel) pack_int4_panel(p, code_at, panel);
-    });
+    parallel_each(p.panels(), [&](int panel) { pack_int4_panel(p, code_at, panel); });
     return p;
 }
 

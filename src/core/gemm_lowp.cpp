@@ -15,8 +15,7 @@
 #include "vitreg/error.hpp"
 #include <utility>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
+#include "parallel_each.hpp"
 
 namespace vitreg::gemm {
 
@@ -340,13 +339,11 @@ template <class Group>
 void pack_groups(GroupBuffer& data, int groups, int n, int nr, Group group) {
     const int panels = (n + nr - 1) / nr;
     data.assign(static_cast<std::size_t>(panels) * groups * nr, 0u);
-    tbb::parallel_for(tbb::blocked_range<int>(0, panels), [&](const tbb::blocked_range<int>& r) {
-        for (int panel = r.begin(); panel < r.end(); ++panel) {
-            std::uint32_t* dst = data.data() + static_cast<std::size_t>(panel) * groups * nr;
-            const int j0 = panel * nr, jn = std::min(nr, n - j0);
-            for (int p = 0; p < groups; ++p)
-                for (int j = 0; j < jn; ++j) dst[static_cast<std::size_t>(p) * nr + j] = group(p, j0 + j);
-        }
+    parallel_each(panels, [&](int panel) {
+        std::uint32_t* dst = data.data() + static_cast<std::size_t>(panel) * groups * nr;
+        const int j0 = panel * nr, jn = std::min(nr, n - j0);
+        for (int p = 0; p < groups; ++p)
+            for (int j = 0; j < jn; ++j) dst[static_cast<std::size_t>(p) * nr + j] = group(p, j0 + j);
     });
 }
 
@@ -464,9 +461,8 @@ void pack_transposed_into(PackedBf16& into, const float* t, int n, int k, long l
 // A linear layer's weights at load: panels in parallel, straight from W's rows (no transposed copy).
 void pack_weights_into(PackedBf16& into, const float* w, int n, int k, Bf16Isa isa) {
     start_bf16_panels(into, k, n, isa);
-    const int nr = into.nr;
-    tbb::parallel_for(tbb::blocked_range<int>(0, into.panels()), [&](const tbb::blocked_range<int>& r) {
-        pack_transposed_columns(into, w, k, 1.0f, r.begin() * nr, std::min(n, r.end() * nr));
+    parallel_each(into.panels(), [&](int panel) {
+        pack_transposed_columns(into, w, k, 1.0f, panel * into.nr, std::min(n, (panel + 1) * into.nr));
     });
 }
 
@@ -559,9 +555,8 @@ PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int
     set_panel_shape(p, p.isa == Int8Isa::Amx, tiles(p.isa).nr);
     p.scale.assign(scale, scale + n);
     p.sums.assign(n, 0);
-    tbb::parallel_for(tbb::blocked_range<int>(0, n), [&](const tbb::blocked_range<int>& r) {
-        for (int col = r.begin(); col < r.end(); ++col)
-            for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
+    parallel_each(n, [&](int col) {
+        for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
     });
     pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;

@@ -8,9 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
+#include "parallel_each.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg::quant {
@@ -84,15 +82,6 @@ inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
     return v <= -qmax ? static_cast<std::int8_t>(-qmax) : v >= qmax ? static_cast<std::int8_t>(qmax) : static_cast<std::int8_t>(v);
 }
 
-// fn(c) for every channel c < channels, in parallel: each channel is quantized on its own, so the
-// numbers do not depend on the split (a 7B's load quantizes 6.7 billion weights).
-template <class Fn>
-void for_channels(int channels, const Fn& fn) {
-    tbb::parallel_for(tbb::blocked_range<int>(0, channels), [&](const tbb::blocked_range<int>& r) {
-        for (int c = r.begin(); c < r.end(); ++c) fn(c);
-    });
-}
-
 // Weights quantized symmetric per output channel to `bits` (7 or 8): q [channels][len], each
 // channel's scale symmetric_scale(max|w|, 2^(bits−1) − 1). What gemm::pack_int8 packs, and what a
 // quantized checkpoint stores (vitreg convert --dtype int8): the same numbers, bit for bit.
@@ -108,7 +97,7 @@ inline Int8Weights quantize_channels(const float* w, int channels, int len, long
     Int8Weights out;
     out.scale.resize(static_cast<std::size_t>(channels));
     out.q.resize(static_cast<std::size_t>(channels) * len);
-    for_channels(channels, [&](int c) {
+    parallel_each(channels, [&](int c) {  // channels are independent
         const float* first = w + c * channel_stride;
         float max_abs = 0.0f;  // (NaN: as std::max leaves it, in one order for every caller)
         for (int i = 0; i < len; ++i) max_abs = std::max(max_abs, std::fabs(first[i * elem_stride]));
@@ -171,7 +160,7 @@ inline Int4Weights quantize_groups(const float* w, int channels, int len, long c
     out.codes.assign(static_cast<std::size_t>(channels) * bytes, 0);
     out.scale.assign(static_cast<std::size_t>(channels) * groups, 0);
     out.zero.assign(out.scale.size(), 0);
-    for_channels(channels, [&](int c) {
+    parallel_each(channels, [&](int c) {  // channels are independent
         for (int g = 0; g < groups; ++g) {
             const float* first = w + c * channel_stride;
             const int i0 = g * kInt4Group, i1 = std::min(len, i0 + kInt4Group);
