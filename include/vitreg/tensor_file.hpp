@@ -45,6 +45,11 @@ struct TensorView {
     // Converts (F16/BF16 widen exactly) into float32, row-major. Throws CheckpointError for I8
     // and U8 (quantized weights mean nothing without their scales).
     std::vector<float> to_float() const;
+    // The same into dst [numel()]: a caller that loads tensor after tensor reuses one buffer
+    // instead of faulting in fresh pages for each.
+    void to_float(float* dst) const;
+    // Throws what to_float throws, before anything is allocated for it.
+    void check_floats() const;
 };
 
 // Bounds that a hostile safetensors file cannot push the reader past (ConfigOverrides carries

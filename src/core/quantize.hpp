@@ -76,10 +76,15 @@ inline float symmetric_scale(float max_abs, float qmax = 127.0f) {
     return max_abs > 0.0f && std::isfinite(max_abs) ? max_abs / qmax : 1.0f;
 }
 
+// Round half to even, then saturate at ±qmax; NaN → 0. Clamped before rounding (qmax is whole,
+// so that changes no result) and rounded by adding and removing 1.5·2^23, as quantize_u8: a
+// branch-free form the per-channel loop vectorizes (a 7B's load quantizes 6.7 billion weights).
 inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
-    const float v = std::nearbyint(w / scale);
-    if (std::isnan(v)) return 0;
-    return v <= -qmax ? static_cast<std::int8_t>(-qmax) : v >= qmax ? static_cast<std::int8_t>(qmax) : static_cast<std::int8_t>(v);
+    float v = w / scale;
+    v = v == v ? v : 0.0f;  // NaN
+    v = v > -qmax ? (v < qmax ? v : qmax) : -qmax;
+    v = (v + 12582912.0f) - 12582912.0f;
+    return static_cast<std::int8_t>(static_cast<std::int32_t>(v));
 }
 
 // Weights quantized symmetric per output channel to `bits` (7 or 8): q [channels][len], each

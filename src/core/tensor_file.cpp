@@ -33,32 +33,42 @@ std::string TensorView::shape_string() const {
     return s + "]";
 }
 
+void TensorView::check_floats() const {
+    const TensorView& t = *this;
+    if (!t.data && t.nbytes)  // a header-only read's tensor past the end of the file
+        throw CheckpointError("tensor '" + t.name + "' lies past the end of its file (truncated; only its header was read)");
+    if (t.dtype == DType::I8)
+        throw CheckpointError("tensor '" + t.name + "' is I8: int8-quantized weights, which only the int8 forward reads "
+                              "(with their scales)");
+    if (t.dtype == DType::U8)
+        throw CheckpointError("tensor '" + t.name + "' is U8: int4-quantized weights, which only the int4 forward reads "
+                              "(with their scales and zero points)");
+}
+
 std::vector<float> TensorView::to_float() const {
-    if (!data && nbytes)  // a header-only read's tensor past the end of the file
-        throw CheckpointError("tensor '" + name + "' lies past the end of its file (truncated; only its header was read)");
-    if (dtype == DType::I8)
-        throw CheckpointError("tensor '" + name + "' is I8: int8-quantized weights, which only the int8 forward reads (with "
-                              "their scales)");
-    if (dtype == DType::U8)
-        throw CheckpointError("tensor '" + name + "' is U8: int4-quantized weights, which only the int4 forward reads (with "
-                              "their scales and zero points)");
-    const auto n = static_cast<std::size_t>(numel());
-    std::vector<float> out(n);
-    if (n == 0) return out;
-    if (dtype == DType::F32) {
-        std::memcpy(out.data(), data, n * 4);
-    } else {
-        const bool half = dtype == DType::F16;
-        // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time.
-        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-            for (std::size_t i = r.begin(); i < r.end(); ++i) {
-                std::uint16_t v;
-                std::memcpy(&v, data + 2 * i, 2);
-                out[i] = half ? half_to_float(v) : bf16_to_float(v);
-            }
-        });
-    }
+    check_floats();
+    std::vector<float> out(static_cast<std::size_t>(numel()));
+    to_float(out.data());
     return out;
+}
+
+void TensorView::to_float(float* out) const {
+    check_floats();
+    const auto n = static_cast<std::size_t>(numel());
+    if (n == 0) return;
+    if (dtype == DType::F32) {
+        std::memcpy(out, data, n * 4);
+        return;
+    }
+    const bool half = dtype == DType::F16;
+    // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time.
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t i = r.begin(); i < r.end(); ++i) {
+            std::uint16_t v;
+            std::memcpy(&v, data + 2 * i, 2);
+            out[i] = half ? half_to_float(v) : bf16_to_float(v);
+        }
+    });
 }
 
 DType TensorFile::dominant_dtype() const {

@@ -83,16 +83,16 @@ std::vector<const TensorView*> Checkpoint::parts(const std::string& canonical) c
 
 // DINOv3's qkv keeps a k bias it never uses: `bias_mask` beside it (1 kept, 0 masked; the forward
 // computes bias · mask) says which. A masked entry is zero here, whatever the file holds.
-void Checkpoint::apply_bias_mask(const TensorView& bias, std::vector<float>& values) const {
+void Checkpoint::apply_bias_mask(const TensorView& bias, float* values, std::size_t n) const {
     const std::string mask_name = bias.name + "_mask";
     if (bias.name.size() < 5 || bias.name.compare(bias.name.size() - 5, 5, ".bias") != 0 || !file_->has(mask_name)) return;
     const auto& m = file_->get(mask_name);
-    if (m.numel() != static_cast<std::int64_t>(values.size()))
+    if (m.numel() != static_cast<std::int64_t>(n))
         throw CheckpointError(path() + ": tensor '" + mask_name + "' has shape " + m.shape_string() + ", expected that of '" +
                               bias.name + "' " + bias.shape_string());
     const auto mask = m.to_float();
     file_->release(m);
-    for (std::size_t i = 0; i < values.size(); ++i) {
+    for (std::size_t i = 0; i < n; ++i) {
         if (mask[i] == 1.0f) continue;
         if (mask[i] != 0.0f && !std::isnan(mask[i]))
             throw CheckpointError(path() + ": tensor '" + mask_name + "' holds " + std::to_string(mask[i]) +
@@ -102,6 +102,13 @@ void Checkpoint::apply_bias_mask(const TensorView& bias, std::vector<float>& val
 }
 
 std::vector<float> Checkpoint::load(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
+    std::vector<float> out;
+    load_into(canonical, shape, out);
+    return out;
+}
+
+void Checkpoint::load_into(const std::string& canonical, const std::vector<std::int64_t>& shape,
+                           std::vector<float>& out) const {
     const auto views = parts(canonical);
     const bool transpose = canonical == "proj" && proj_transposed() && shape.size() == 2;
     // Parts (HF query/key/value) split dim 0 evenly, unless stored otherwise (below).
@@ -121,30 +128,27 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
         }
         if (!whole || total != (transpose ? shape[1] : shape[0])) rows.assign(views.size(), part_shape[0]);
     }
-    std::vector<float> out;
-    // One part is the whole: its floats are the result (no second fp32 copy of the tensor).
-    if (views.size() > 1) out.reserve(static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)) * views.size());
+    // Every part checked before anything is allocated; then each widened in place into `out`,
+    // whose pages a caller loading tensor after tensor has already touched.
+    std::size_t total = 0;
+    std::vector<std::size_t> sizes;
+    for (std::size_t i = 0; i < views.size(); ++i) {
+        part_shape[0] = rows[i];
+        sizes.push_back(views[i] ? checked_part(*views[i], part_shape) : static_cast<std::size_t>(std::max<std::int64_t>(rows[i], 0)));
+        total += sizes.back();
+    }
+    out.resize(total);
+    std::size_t at = 0;
     for (std::size_t i = 0; i < views.size(); ++i) {
         const TensorView* v = views[i];
-        part_shape[0] = rows[i];
         if (!v) {  // a bias part the checkpoint leaves out
-            out.insert(out.end(), static_cast<std::size_t>(std::max<std::int64_t>(part_shape[0], 0)), 0.0f);
-            continue;
+            std::fill(out.begin() + at, out.begin() + at + sizes[i], 0.0f);
+        } else {
+            v->to_float(out.data() + at);
+            file_->release(*v);
+            apply_bias_mask(*v, out.data() + at, sizes[i]);
         }
-        if (v->dtype == DType::I8 || v->dtype == DType::U8) {
-            const std::string q = v->dtype == DType::I8 ? "int8" : "int4";
-            throw CheckpointError(path() + ": tensor '" + v->name + "' is " + to_string(v->dtype) + " (" + q +
-                                  "-quantized), where floats are read: only the " + q + " forward reads a quantized " +
-                                  "file's linear weights, nothing else is " + to_string(v->dtype));
-        }
-        if (v->shape != part_shape && source::squeezed(v->shape) != source::squeezed(part_shape))
-            throw CheckpointError(path() + ": tensor '" + v->name + "' has shape " + v->shape_string() +
-                                  ", expected " + shape_text(part_shape));
-        auto f = v->to_float();
-        file_->release(*v);
-        apply_bias_mask(*v, f);
-        if (views.size() == 1) out = std::move(f);
-        else out.insert(out.end(), f.begin(), f.end());
+        at += sizes[i];
     }
     if (transpose) {
         const std::size_t rows = static_cast<std::size_t>(shape[0]), cols = static_cast<std::size_t>(shape[1]);
@@ -153,7 +157,21 @@ std::vector<float> Checkpoint::load(const std::string& canonical, const std::vec
             for (std::size_t j = 0; j < cols; ++j) t[i * cols + j] = out[j * rows + i];
         out.swap(t);
     }
-    return out;
+}
+
+// A stored part's element count, after refusing a quantized dtype or a shape other than `want`.
+std::size_t Checkpoint::checked_part(const TensorView& v, const std::vector<std::int64_t>& want) const {
+    if (!v.data && v.nbytes) v.check_floats();  // past the end of a header-only read
+    if (v.dtype == DType::I8 || v.dtype == DType::U8) {
+        const std::string q = v.dtype == DType::I8 ? "int8" : "int4";
+        throw CheckpointError(path() + ": tensor '" + v.name + "' is " + to_string(v.dtype) + " (" + q +
+                              "-quantized), where floats are read: only the " + q + " forward reads a quantized " +
+                              "file's linear weights, nothing else is " + to_string(v.dtype));
+    }
+    if (v.shape != want && source::squeezed(v.shape) != source::squeezed(want))
+        throw CheckpointError(path() + ": tensor '" + v.name + "' has shape " + v.shape_string() + ", expected " +
+                              shape_text(want));
+    return static_cast<std::size_t>(v.numel());
 }
 
 }  // namespace vitreg
