@@ -66,9 +66,14 @@ JSON_SCHEMAS = [
         ("kernels", "string", "the instruction sets the kernels ran"),
         ("iters", "integer", "timed forwards"),
         ("warmup", "integer", "untimed forwards before them"),
-        ("load_seconds", "number", "the model's load: reading, converting and packing its weights"),
+        ("load_seconds", "number", "the model's load: reading, converting and packing its weights (weights read in "
+                                    "place are read by the first forward instead)"),
         ("peak_rss_mb", "number", "the process's peak resident set through the timed forwards (before the fp32 model "
                                   "loaded for `vs_fp32`), in MB of 2^20 bytes"),
+        ("weights_held_mb", "integer", "the linears' weights in memory the model allocated (packed, quantized, their "
+                                       "scales and biases), in MB"),
+        ("weights_mapped_mb", "integer", "the linears' weights read in place from the checkpoint's mapped pages (bf16 "
+                                         "stored as bf16 on a CPU with vdpbf16ps; shared with the page cache), in MB"),
         ("inputs", "string", "`random` pixels, or `images` (`--images`)"),
         ("ms_per_image", "object", "the timed forwards' cost per image"),
         ("ms_per_image.median", "number", "median"),

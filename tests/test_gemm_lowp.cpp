@@ -16,7 +16,7 @@ namespace {
 // assembly loop's four groups per iteration (int8: four values a group, bf16: two).
 constexpr std::tuple<int, int, int> kShapes[] = {{1, 1, 1},    {2, 9, 20},     {3, 28, 48},    {4, 11, 49},
                                                  {6, 45, 17},  {7, 12, 40},    {13, 7, 33},    {9, 64, 50},
-                                                 {25, 130, 97}, {96, 384, 200}};
+                                                 {25, 130, 97}, {96, 384, 200}, {5, 33, 75}};
 
 }  // namespace
 

@@ -281,6 +281,8 @@ nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const Benc
             {"warmup", a.warmup},
             {"load_seconds", r.load_seconds},
             {"peak_rss_mb", r.peak_rss_mb},
+            {"weights_held_mb", m.weight_bytes().held / 1048576},
+            {"weights_mapped_mb", m.weight_bytes().mapped / 1048576},
             {"inputs", a.images.empty() ? "random" : "images"},
             {"ms_per_image", {{"median", r.median}, {"p95", r.p95}, {"min", r.ms.front()}, {"max", r.ms.back()}}},
             {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
@@ -300,8 +302,11 @@ void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
               << " precision=" << m.precision().describe() << ": " << r.median << " ms/image median, " << r.p95
               << " p95, " << std::setprecision(1) << r.gflops << " GFLOP/s (" << std::setprecision(2)
               << m.flops_per_image(r.height, r.width) / 1e9 << " GFLOP/image; kernels " << r.kernels << ")\n";
+    const Model::WeightBytes w = m.weight_bytes();
     std::cout << std::setprecision(2) << "  load " << r.load_seconds << " s; peak RSS " << std::setprecision(0) << r.peak_rss_mb
-              << " MB through the timed forwards\n";
+              << " MB through the timed forwards; linear weights " << w.held / 1048576 << " MB held"
+              << (w.mapped ? ", " + std::to_string(w.mapped / 1048576) + " MB read in place from the file's pages" : "")
+              << "\n";
     if (r.peak) print_peak(*r.peak, m);
     if (!r.vs_fp32_skipped.empty()) std::cout << "  vs fp32: not measured: " << r.vs_fp32_skipped << "\n";
     if (r.vs_fp32) {

@@ -49,6 +49,12 @@ struct Int4Tensor {
     std::vector<std::uint16_t> scale, zero;  // [out, ceil(in / 128)] bf16: finite, scales positive
 };
 
+// Rows of a bf16 weight where they lie in a mapped file: `rows` rows of pairs along k.
+struct Bf16Rows {
+    const std::uint32_t* pairs = nullptr;
+    std::int64_t rows = 0;
+};
+
 class Checkpoint {
 public:
     // `path`: a .safetensors or torch.save (.pth/.pt/.bin) file, or a folder holding
@@ -59,6 +65,8 @@ public:
     const Config& config() const { return config_; }
     const std::string& path() const { return file_->path(); }
     const TensorFile& file() const { return *file_; }
+    // The file, for a model whose linears read their weights from it in place (mapped_bf16).
+    std::shared_ptr<const TensorFile> shared_file() const { return file_; }
     // The stored names of the model's tensors (a two-tower file's vision tower and projection),
     // sorted: what config().parameters counts.
     const std::vector<std::string>& model_tensors() const { return model_tensors_; }
@@ -76,6 +84,11 @@ public:
     // The same into `out` (resized): loading tensor after tensor into one buffer faults its
     // pages in once, not once per tensor (a 7B's fp32 copies are 27 GB in all).
     void load_into(const std::string& canonical, const std::vector<std::int64_t>& shape, std::vector<float>& out) const;
+    // A linear weight's bf16 values in place in the file, as the pairs of its rows along k, one
+    // entry per stored part in order (HF's query, key and value; DINOv3's w1 and w2): where each
+    // part is a BF16 tensor of whole rows of `shape` [out, in...], 4-byte aligned, the flattened
+    // in even, and the rows add up to out. Else empty (load converts it). Valid while the file is.
+    std::vector<Bf16Rows> mapped_bf16(const std::string& canonical, const std::vector<std::int64_t>& shape) const;
 
     // How the weights are stored (quantization.cpp): float unless the metadata says quantized.
     const WeightQuantization& quantization() const { return quantization_; }
@@ -99,7 +112,7 @@ private:
     Config resolve(const std::string& dir, const ConfigOverrides& overrides);  // src/core/checkpoint/resolve.cpp
     WeightQuantization read_quantization() const;  // src/core/checkpoint/quantization.cpp
 
-    std::unique_ptr<TensorFile> file_;
+    std::shared_ptr<TensorFile> file_;
     std::string prefix_;  // e.g. "dinov2." for HF task models
     // Canonical -> stored names: the source's table for this file (a few sources pick names from
     // the tensors; timm's CLIP head may stand for `proj`).

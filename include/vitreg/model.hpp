@@ -71,6 +71,14 @@ public:
     // message states both).
     void check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const;
 
+    // The linears' weights: bytes `held` in memory the model allocated (packed, quantized), and
+    // bytes read in place from the checkpoint's mapped pages (bf16 weights stored as bf16, on a
+    // CPU with vdpbf16ps; shared with the page cache and any other process reading the file).
+    struct WeightBytes {
+        std::int64_t held = 0, mapped = 0;
+    };
+    WeightBytes weight_bytes() const;
+
     // Multiply-adds × 2 of one image's forward at this input size.
     double flops_per_image(int height, int width) const;
 

@@ -51,6 +51,21 @@ constexpr int kLanes = 16, kNv = 3, kMr = 8;
 #include "gemm_lowp_tile.inc"
 #undef VITREG_LOWP_MAC
 }  // namespace bf16_avx512bf16
+// A last panel of at most 16 or 32 columns runs one or two vectors wide, not 48: a 201-token
+// input to a linear whose weights are the broadcast side (kernels.cpp, mapped bf16 weights)
+// would otherwise compute 240 columns.
+namespace bf16_avx512bf16_16 {
+constexpr int kLanes = 16, kNv = 1, kMr = 8;
+#define VITREG_LOWP_MAC Mac::Bf16Dot
+#include "gemm_lowp_tile.inc"
+#undef VITREG_LOWP_MAC
+}  // namespace bf16_avx512bf16_16
+namespace bf16_avx512bf16_32 {
+constexpr int kLanes = 16, kNv = 2, kMr = 8;
+#define VITREG_LOWP_MAC Mac::Bf16Dot
+#include "gemm_lowp_tile.inc"
+#undef VITREG_LOWP_MAC
+}  // namespace bf16_avx512bf16_32
 #undef VITREG_LOWP_TARGET
 
 #endif
@@ -320,6 +335,15 @@ Tiles tiles(Bf16Isa isa) {
     }
 }
 
+// The tiles of a panel `nr` wide: a narrow last panel's, else the kernel's own.
+Tiles tiles(Bf16Isa isa, int nr) {
+#if defined(__x86_64__)
+    if (isa == Bf16Isa::Avx512Bf16 && nr == 16) return bf16_avx512bf16_16::kernels;
+    if (isa == Bf16Isa::Avx512Bf16 && nr == 32) return bf16_avx512bf16_32::kernels;
+#endif
+    return tiles(isa);
+}
+
 Tiles tiles(Int8Isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
@@ -349,18 +373,22 @@ void pack_groups(GroupBuffer& data, int groups, int n, int nr, Group group) {
 
 // Runs the tiles over C[0:m, c0:c1] and hands each tile's accumulators to
 // finish(row, rows, col, cols, accumulators [rows][nr]).
+// Panel p starts at p · groups · t.nr; the last one (panel `last`) may be narrower, with tiles of
+// its own (`tail`).
 template <class Acc, class Finish>
-void drive(const std::uint32_t* a, long lda, int m, const GroupBuffer& data, int groups, Tiles t, int c0, int c1,
-           const Finish& finish) {
+void drive(const std::uint32_t* a, long lda, int m, const GroupBuffer& data, int groups, Tiles t, int last, Tiles tail,
+           int c0, int c1, const Finish& finish) {
     alignas(64) Acc acc[kMaxTile];
-    for (int col = c0; col < c1; col += t.nr) {
+    for (int col = c0; col < c1;) {
+        const Tiles& k = col / t.nr == last ? tail : t;
         const std::uint32_t* panel = data.data() + static_cast<std::size_t>(col / t.nr) * groups * t.nr;
-        const int cols = std::min(t.nr, c1 - col);
-        for (int r = 0; r < m; r += t.mr) {
-            const int rows = std::min(t.mr, m - r);
-            t.tiles[rows - 1](a + r * lda, lda, panel, groups, acc);
-            finish(r, rows, col, cols, acc, t.nr);
+        const int cols = std::min(k.nr, c1 - col);
+        for (int r = 0; r < m; r += k.mr) {
+            const int rows = std::min(k.mr, m - r);
+            k.tiles[rows - 1](a + r * lda, lda, panel, groups, acc);
+            finish(r, rows, col, cols, acc, k.nr);
         }
+        col += k.nr;
     }
 }
 
@@ -411,7 +439,19 @@ std::uint32_t* start_bf16_panels(PackedBf16& p, int k, int n, Bf16Isa isa) {
     p.n = n;
     p.isa = supported(isa) ? isa : best_bf16();
     set_panel_shape(p, p.isa == Bf16Isa::Amx, tiles(p.isa).nr);
-    p.data.assign(static_cast<std::size_t>(p.panels()) * p.panel_groups * p.nr, 0u);
+    const int panels = p.panels(), rest = n - (panels - 1) * p.nr;  // the last panel's columns
+    p.last_nr = p.isa != Bf16Isa::Avx512Bf16 ? p.nr : rest <= 16 ? 16 : rest <= 32 ? 32 : p.nr;
+    p.data.resize(n > 0 ? p.offset(panels - 1) + static_cast<std::size_t>(p.panel_groups) * p.last_nr : 0);
+    // The packers write every value; only the padding is zeroed here, not the whole buffer, which
+    // a linear's input (kernels.cpp, mapped weights) reuses at every call: AMX's rows past k's
+    // groups, and the last panel's columns past n.
+    for (int panel = 0; panel < panels; ++panel) {
+        const int width = p.width(panel), used = panel == panels - 1 ? rest : width;
+        std::uint32_t* dst = p.data.data() + p.offset(panel);
+        for (int g = 0; g < p.panel_groups; ++g)
+            std::fill(dst + static_cast<std::size_t>(g) * width + (g < p.groups() ? used : 0),
+                      dst + static_cast<std::size_t>(g + 1) * width, 0u);
+    }
     return p.data.data();
 }
 }  // namespace
@@ -421,11 +461,11 @@ void pack_into(PackedBf16& into, const float* b, int k, int n, long ldb, Bf16Isa
     std::uint32_t* data = start_bf16_panels(into, k, n, isa);
     const loops::Table& vec = loops::active();
     for (int panel = 0; panel < into.panels(); ++panel) {
-        const int j0 = panel * into.nr, jn = std::min(into.nr, n - j0);
-        std::uint32_t* dst = data + static_cast<std::size_t>(panel) * into.panel_groups * into.nr;
+        const int j0 = panel * into.nr, jn = std::min(into.nr, n - j0), width = into.width(panel);
+        std::uint32_t* dst = data + into.offset(panel);
         for (int g = 0; g < into.groups(); ++g)
             vec.bf16_interleave(b + 2 * g * ldb + j0, 2 * g + 1 < k ? b + (2 * g + 1) * ldb + j0 : nullptr, jn,
-                                dst + static_cast<std::size_t>(g) * into.nr);
+                                dst + static_cast<std::size_t>(g) * width);
     }
 }
 
@@ -446,8 +486,9 @@ void pack_transposed_columns(PackedBf16& p, const float* t, long ldt, float scal
             row = scaled.data();
         }
         vec.bf16_pairs(row, p.k, words);
-        std::uint32_t* dst = p.data.data() + static_cast<std::size_t>(col / p.nr) * p.panel_groups * p.nr + col % p.nr;
-        for (int g = 0; g < p.groups(); ++g) dst[static_cast<std::size_t>(g) * p.nr] = words[g];
+        const int panel = col / p.nr, width = p.width(panel);
+        std::uint32_t* dst = p.data.data() + p.offset(panel) + col % p.nr;
+        for (int g = 0; g < p.groups(); ++g) dst[static_cast<std::size_t>(g) * width] = words[g];
     }
 }
 }  // namespace
@@ -483,7 +524,8 @@ void multiply(const std::uint32_t* a, int m, const PackedBf16& b, int c0, int c1
 #if defined(__x86_64__)
     if (b.isa == Bf16Isa::Amx) return amx_kernel::drive<float>(a, m, b.groups(), b.data, b.panel_groups, c0, c1, finish);
 #endif
-    drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1, finish);
+    drive<float>(a, b.groups(), m, b.data, b.groups(), tiles(b.isa), b.panels() - 1, tiles(b.isa, b.last_nr), c0, c1,
+                 finish);
 }
 
 // ---- int8 ----------------------------------------------------------------------------------
@@ -602,7 +644,7 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
     if (b.isa == Int8Isa::Amx)
         return amx_kernel::drive<std::int32_t>(a.data, m, b.groups(), b.data, b.panel_groups, c0, c1, finish);
 #endif
-    drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), c0, c1, finish);
+    drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), -1, tiles(b.isa), c0, c1, finish);
 }
 
 }  // namespace vitreg::gemm

@@ -38,10 +38,13 @@ const char* to_string(Bf16Isa isa);
 struct PackedBf16 {
     int k = 0, n = 0, nr = 0;
     int panel_groups = 0;  // a panel's rows: groups(), rounded up to AMX's 16 for Amx
+    int last_nr = 0;       // the last panel's width: nr, or 16 or 32 where AVX512-BF16's tail is that narrow
     Bf16Isa isa = Bf16Isa::Portable;
-    GroupBuffer data;  // ceil(n / nr) panels of [panel_groups][nr] pairs, zero-padded
+    GroupBuffer data;  // ceil(n / nr) panels of [panel_groups][width(p)] pairs, zero-padded
     int groups() const { return (k + 1) / 2; }
     int panels() const { return (n + nr - 1) / nr; }
+    int width(int panel) const { return panel == panels() - 1 ? last_nr : nr; }
+    std::size_t offset(int panel) const { return static_cast<std::size_t>(panel) * panel_groups * nr; }
 };
 
 // B [k, n] row-major (stride ldb), rounded to bf16 and packed.

@@ -46,6 +46,9 @@ constexpr int kKeyQueryBlock = 128;
 // bench/attention_crossover.sh measures it on a quiet one.
 constexpr int kKeyBlocksFromTokens = 2048;
 constexpr int kRowsPerTask = 64;  // LayerNorm and SwiGLU rows per task
+// Mapped bf16 weights: a tile's (W · xᵀ) is turned into token rows this many at a time, each
+// source line read once.
+constexpr int kTransposeRows = 16;
 
 // Runs fn(i) for i in [0, n) as independent tasks; simple_partitioner keeps the split fixed.
 template <class Fn>
@@ -95,6 +98,32 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
     return l;
 }
 
+std::int64_t Linear::held_bytes() const {
+    const auto bytes = [](const auto& v) { return static_cast<std::int64_t>(v.size() * sizeof(v[0])); };
+    return bytes(wt.data) + bytes(wb.data) + bytes(wq.data) + bytes(wq.scale) + bytes(wq.sums) + bytes(w4.data) +
+           bytes(w4.scale) + bytes(w4.zero) + bytes(w4.sums) + static_cast<std::int64_t>(bias.size()) * 4;
+}
+
+Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias) {
+    if (in % 2 || !gemm::native_bf16()) throw Error("mapped bf16 weights need an even width and vdpbf16ps");
+    Linear l;
+    l.precision = Precision::Bf16;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    // Blocks of a GEMM tile's rows, none across two parts.
+    const int side = tile_side(in, 2);
+    int o0 = 0;
+    for (const Bf16Rows& part : parts)
+        for (std::int64_t r = 0; r < part.rows; r += side) {
+            const int on = static_cast<int>(std::min<std::int64_t>(side, part.rows - r));
+            l.mapped.push_back({part.pairs + r * (in / 2), o0, on});
+            o0 += on;
+        }
+    if (o0 != out) throw Error("mapped bf16 weights: the parts hold " + std::to_string(o0) + " rows, not " + std::to_string(out));
+    return l;
+}
+
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
                         std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
     Linear l;
@@ -118,8 +147,60 @@ Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, c
     return l;
 }
 
+namespace {
+
+// The activation an epilogue ends with, over a finished tile of `out` (row stride ld).
+void activate(Epilogue epilogue, float* tile, int rows, int cols, int ld) {
+    const loops::Table& vec = loops::active();
+    if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rows, cols, ld);
+    else if (epilogue == Epilogue::BiasQuickGelu) vec.quick_gelu(tile, rows, cols, ld);
+    else if (epilogue == Epilogue::BiasGeluTanh) vec.gelu_tanh(tile, rows, cols, ld);
+}
+
+// x · Wᵀ with W's bf16 rows read in place (Linear::mapped): W is the side the kernel broadcasts
+// and x, packed as panels of tokens, the side it loads, so a tile holds (W · xᵀ) for a block of
+// outputs × tokens; each token's row of it is finished into `out` as the packed path finishes
+// its rows. vdpbf16ps' two products commute, so every output has that path's bits.
+void linear_mapped(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+                   LinearScratch& scratch, const Eigen::VectorXf* scale) {
+    const int in = layer.in(), width = layer.out();
+    gemm::PackedBf16& tokens = scratch.input;
+    gemm::pack_weights_into(tokens, x, rows, in);
+    const int side = tile_side(in, 2), nr = tokens.nr;
+    const int panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
+    const int out_tiles = static_cast<int>(layer.mapped.size());
+    const int token_tiles = (tokens.panels() + panels_per_tile - 1) / panels_per_tile;
+    const float* bias = layer.bias.data();
+    const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
+    // The weights are the operand read from memory: each block of their rows serves every token
+    // tile in turn while it is in L2.
+    for_each_task(out_tiles * token_tiles, [&](int t) {
+        const Linear::MappedBlock& block = layer.mapped[t / token_tiles];
+        const int o0 = block.o0, on = block.on;
+        const int t0 = t % token_tiles * span, tn = std::min(span, rows - t0);
+        float* product = thread_scratch<float>(static_cast<std::size_t>(side) * (span + kTransposeRows));
+        float* rows_of = product + static_cast<std::size_t>(side) * span;  // kTransposeRows tokens' rows
+        gemm::multiply(block.w, on, tokens, t0, t0 + tn, product, tn);
+        const loops::Table& vec = loops::active();
+        for (int i0 = 0; i0 < tn; i0 += kTransposeRows) {
+            const int in_block = std::min(kTransposeRows, tn - i0);
+            for (int o = 0; o < on; ++o) {
+                const float* from = product + static_cast<std::size_t>(o) * tn + i0;
+                for (int i = 0; i < in_block; ++i) rows_of[i * side + o] = from[i];
+            }
+            for (int i = 0; i < in_block; ++i)
+                vec.finish_row(rows_of + i * side, on, bias + o0, scales ? scales + o0 : nullptr,
+                               out + static_cast<std::size_t>(t0 + i0 + i) * width + o0);
+        }
+        activate(epilogue, out + static_cast<std::size_t>(t0) * width + o0, tn, on, width);
+    });
+}
+
+}  // namespace
+
 void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, LinearScratch& scratch,
             const Eigen::VectorXf* scale) {
+    if (!layer.mapped.empty()) return linear_mapped(x, rows, layer, out, epilogue, scratch, scale);
     const int in = layer.in(), width = layer.out();
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
     const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();
@@ -202,9 +283,7 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
                                rn, layer.w4, c0, c0 + cn, tile, width, fused);
                 break;
         }
-        if (epilogue == Epilogue::BiasGelu) vec.gelu(tile, rn, cn, width);
-        else if (epilogue == Epilogue::BiasQuickGelu) vec.quick_gelu(tile, rn, cn, width);
-        else if (epilogue == Epilogue::BiasGeluTanh) vec.gelu_tanh(tile, rn, cn, width);
+        activate(epilogue, tile, rn, cn, width);
     });
 }
 

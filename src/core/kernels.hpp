@@ -11,6 +11,7 @@
 
 #include "gemm.hpp"
 #include "gemm_lowp.hpp"
+#include "vitreg/checkpoint.hpp"
 #include "vitreg/config.hpp"
 #include "vitreg/precision.hpp"
 
@@ -24,6 +25,14 @@ struct Linear {
     Precision precision = Precision::Fp32;
     gemm::PackedMatrix wt;   // fp32, or bf16-rounded where the CPU lacks vdpbf16ps
     gemm::PackedBf16 wb;     // bf16 on vdpbf16ps
+    // bf16 on vdpbf16ps, W read in place from the mapped checkpoint (its model keeps the file):
+    // nothing packed at load. Blocks of W's rows, outputs o0 .. o0 + on, each [on][in / 2] pairs
+    // at w; set instead of wb.
+    struct MappedBlock {
+        const std::uint32_t* w;
+        int o0, on;
+    };
+    std::vector<MappedBlock> mapped;
     gemm::PackedInt8 wq;     // int8
     gemm::PackedInt4 w4;     // int4 (its input quantized as int8's, per token)
     std::optional<quant::AffineU8> fixed;  // int8 per-tensor: the calibrated input mapping
@@ -31,12 +40,18 @@ struct Linear {
     int in_ = 0, out_ = 0;
     int in() const { return in_; }
     int out() const { return out_; }
+    // Weight bytes in memory vitreg allocated (packed, quantized, scales), and read in place.
+    std::int64_t held_bytes() const;
+    std::int64_t mapped_bytes() const { return mapped.empty() ? 0 : std::int64_t{out_} * in_ * 2; }
 };
 
 // Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping,
 // `int8_weight_bits` its weights' width (8, or 7: see PrecisionOptions).
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
                    std::optional<quant::AffineU8> fixed = std::nullopt, int int8_weight_bits = 8);
+// A bf16 linear whose W [out, in] (bf16 pairs along in, in even; its rows in `parts`, in order)
+// stays where it lies (Linear::mapped).
+Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias);
 // An int8 linear from weights quantized already (a quantized checkpoint's): q [out, in] within
 // ±(2^(bits−1) − 1) and its per-output-channel `scale` [out]; packed, not quantized again.
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
@@ -52,6 +67,7 @@ struct LinearScratch {
     gemm::Buffer rounded;  // bf16-rounded floats, for the fp32 kernels
     gemm::Buffer packed;   // the input as the fp32 kernel's strips (gemm::pack_rows), where it reads those
     gemm::GroupBuffer groups;
+    gemm::PackedBf16 input;  // mapped bf16 weights: the input packed as the GEMM's panels
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
     std::vector<std::int32_t> group_terms;  // int4: Σ (u − zp) per row and group of k

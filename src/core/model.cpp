@@ -56,6 +56,8 @@ struct LinearLoader {
     // Each float weight widened into this one buffer before it is packed: its pages are faulted
     // in once for the largest tensor, not again for every tensor (27 GB of fresh pages on a 7B).
     mutable std::vector<float> weights;
+    bool in_place;             // bf16 weights read from the file where they lie (Checkpoint::mapped_bf16)
+    mutable bool used = false;  // some linear does: the model keeps the file
 
     // `bias` false: the checkpoint has none (CLIP's patch embedding, qkv_bias=False); zeros.
     Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {},
@@ -78,6 +80,10 @@ struct LinearLoader {
             const Int8Tensor w = ck.load_int8(name + ".weight", stored);
             l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
             ck.file().release(*w.view);
+        } else if (const auto rows = in_place ? ck.mapped_bf16(name + ".weight", stored) : std::vector<Bf16Rows>{};
+                   !rows.empty()) {
+            l = kernels::make_linear_mapped(rows, out, in, std::move(b));
+            used = true;
         } else {
             ck.load_into(name + ".weight", stored, weights);
             l = kernels::make_linear(weights.data(), out, in, std::move(b), precision, fixed, int8_weight_bits);
@@ -169,6 +175,7 @@ struct Model::Impl {
     Norm fc_norm;                // config.fc_norm
     RowMatrix proj;              // [D, E] when config.proj_dim
     AttentionPool attn_pool;     // config.pool == Pool::Map
+    std::shared_ptr<const TensorFile> weights_file;  // held while linears read their bf16 weights in it
 
     // What a forward needs per grid (the resampled pos_embed, the rotary tables), made on first
     // use and kept: concurrent forwards share one copy.
@@ -289,7 +296,8 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     const bool per_tensor = precision.precision == Precision::Int8 && precision.act_quant == ActQuant::PerTensor;
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
-                                   per_tensor ? &calibration : nullptr, precision.scales, {}};
+                                   per_tensor ? &calibration : nullptr, precision.scales, {},
+                                   precision.precision == Precision::Bf16 && !precision.bf16_packed && gemm::native_bf16()};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));
@@ -340,6 +348,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
         impl->proj = Eigen::Map<const RowMatrix>(w.data(), D, c.proj_dim);
     }
 
+    if (load_linear.used) impl->weights_file = ck.shared_file();
     Model m;
     m.impl_ = std::move(impl);
     m.intervention_.evict.sink = c.evict_sink;
@@ -352,6 +361,18 @@ Model Model::with(const Intervention& intervention) const {
     m.intervention_ = intervention;
     m.intervention_.evict.sink = m.intervention_.evict.sink || impl_->config.evict_sink;
     return m;
+}
+
+Model::WeightBytes Model::weight_bytes() const {
+    WeightBytes b;
+    const auto add = [&](const Linear& l) {
+        b.held += l.held_bytes();
+        b.mapped += l.mapped_bytes();
+    };
+    add(impl_->patch_embed);
+    for (const Block& blk : impl_->blocks)
+        for (const Linear* l : {&blk.qkv, &blk.proj, &blk.fc1, &blk.fc2}) add(*l);
+    return b;
 }
 
 int Model::registers() const { return impl_->config.registers + intervention_.test_time_registers; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "core/checkpoint/name_table.hpp"
 #include "core/checkpoint/shape.hpp"
@@ -157,6 +158,27 @@ void Checkpoint::load_into(const std::string& canonical, const std::vector<std::
             for (std::size_t j = 0; j < cols; ++j) t[i * cols + j] = out[j * rows + i];
         out.swap(t);
     }
+}
+
+std::vector<Bf16Rows> Checkpoint::mapped_bf16(const std::string& canonical, const std::vector<std::int64_t>& shape) const {
+    const auto views = parts(canonical);
+    if (shape.empty() || (canonical == "proj" && proj_transposed())) return {};
+    std::int64_t in = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) in *= shape[i];
+    std::vector<Bf16Rows> rows;
+    std::int64_t total = 0;
+    for (const TensorView* v : views) {
+        if (!v || v->dtype != DType::BF16 || !v->data || v->shape.empty() || in % 2 ||
+            reinterpret_cast<std::uintptr_t>(v->data) % alignof(std::uint32_t) != 0)
+            return {};
+        // One part: the weight's shape (leading 1s may be missing); several: whole rows each.
+        const bool fits = views.size() == 1 ? v->shape == shape || source::squeezed(v->shape) == source::squeezed(shape)
+                                            : v->numel() == v->shape[0] * in;
+        if (!fits) return {};
+        rows.push_back({reinterpret_cast<const std::uint32_t*>(v->data), views.size() == 1 ? shape[0] : v->shape[0]});
+        total += rows.back().rows;
+    }
+    return total == shape[0] ? rows : std::vector<Bf16Rows>{};
 }
 
 // A stored part's element count, after refusing a quantized dtype or a shape other than `want`.
