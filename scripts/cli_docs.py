@@ -73,7 +73,7 @@ JSON_SCHEMAS = [
         ("weights_held_mb", "integer", "the linears' weights in memory the model allocated (packed, quantized, their "
                                        "scales and biases), in MB"),
         ("weights_mapped_mb", "integer", "the linears' weights read in place from the checkpoint's mapped pages (bf16 "
-                                         "stored as bf16 on a CPU with vdpbf16ps; shared with the page cache), in MB"),
+                                         "stored as bf16 on AVX512-BF16 without AMX; shared with the page cache), in MB"),
         ("inputs", "string", "`random` pixels, or `images` (`--images`)"),
         ("ms_per_image", "object", "the timed forwards' cost per image"),
         ("ms_per_image.median", "number", "median"),

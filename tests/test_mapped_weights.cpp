@@ -39,7 +39,7 @@ TEST_CASE("bf16 weights read in place give the packed copy's features, bit for b
         INFO(file);
         const Model mapped = load_bf16(file, false), packed = load_bf16(file, true);
         CHECK(packed.weight_bytes().mapped == 0);
-        if (!gemm::native_bf16()) {  // rounded operands through the fp32 kernels: nothing runs in place
+        if (!gemm::bf16_in_place()) {  // AMX, or rounded operands through the fp32 kernels: packed
             CHECK(mapped.weight_bytes().mapped == 0);
             continue;
         }
@@ -54,7 +54,6 @@ TEST_CASE("bf16 weights read in place give the packed copy's features, bit for b
             std::vector<float> x(static_cast<std::size_t>(batch) * 3 * n * n);  // smooth, a different image each
             for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i % 101)) + 0.01f * (i / (3 * n * n));
             const Features a = mapped.forward(x.data(), batch, n, n), b = packed.forward(x.data(), batch, n, n);
-            // AMX's tdpbf16ps is symmetric in its operands as vdpbf16ps is; both are held to it.
             CHECK(a.cls == b.cls);
             CHECK(a.patches == b.patches);
             CHECK(a.reg_tokens == b.reg_tokens);

@@ -73,7 +73,7 @@ public:
 
     // The linears' weights: bytes `held` in memory the model allocated (packed, quantized), and
     // bytes read in place from the checkpoint's mapped pages (bf16 weights stored as bf16, on a
-    // CPU with vdpbf16ps; shared with the page cache and any other process reading the file).
+    // AVX512-BF16 CPU without AMX; shared with the page cache and any other process reading the file).
     struct WeightBytes {
         std::int64_t held = 0, mapped = 0;
     };

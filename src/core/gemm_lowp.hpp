@@ -33,6 +33,10 @@ Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
 // Whether the forward's bf16 runs on bf16 instructions (else on rounded operands through the fp32 kernels).
 inline bool native_bf16() { return best_bf16() != Bf16Isa::Portable; }
+// Whether bf16 weights can run where they lie in the file (kernels.hpp, Linear::mapped): on
+// vdpbf16ps. AMX's tiles take A in strips of 32 rows and copy a strip that ends short, which a
+// block of W's rows would do at every call; there the weights are packed.
+inline bool bf16_in_place() { return best_bf16() == Bf16Isa::Avx512Bf16; }
 const char* to_string(Bf16Isa isa);
 
 struct PackedBf16 {

@@ -105,7 +105,7 @@ std::int64_t Linear::held_bytes() const {
 }
 
 Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias) {
-    if (in % 2 || !gemm::native_bf16()) throw Error("mapped bf16 weights need an even width and vdpbf16ps");
+    if (in % 2 || !gemm::bf16_in_place()) throw Error("mapped bf16 weights need an even width and vdpbf16ps");
     Linear l;
     l.precision = Precision::Bf16;
     l.in_ = in;

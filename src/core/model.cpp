@@ -297,7 +297,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
                                    per_tensor ? &calibration : nullptr, precision.scales, {},
-                                   precision.precision == Precision::Bf16 && !precision.bf16_packed && gemm::native_bf16()};
+                                   precision.precision == Precision::Bf16 && !precision.bf16_packed && gemm::bf16_in_place()};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));
