@@ -269,6 +269,7 @@ BenchResult run_bench(const Model& m, BenchArgs& a) {
 nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const BenchResult& r) {
     const int h = r.height, w = r.width;
     const auto& e = r.vs_fp32;
+    const Model::WeightBytes weights = m.weight_bytes();
     return {{"file", m.path()},
             {"height", h},
             {"width", w},
@@ -281,8 +282,8 @@ nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const Benc
             {"warmup", a.warmup},
             {"load_seconds", r.load_seconds},
             {"peak_rss_mb", r.peak_rss_mb},
-            {"weights_held_mb", m.weight_bytes().held / 1048576},
-            {"weights_mapped_mb", m.weight_bytes().mapped / 1048576},
+            {"weights_held_mb", weights.held / 1048576},
+            {"weights_mapped_mb", weights.mapped / 1048576},
             {"inputs", a.images.empty() ? "random" : "images"},
             {"ms_per_image", {{"median", r.median}, {"p95", r.p95}, {"min", r.ms.front()}, {"max", r.ms.back()}}},
             {"gflop_per_image", m.flops_per_image(h, w) / 1e9},

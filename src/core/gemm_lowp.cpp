@@ -445,7 +445,8 @@ std::uint32_t* start_bf16_panels(PackedBf16& p, int k, int n, Bf16Isa isa) {
     // The packers write every value; only the padding is zeroed here, not the whole buffer, which
     // a linear's input (kernels.cpp, mapped weights) reuses at every call: AMX's rows past k's
     // groups, and the last panel's columns past n.
-    for (int panel = 0; panel < panels; ++panel) {
+    const bool padded_rows = p.panel_groups > p.groups();
+    for (int panel = padded_rows ? 0 : std::max(0, panels - 1); panel < panels; ++panel) {
         const int width = p.width(panel), used = panel == panels - 1 ? rest : width;
         std::uint32_t* dst = p.data.data() + p.offset(panel);
         for (int g = 0; g < p.panel_groups; ++g)

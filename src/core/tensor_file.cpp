@@ -45,30 +45,39 @@ void TensorView::check_floats() const {
                               "(with their scales and zero points)");
 }
 
+namespace {
+
+// t's values into out [numel()] as float32 (F16/BF16 widen exactly); t passed check_floats.
+void widen(const TensorView& t, float* out) {
+    const auto n = static_cast<std::size_t>(t.numel());
+    if (n == 0) return;
+    if (t.dtype == DType::F32) {
+        std::memcpy(out, t.data, n * 4);
+        return;
+    }
+    const bool half = t.dtype == DType::F16;
+    // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time.
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
+        for (std::size_t i = r.begin(); i < r.end(); ++i) {
+            std::uint16_t v;
+            std::memcpy(&v, t.data + 2 * i, 2);
+            out[i] = half ? half_to_float(v) : bf16_to_float(v);
+        }
+    });
+}
+
+}  // namespace
+
 std::vector<float> TensorView::to_float() const {
-    check_floats();
+    check_floats();  // before allocating for it
     std::vector<float> out(static_cast<std::size_t>(numel()));
-    to_float(out.data());
+    widen(*this, out.data());
     return out;
 }
 
 void TensorView::to_float(float* out) const {
     check_floats();
-    const auto n = static_cast<std::size_t>(numel());
-    if (n == 0) return;
-    if (dtype == DType::F32) {
-        std::memcpy(out, data, n * 4);
-        return;
-    }
-    const bool half = dtype == DType::F16;
-    // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time.
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-        for (std::size_t i = r.begin(); i < r.end(); ++i) {
-            std::uint16_t v;
-            std::memcpy(&v, data + 2 * i, 2);
-            out[i] = half ? half_to_float(v) : bf16_to_float(v);
-        }
-    });
+    widen(*this, out);
 }
 
 DType TensorFile::dominant_dtype() const {
