@@ -66,6 +66,10 @@ void write_npy(const std::string& path, const ArrayRef& array);
 // sections in name order) have these shapes; their element bytes follow. `data` is not read.
 std::string safetensors_header(const std::map<std::string, ArrayRef>& tensors,
                                const std::map<std::string, std::string>& metadata = {});
+// The same with the data sections in the order given (a writer that streams tensors as it makes
+// them); a name given twice throws Error.
+std::string safetensors_header_in_order(const std::vector<std::pair<std::string, ArrayRef>>& tensors,
+                                        const std::map<std::string, std::string>& metadata = {});
 // The bytes of a safetensors file holding F32 / F16 tensors (sorted by name) and string metadata.
 std::string safetensors_bytes(const std::map<std::string, ArrayRef>& tensors,
                               const std::map<std::string, std::string>& metadata = {});

@@ -1,6 +1,7 @@
 #include "vitreg/canonical_checkpoint.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "core/quantize.hpp"
@@ -13,33 +14,68 @@ namespace vitreg {
 
 namespace {
 
-struct StoredTensor {
+// What one source tensor becomes in the file: its outputs' names, shapes and dtypes, known before
+// any value is computed, so the header goes first and each group is made, written and freed in
+// turn (a 7B's weights as floats would not fit beside anything).
+struct Planned {
     std::string name;
     std::vector<std::int64_t> shape;
-    std::vector<float> values;
     DType dtype;
+};
+struct Group {
+    std::vector<Planned> outs;
+    std::function<std::vector<std::vector<float>>()> values;  // one per output, in order
 };
 
 // Weight `name` [out, in...] as --dtype int4 stores it: its codes (U8, the shape's last dim halved),
 // then its bf16 scales and zeros [out, groups] (bf16 values: stored exactly).
-std::vector<StoredTensor> int4_tensors(const std::string& file, const std::string& name, std::vector<std::int64_t> shape,
-                                       const std::vector<float>& values) {
+std::vector<Planned> int4_outputs(const std::string& file, const std::string& name, std::vector<std::int64_t> shape) {
     if (shape.size() > 2 && shape.back() % 2)  // (a row's padding nibble would fall inside the flattened row)
         throw UsageError(file + ": '" + name + "' is " + std::to_string(shape.back()) +
                          " wide along its last dim, odd: an int4 file packs two codes a byte along it (an odd patch "
                          "size); run it as MODEL@int4 instead");
-    const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
+    std::int64_t in = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) in *= shape[i];
+    const std::vector<std::int64_t> groups{shape.front(), quant::int4_groups(static_cast<int>(in))};
+    shape.back() = (shape.back() + 1) / 2;
+    return {{name, shape, DType::U8}, {name + ".scale", groups, DType::BF16}, {name + ".zero", groups, DType::BF16}};
+}
+
+std::vector<std::vector<float>> int4_values(const std::vector<float>& values, int out) {
+    const int in = static_cast<int>(values.size() / out);
     const quant::Int4Weights q = quant::quantize_groups(values.data(), out, in, in, 1);
     const auto floats = [](const std::vector<std::uint16_t>& bf16) {
         std::vector<float> f(bf16.size());
         std::transform(bf16.begin(), bf16.end(), f.begin(), quant::from_bf16);
         return f;
     };
-    shape.back() = (shape.back() + 1) / 2;
-    const std::vector<std::int64_t> groups{out, quant::int4_groups(in)};
-    return {{name, shape, std::vector<float>(q.codes.begin(), q.codes.end()), DType::U8},
-            {name + ".scale", groups, floats(q.scale), DType::BF16},
-            {name + ".zero", groups, floats(q.zero), DType::BF16}};
+    return {std::vector<float>(q.codes.begin(), q.codes.end()), floats(q.scale), floats(q.zero)};
+}
+
+std::vector<std::vector<float>> int8_values(const std::vector<float>& values, int out, int bits) {
+    const int in = static_cast<int>(values.size() / out);
+    quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, bits);
+    return {std::vector<float>(q.q.begin(), q.q.end()), std::move(q.scale)};
+}
+
+// The file: the header of every planned output, then each group's bytes, one group in memory at a time.
+void write_groups(const std::string& out, const std::vector<Group>& groups, const std::map<std::string, std::string>& meta) {
+    std::vector<std::pair<std::string, ArrayRef>> order;
+    for (const auto& g : groups)
+        for (const auto& t : g.outs) order.push_back({t.name, ArrayRef{t.shape, nullptr, t.dtype}});
+    AtomicFile file(out, true);
+    file.write(safetensors_header_in_order(order, meta));
+    for (const auto& g : groups) {
+        const auto values = g.values();
+        for (std::size_t i = 0; i < g.outs.size(); ++i) {
+            const ArrayRef a{g.outs[i].shape, values.at(i).data(), g.outs[i].dtype};
+            if (values[i].size() != a.numel())
+                throw Error(out + ": '" + g.outs[i].name + "' came out with " + std::to_string(values[i].size()) +
+                            " values for its shape");  // (a bug, not an input: the plan and the values disagree)
+            file.write(array_bytes(a));
+        }
+    }
+    file.commit();
 }
 
 }  // namespace
@@ -49,29 +85,25 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         throw UsageError(out + ": " + std::to_string(w.sinks->size()) + " sink logits for a model of " +
                          std::to_string(c.depth) + " layers x " + std::to_string(c.heads) + " heads");
     const std::int64_t D = c.dim, p = c.patch, M = c.grid, H = c.mlp_hidden;
-    std::map<std::string, std::vector<float>> data;
-    std::map<std::string, ArrayRef> tensors;
-    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::vector<float> values,
+    std::vector<Group> groups;
+    const auto put = [&](const std::string& name, std::vector<std::int64_t> shape, std::function<std::vector<float>()> values,
                          DType dtype) {
-        tensors[name] = ArrayRef{shape, nullptr, dtype};
-        data[name] = std::move(values);
+        groups.push_back({{{name, std::move(shape), dtype}}, [values] { return std::vector<std::vector<float>>{values()}; }});
     };
     const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) {
-        put(name, shape, ck.load(name, shape), w.dtype);
+        put(name, shape, [&ck, name, shape] { return ck.load(name, shape); }, w.dtype);
     };
     // A weight the int8 (int4) forward quantizes: quantized here the same way (its integers, then
     // its scales; int4: codes two to a byte, the shape's last dim halved, bf16 scales and zeros per group).
     const auto weight = [&](const std::string& name, std::vector<std::int64_t> shape) {
         if (!w.quantization.quantized()) return copy(name, shape);
-        const auto values = ck.load(name, shape);
-        if (w.quantization.precision == Precision::Int4) {
-            for (auto& t : int4_tensors(ck.path(), name, shape, values)) put(t.name, t.shape, std::move(t.values), t.dtype);
-            return;
-        }
-        const int out = static_cast<int>(shape.front()), in = static_cast<int>(values.size() / shape.front());
-        const quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, w.quantization.bits);
-        put(name, shape, std::vector<float>(q.q.begin(), q.q.end()), DType::I8);
-        put(name + ".scale", {out}, q.scale, DType::F32);
+        const int out = static_cast<int>(shape.front()), bits = w.quantization.bits;
+        if (w.quantization.precision == Precision::Int4)
+            groups.push_back({int4_outputs(ck.path(), name, shape),
+                              [&ck, name, shape, out] { return int4_values(ck.load(name, shape), out); }});
+        else
+            groups.push_back({{{name, shape, DType::I8}, {name + ".scale", {out}, DType::F32}},
+                              [&ck, name, shape, out, bits] { return int8_values(ck.load(name, shape), out, bits); }});
     };
     const auto norm = [&](const std::string& name, std::int64_t width = 0) {
         copy(name + ".weight", {width ? width : D});
@@ -90,9 +122,13 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     if (!c.has_pos_embed()) {
         // rotary positions only: no pos_embed (the metadata says which)
     } else if (!c.pos_embed_class && c.class_token) {  // no_embed_class: the class token's row is zero
-        auto grid = ck.load("pos_embed", {1, M * M, D});
-        grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
-        put("pos_embed", {1, 1 + M * M, D}, std::move(grid), w.dtype);
+        put("pos_embed", {1, 1 + M * M, D},
+            [&ck, M, D] {
+                auto grid = ck.load("pos_embed", {1, M * M, D});
+                grid.insert(grid.begin(), static_cast<std::size_t>(D), 0.0f);
+                return grid;
+            },
+            w.dtype);
     } else {
         copy("pos_embed", {1, c.prefix_tokens() + M * M, D});
     }
@@ -120,8 +156,8 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         }
         if (w.sinks)
             put(b + "attn.sinks", {c.heads},
-                std::vector<float>(w.sinks->begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
-                                   w.sinks->begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads),
+                [row = std::vector<float>(w.sinks->begin() + static_cast<std::ptrdiff_t>(i) * c.heads,
+                                          w.sinks->begin() + static_cast<std::ptrdiff_t>(i + 1) * c.heads)] { return row; },
                 w.dtype);
         else if (c.has_sinks)
             copy(b + "attn.sinks", {c.heads});
@@ -138,8 +174,6 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         linear("attn_pool.mlp.fc1", head_hidden, D, true, false);
         linear("attn_pool.mlp.fc2", D, head_hidden, true, false);
     }
-    for (auto& [name, t] : tensors) t.data = data[name].data();
-
     auto meta = config_metadata(to_json(c));
     meta["format"] = "pt";
     if (w.sinks) {  // new logits: the caller says whether they evict
@@ -152,7 +186,7 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
         if (w.quantization.precision == Precision::Int4) meta["group_size"] = std::to_string(quant::kInt4Group);
     }
     for (const auto& [k, v] : w.metadata) meta[k] = v;
-    write_safetensors(out, tensors, meta);
+    write_groups(out, groups, meta);
 }
 
 Config convert_checkpoint(const std::string& path, const ConfigOverrides& overrides, DType dtype, const std::string& out,
