@@ -2,6 +2,7 @@
 // product of the same quantized operands, on shapes that leave remainders in rows, panels,
 // and k groups. Integer results must be equal, and every kernel must give the same bits.
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <random>
 
 #include "gemm_lowp.hpp"
@@ -114,6 +115,61 @@ TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero point
             }
         }
     }
+}
+
+TEST_CASE("int8 weights in place: W's signed rows against the input's byte panels, exact integers") {
+    if (!supported(Int8Isa::Avx512Vnni)) return;  // (the in-place kernel is vpdpbusd's)
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+    // Token counts ending in a full, a 16- and a 32-wide panel; W's rows 1–8 and past a tile.
+    for (const auto [on, k, m] : {std::tuple{1, 4, 1}, {8, 64, 48}, {3, 12, 49}, {13, 36, 75}, {20, 128, 130}, {9, 8, 96}}) {
+        INFO("rows " << on << " k " << k << " tokens " << m);
+        const int groups = k / 4;
+        std::vector<std::int8_t> w(static_cast<std::size_t>(on) * k);
+        std::vector<std::uint8_t> x(static_cast<std::size_t>(m) * k);
+        for (auto& v : w) v = static_cast<std::int8_t>(s8(rng));
+        for (auto& v : x) v = static_cast<std::uint8_t>(u8(rng));
+        w[0] = -128;  // (the kernel itself takes every signed byte)
+        std::vector<std::uint32_t> rows(static_cast<std::size_t>(m) * groups);
+        std::memcpy(rows.data(), x.data(), x.size());
+        PackedRowsU8 panels;
+        pack_rows_u8(panels, rows.data(), m, groups);
+        CHECK(panels.last_nr == (m % 48 == 0 || m % 48 > 32 ? 48 : m % 48 > 16 ? 32 : 16));
+        // Columns from the second panel on (where there is one), into a wider output whose other cells stay.
+        const int c0 = m > panels.nr ? panels.nr : 0, ldo = m + 2;
+        std::vector<std::int32_t> out(static_cast<std::size_t>(on) * ldo, 7);
+        multiply_rows(reinterpret_cast<const std::uint32_t*>(w.data()), on, panels, c0, m, out.data(), ldo);
+        long mismatches = 0;
+        for (int o = 0; o < on; ++o)
+            for (int j = 0; j < ldo; ++j) {  // column j holds token c0 + j, up to m
+                const int t = c0 + j;
+                long want = 7;
+                if (t < m) {
+                    want = 0;
+                    for (int q = 0; q < k; ++q) want += long(w[o * k + q]) * long(x[t * k + q]);
+                }
+                mismatches += out[static_cast<std::size_t>(o) * ldo + j] != want;
+            }
+        CHECK(mismatches == 0);
+    }
+}
+
+TEST_CASE("an int8 row's sum and range in one pass") {
+    std::vector<std::int8_t> q(200);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = static_cast<std::int8_t>(static_cast<int>(i * 37 % 255) - 127);
+    long want = 0;
+    for (const auto v : q) want += v;
+    bool ok = false;
+    CHECK(sum_s8(q.data(), q.size(), 127, &ok) == want);
+    CHECK(ok);
+    for (const std::size_t at : {std::size_t{3}, std::size_t{130}, std::size_t{199}}) {  // in a 64-byte step and in the tail
+        auto bad = q;
+        bad[at] = -128;
+        CHECK(sum_s8(bad.data(), bad.size(), 127, &ok) == want - q[at] - 128);
+        CHECK(!ok);
+    }
+    CHECK(sum_s8(q.data(), q.size(), 63, &ok) == want);
+    CHECK(!ok);
 }
 
 TEST_CASE("int4 GEMM is the product of its dequantized operands on every kernel, the same bits on each") {

@@ -94,7 +94,7 @@ TEST_CASE("the table's defaults are the library's, and every option reaches the 
     CHECK(got.precision.describe() == want.precision.describe());
     CHECK(got.overrides.limits.max_header_bytes == want.overrides.limits.max_header_bytes);
     CHECK(got.overrides.limits.max_json_depth == want.overrides.limits.max_json_depth);
-    CHECK(got.precision.bf16_packed == want.precision.bf16_packed);
+    CHECK(got.precision.file_weights_packed == want.precision.file_weights_packed);
     CHECK(got.threads == want.threads);
     CHECK(got.max_tokens == want.max_tokens);
     CHECK(got.max_tokens == kMaxTokensFromMemory);
@@ -120,8 +120,8 @@ TEST_CASE("the table's defaults are the library's, and every option reaches the 
     CHECK(all.image_limits.max_pixels == 1000);
     CHECK(all.max_tokens == 77);
     CHECK(all.max_memory == (std::int64_t(3) << 29));
-    CHECK(!all.precision.bf16_packed);
-    CHECK(ModelRequest::from_options("m", {{"precision", "bf16"}, {"bf16-weights", "packed"}}).precision.bf16_packed);
+    CHECK(!all.precision.file_weights_packed);
+    CHECK(ModelRequest::from_options("m", {{"precision", "bf16"}, {"file-weights", "packed"}}).precision.file_weights_packed);
     CHECK(model_options().size() == 17);  // a new option: add it above, and to the front ends' tests
 }
 

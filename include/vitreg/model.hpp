@@ -72,8 +72,8 @@ public:
     void check_tokens(int height, int width, std::int64_t max_tokens, const std::string& name) const;
 
     // The linears' weights: bytes `held` in memory the model allocated (packed, quantized), and
-    // bytes read in place from the checkpoint's mapped pages (bf16 weights stored as bf16, on a
-    // AVX512-BF16 CPU without AMX; shared with the page cache and any other process reading the file).
+    // bytes read in place from the checkpoint's mapped pages (--file-weights mapped: bf16 weights
+    // stored as bf16, or an int8 file's; shared with the page cache and any other process reading the file).
     struct WeightBytes {
         std::int64_t held = 0, mapped = 0;
     };

@@ -32,7 +32,7 @@ class Model:
     def __init__(self, model: PathArg, *, key: Optional[str] = None, attention: Optional[str] = None,
                  pos_interp: Optional[str] = None, precision: Optional[str] = 'fp32',
                  act_quant: Optional[str] = 'per-token', scales: Optional[str] = None,
-                 int8_weights: Optional[int] = 8, bf16_weights: Optional[str] = 'mapped',
+                 int8_weights: Optional[int] = 8, file_weights: Optional[str] = 'mapped',
                  evict: Optional[str] = None, ttr: Optional[int] = None,
                  register_neurons: Optional[str] = None, max_header_bytes: Optional[int] = 104857600,
                  max_json_depth: Optional[int] = 64, threads: Optional[int] = 0,

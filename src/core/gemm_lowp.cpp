@@ -102,6 +102,26 @@ constexpr int kLanes = 16, kNv = 3, kMr = 8;
 #include "gemm_lowp_tile.inc"
 #undef VITREG_LOWP_MAC
 }  // namespace int8_avx512vnni
+// In place (gemm_lowp.hpp, int8_in_place): A's signed bytes broadcast against B's unsigned ones,
+// 48 columns, or 16 and 32 for a last panel of as few.
+namespace int8_avx512vnni_signed {
+constexpr int kLanes = 16, kNv = 3, kMr = 8;
+#define VITREG_LOWP_MAC Mac::Int8DotSigned
+#include "gemm_lowp_tile.inc"
+#undef VITREG_LOWP_MAC
+}  // namespace int8_avx512vnni_signed
+namespace int8_avx512vnni_signed_16 {
+constexpr int kLanes = 16, kNv = 1, kMr = 8;
+#define VITREG_LOWP_MAC Mac::Int8DotSigned
+#include "gemm_lowp_tile.inc"
+#undef VITREG_LOWP_MAC
+}  // namespace int8_avx512vnni_signed_16
+namespace int8_avx512vnni_signed_32 {
+constexpr int kLanes = 16, kNv = 2, kMr = 8;
+#define VITREG_LOWP_MAC Mac::Int8DotSigned
+#include "gemm_lowp_tile.inc"
+#undef VITREG_LOWP_MAC
+}  // namespace int8_avx512vnni_signed_32
 #undef VITREG_LOWP_TARGET
 
 // int8 dot products of four bytes into 32-bit lanes on 256 bits, DOT(acc, a, b) being vpdpbusd
@@ -599,7 +619,8 @@ PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int
     p.scale.assign(scale, scale + n);
     p.sums.assign(n, 0);
     parallel_each(n, [&](int col) {
-        for (int row = 0; row < k; ++row) p.sums[col] += q[static_cast<std::size_t>(col) * k + row];
+        bool in_range;  // (the caller checked)
+        p.sums[col] = sum_s8(q + static_cast<std::size_t>(col) * k, static_cast<std::size_t>(k), 127, &in_range);
     });
     pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;
@@ -646,6 +667,103 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
         return amx_kernel::drive<std::int32_t>(a.data, m, b.groups(), b.data, b.panel_groups, c0, c1, finish);
 #endif
     drive<std::int32_t>(a.data, b.groups(), m, b.data, b.groups(), tiles(b.isa), -1, tiles(b.isa), c0, c1, finish);
+}
+
+// ---- int8 weights in place -----------------------------------------------------------------
+
+void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int groups) {
+#if defined(__x86_64__)
+    into.nr = int8_avx512vnni_signed::kernels.nr;
+#else
+    throw Error("int8 weights in place need AVX512-VNNI");
+#endif
+    into.groups = groups;
+    into.n = m;
+    const int panels = into.panels(), rest = m - (panels - 1) * into.nr;
+    into.last_nr = rest <= 16 ? 16 : rest <= 32 ? 32 : into.nr;
+    if (m == 0) return;
+    into.data.resize(into.offset(panels - 1) + static_cast<std::size_t>(groups) * into.last_nr);
+    parallel_each(panels, [&](int panel) {
+        const int j0 = panel * into.nr, used = std::min(into.nr, m - j0), width = into.width(panel);
+        std::uint32_t* dst = into.data.data() + into.offset(panel);
+        for (int g = 0; g < groups; ++g) {
+            std::uint32_t* line = dst + static_cast<std::size_t>(g) * width;
+            for (int j = 0; j < used; ++j) line[j] = rows[static_cast<std::size_t>(j0 + j) * groups + g];
+            std::fill(line + used, line + width, 0u);  // padding tokens: zero bytes, their sums unused
+        }
+    });
+}
+
+void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0, int c1, std::int32_t* out, long ldo) {
+#if defined(__x86_64__)
+    const Tiles full = int8_avx512vnni_signed::kernels;
+    const Tiles tail = x.last_nr == 16   ? int8_avx512vnni_signed_16::kernels
+                       : x.last_nr == 32 ? int8_avx512vnni_signed_32::kernels
+                                         : full;
+    const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
+        for (int i = 0; i < rows; ++i)
+            std::memcpy(out + (r + i) * ldo + (col - c0), acc + i * nr, static_cast<std::size_t>(cols) * sizeof(std::int32_t));
+    };
+    drive<std::int32_t>(w, x.groups, on, x.data, x.groups, full, x.panels() - 1, tail, c0, c1, finish);
+#else
+    (void)w, (void)on, (void)x, (void)c0, (void)c1, (void)out, (void)ldo;
+    throw Error("int8 weights in place need AVX512-VNNI");
+#endif
+}
+
+namespace {
+#if defined(__x86_64__)
+// 64 bytes a step: the sum through vpsadbw of the bytes offset to unsigned, the range by their
+// extremes.
+__attribute__((target("avx512f,avx512bw"))) std::int32_t sum_s8_avx512(const std::int8_t* q, std::size_t n, int* lo,
+                                                                      int* hi) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), zero = _mm512_setzero_si512();
+    __m512i sums = zero, low = zero, high = zero;
+    std::size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        const __m512i v = _mm512_loadu_si512(q + i);
+        sums = _mm512_add_epi64(sums, _mm512_sad_epu8(_mm512_xor_si512(v, flip), zero));
+        low = _mm512_min_epi8(low, v);
+        high = _mm512_max_epi8(high, v);
+    }
+    alignas(64) std::int64_t lanes[8];
+    alignas(64) std::int8_t l[64], h[64];
+    _mm512_store_si512(lanes, sums);
+    _mm512_store_si512(l, low);
+    _mm512_store_si512(h, high);
+    std::int64_t total = -128 * static_cast<std::int64_t>(i);
+    for (std::int64_t lane : lanes) total += lane;
+    for (int j = 0; j < 64; ++j) {
+        *lo = std::min<int>(*lo, l[j]);
+        *hi = std::max<int>(*hi, h[j]);
+    }
+    for (; i < n; ++i) {
+        total += q[i];
+        *lo = std::min<int>(*lo, q[i]);
+        *hi = std::max<int>(*hi, q[i]);
+    }
+    return static_cast<std::int32_t>(total);
+}
+#endif
+}  // namespace
+
+std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range) {
+    int lo = 0, hi = 0;
+    std::int32_t total = 0;
+#if defined(__x86_64__)
+    if (cpu::usable().avx512) {
+        total = sum_s8_avx512(q, n, &lo, &hi);
+    } else
+#endif
+    {
+        for (std::size_t i = 0; i < n; ++i) {
+            total += q[i];
+            lo = std::min<int>(lo, q[i]);
+            hi = std::max<int>(hi, q[i]);
+        }
+    }
+    *in_range = lo >= -qmax && hi <= qmax;
+    return total;
 }
 
 }  // namespace vitreg::gemm

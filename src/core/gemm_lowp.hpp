@@ -117,6 +117,28 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
 void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
 
+// ---- int8 weights in place (kernels.hpp, Linear::mapped) ---------------------------------------
+// An int8 file's W [n][k] read where it lies in the file: W's rows are the broadcast side of
+// vpdpbusd, signed, and the input's uint8 rows (quantize_rows'), packed as panels at each call,
+// the loaded side, unsigned. A tile holds W·Aᵀ, the packed path's integers transposed. On
+// AVX512-VNNI without AMX (AMX would copy a short strip of W at every call, as for bf16).
+inline bool int8_in_place() { return best_int8() == Int8Isa::Avx512Vnni; }
+
+struct PackedRowsU8 {
+    int groups = 0, n = 0, nr = 0, last_nr = 0;  // the last panel 16, 32 or nr wide
+    GroupBuffer data;  // ceil(n / nr) panels of [groups][width(p)] quads of uint8, zero-padded
+    int panels() const { return (n + nr - 1) / nr; }
+    int width(int panel) const { return panel == panels() - 1 ? last_nr : nr; }
+    std::size_t offset(int panel) const { return static_cast<std::size_t>(panel) * groups * nr; }
+};
+// Rows [m][groups] (quantize_rows' out) as the panels the in-place kernel loads.
+void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int groups);
+// out [on][c1 − c0] (stride ldo): the int32 sums of W's rows w [on][x.groups] (int8 quads)
+// against the rows c0 .. c1 of x (c0 a multiple of x.nr).
+void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0, int c1, std::int32_t* out, long ldo);
+// Σ q over n int8 values (the zero point's term), and whether every |q| ≤ qmax, in one pass.
+std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range);
+
 // ---- int4 weights (W4A8) --------------------------------------------------------------------
 // Weights affine per group of quant::kInt4Group along k (quantize.hpp's affine_u4), held as
 // 4-bit codes; activations uint8 per row as for int8. A panel's codes are unpacked to int8

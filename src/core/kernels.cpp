@@ -136,6 +136,28 @@ Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int i
     return l;
 }
 
+Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const std::int32_t* sums, int out, int in,
+                               Eigen::VectorXf bias, std::optional<quant::AffineU8> fixed) {
+    if (in % 4 || reinterpret_cast<std::uintptr_t>(q) % 4 || !gemm::int8_in_place())
+        throw Error("mapped int8 weights need 4-byte aligned rows, a width a multiple of 4 and AVX512-VNNI");
+    Linear l;
+    l.precision = Precision::Int8;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    l.fixed = fixed;
+    l.wq.k = in;
+    l.wq.n = out;
+    l.wq.isa = gemm::Int8Isa::Avx512Vnni;
+    l.wq.scale.assign(scale, scale + out);
+    l.wq.sums.assign(sums, sums + out);
+    const int side = tile_side(in, 1);
+    for (int o0 = 0; o0 < out; o0 += side)
+        l.mapped.push_back({reinterpret_cast<const std::uint32_t*>(q + static_cast<std::size_t>(o0) * in), o0,
+                            std::min(side, out - o0)});
+    return l;
+}
+
 Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,
                         Eigen::VectorXf bias) {
     Linear l;
@@ -157,50 +179,95 @@ void activate(Epilogue epilogue, float* tile, int rows, int cols, int ld) {
     else if (epilogue == Epilogue::BiasGeluTanh) vec.gelu_tanh(tile, rows, cols, ld);
 }
 
-// x · Wᵀ with W's bf16 rows read in place (Linear::mapped): W is the side the kernel broadcasts
-// and x, packed as panels of tokens, the side it loads, so a tile holds (W · xᵀ) for a block of
-// outputs × tokens; each token's row of it is finished into `out` as the packed path finishes
-// its rows. vdpbf16ps' two products commute, so every output has that path's bits.
-void linear_mapped(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
-                   LinearScratch& scratch, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out();
-    gemm::PackedBf16& tokens = scratch.input;
-    gemm::pack_weights_into(tokens, x, rows, in);
-    const int side = tile_side(in, 2), nr = tokens.nr;
-    const int panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
-    const int out_tiles = static_cast<int>(layer.mapped.size());
-    const int token_tiles = (tokens.panels() + panels_per_tile - 1) / panels_per_tile;
-    const float* bias = layer.bias.data();
-    const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
+// x · Wᵀ with W's rows read in place (Linear::mapped): W is the side the kernel broadcasts and
+// x, packed as panels of tokens, the side it loads, so a tile holds (W · xᵀ) for a block of
+// outputs × tokens (T: float for bf16, int32 for int8); `multiply(block, t0, tn, product)` fills
+// it [on][tn], and each kTransposeRows tokens' rows of it go to `finish(block, token, count,
+// rows [count][side])`, which finishes them into `out` as the packed path finishes its rows.
+template <class T, class Multiply, class Finish>
+void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epilogue epilogue, const Multiply& multiply,
+                const Finish& finish) {
+    const int width = layer.out(), panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
+    const int out_tiles = static_cast<int>(layer.mapped.size()), token_tiles = (rows + span - 1) / span;
     // The weights are the operand read from memory: each block of their rows serves every token
     // tile in turn while it is in L2.
     for_each_task(out_tiles * token_tiles, [&](int t) {
         const Linear::MappedBlock& block = layer.mapped[t / token_tiles];
-        const int o0 = block.o0, on = block.on;
         const int t0 = t % token_tiles * span, tn = std::min(span, rows - t0);
-        float* product = thread_scratch<float>(static_cast<std::size_t>(side) * (span + kTransposeRows));
-        float* rows_of = product + static_cast<std::size_t>(side) * span;  // kTransposeRows tokens' rows
-        gemm::multiply(block.w, on, tokens, t0, t0 + tn, product, tn);
-        const loops::Table& vec = loops::active();
+        T* product = thread_scratch<T>(static_cast<std::size_t>(side) * (span + kTransposeRows));
+        T* rows_of = product + static_cast<std::size_t>(side) * span;  // kTransposeRows tokens' rows
+        multiply(block, t0, tn, product);
         for (int i0 = 0; i0 < tn; i0 += kTransposeRows) {
-            const int in_block = std::min(kTransposeRows, tn - i0);
-            for (int o = 0; o < on; ++o) {
-                const float* from = product + static_cast<std::size_t>(o) * tn + i0;
-                for (int i = 0; i < in_block; ++i) rows_of[i * side + o] = from[i];
+            const int count = std::min(kTransposeRows, tn - i0);
+            for (int o = 0; o < block.on; ++o) {
+                const T* from = product + static_cast<std::size_t>(o) * tn + i0;
+                for (int i = 0; i < count; ++i) rows_of[i * side + o] = from[i];
             }
-            for (int i = 0; i < in_block; ++i)
-                vec.finish_row(rows_of + i * side, on, bias + o0, scales ? scales + o0 : nullptr,
-                               out + static_cast<std::size_t>(t0 + i0 + i) * width + o0);
+            finish(block, t0 + i0, count, rows_of);
         }
-        activate(epilogue, out + static_cast<std::size_t>(t0) * width + o0, tn, on, width);
+        activate(epilogue, out + static_cast<std::size_t>(t0) * width + block.o0, tn, block.on, width);
     });
+}
+
+// bf16: vdpbf16ps' two products commute, so every output has the packed path's bits.
+void linear_mapped_bf16(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+                        LinearScratch& scratch, const Eigen::VectorXf* scale) {
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 2);
+    gemm::PackedBf16& tokens = scratch.input;
+    gemm::pack_weights_into(tokens, x, rows, in);
+    const float* bias = layer.bias.data();
+    const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
+    const loops::Table& vec = loops::active();
+    run_mapped<float>(
+        layer, rows, tokens.nr, side, out, epilogue,
+        [&](const Linear::MappedBlock& b, int t0, int tn, float* product) {
+            gemm::multiply(b.w, b.on, tokens, t0, t0 + tn, product, tn);
+        },
+        [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
+            for (int i = 0; i < count; ++i)
+                vec.finish_row(rows_of + i * side, b.on, bias + b.o0, scales ? scales + b.o0 : nullptr,
+                               out + static_cast<std::size_t>(token + i) * width + b.o0);
+        });
+}
+
+// int8: the input quantized as the packed path quantizes it, and each token's integers
+// dequantized by the same rule (vpdpbusd's sums are exact in either orientation): its bits.
+void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+                        LinearScratch& scratch, const Eigen::VectorXf* scale) {
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 1), groups = in / 4;
+    const std::size_t n = static_cast<std::size_t>(rows);
+    std::uint32_t* quads = gemm::at_least(scratch.groups, n * groups);
+    float* row_scale = gemm::at_least(scratch.scale, n);
+    std::int32_t* row_zero = gemm::at_least(scratch.zero_point, n);
+    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        const int r0 = t * kRowsPerTask, rn = std::min(kRowsPerTask, rows - r0);
+        gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
+                            quads + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
+    });
+    gemm::PackedRowsU8& tokens = scratch.input_u8;
+    gemm::pack_rows_u8(tokens, quads, rows, groups);
+    const float* bias = layer.bias.data();
+    const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
+    const loops::Table& vec = loops::active();
+    run_mapped<std::int32_t>(
+        layer, rows, tokens.nr, side, out, epilogue,
+        [&](const Linear::MappedBlock& b, int t0, int tn, std::int32_t* product) {
+            gemm::multiply_rows(b.w, b.on, tokens, t0, t0 + tn, product, tn);
+        },
+        [&](const Linear::MappedBlock& b, int token, int count, const std::int32_t* rows_of) {
+            vec.dequantize_rows(rows_of, side, count, b.on, row_zero + token, row_scale + token, layer.wq.sums.data() + b.o0,
+                                layer.wq.scale.data() + b.o0, bias + b.o0, scales ? scales + b.o0 : nullptr,
+                                out + static_cast<std::size_t>(token) * width + b.o0, width);
+        });
 }
 
 }  // namespace
 
 void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, LinearScratch& scratch,
             const Eigen::VectorXf* scale) {
-    if (!layer.mapped.empty()) return linear_mapped(x, rows, layer, out, epilogue, scratch, scale);
+    if (!layer.mapped.empty())
+        return layer.precision == Precision::Int8 ? linear_mapped_int8(x, rows, layer, out, epilogue, scratch, scale)
+                                                  : linear_mapped_bf16(x, rows, layer, out, epilogue, scratch, scale);
     const int in = layer.in(), width = layer.out();
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
     const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();

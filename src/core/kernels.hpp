@@ -25,9 +25,10 @@ struct Linear {
     Precision precision = Precision::Fp32;
     gemm::PackedMatrix wt;   // fp32, or bf16-rounded where the CPU lacks vdpbf16ps
     gemm::PackedBf16 wb;     // bf16 on vdpbf16ps
-    // bf16 on vdpbf16ps, W read in place from the mapped checkpoint (its model keeps the file):
-    // nothing packed at load. Blocks of W's rows, outputs o0 .. o0 + on, each [on][in / 2] pairs
-    // at w; set instead of wb.
+    // W read in place from the mapped checkpoint (its model keeps the file): nothing packed at
+    // load. Blocks of W's rows, outputs o0 .. o0 + on, each [on][in / 2] pairs at w (bf16 on
+    // vdpbf16ps; set instead of wb) or [on][in / 4] quads of int8 (an int8 file's, on
+    // AVX512-VNNI; set instead of wq.data, whose scale and sums it uses).
     struct MappedBlock {
         const std::uint32_t* w;
         int o0, on;
@@ -42,7 +43,9 @@ struct Linear {
     int out() const { return out_; }
     // Weight bytes in memory vitreg allocated (packed, quantized, scales), and read in place.
     std::int64_t held_bytes() const;
-    std::int64_t mapped_bytes() const { return mapped.empty() ? 0 : std::int64_t{out_} * in_ * 2; }
+    std::int64_t mapped_bytes() const {
+        return mapped.empty() ? 0 : std::int64_t{out_} * in_ * (precision == Precision::Int8 ? 1 : 2);
+    }
 };
 
 // Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping,
@@ -56,6 +59,10 @@ Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, E
 // ±(2^(bits−1) − 1) and its per-output-channel `scale` [out]; packed, not quantized again.
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
                         std::optional<quant::AffineU8> fixed, int int8_weight_bits);
+// The same, read where it lies (Linear::mapped; gemm::int8_in_place()): q 4-byte aligned, in a
+// multiple of 4, `sums` [out] its rows' Σ q.
+Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const std::int32_t* sums, int out, int in,
+                               Eigen::VectorXf bias, std::optional<quant::AffineU8> fixed);
 // An int4 linear from weights quantized already (an int4 file's, quant::Int4Weights' layout):
 // codes [out][ceil(in / 2)], scale and zero [out][ceil(in / 128)] bf16; packed, not quantized again.
 Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,
@@ -68,6 +75,7 @@ struct LinearScratch {
     gemm::Buffer packed;   // the input as the fp32 kernel's strips (gemm::pack_rows), where it reads those
     gemm::GroupBuffer groups;
     gemm::PackedBf16 input;  // mapped bf16 weights: the input packed as the GEMM's panels
+    gemm::PackedRowsU8 input_u8;  // mapped int8 weights: the quantized input as panels
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
     std::vector<std::int32_t> group_terms;  // int4: Σ (u − zp) per row and group of k

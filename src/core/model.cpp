@@ -56,7 +56,7 @@ struct LinearLoader {
     // Each float weight widened into this one buffer before it is packed: its pages are faulted
     // in once for the largest tensor, not again for every tensor (27 GB of fresh pages on a 7B).
     mutable std::vector<float> weights;
-    bool in_place;             // bf16 weights read from the file where they lie (Checkpoint::mapped_bf16)
+    bool in_place;             // bf16 weights, or an int8 file's, read from the file where they lie
     mutable bool used = false;  // some linear does: the model keeps the file
 
     // `bias` false: the checkpoint has none (CLIP's patch embedding, qkv_bias=False); zeros.
@@ -78,8 +78,13 @@ struct LinearLoader {
             ck.file().release(*w.view);
         } else if (ck.quantization().quantized()) {
             const Int8Tensor w = ck.load_int8(name + ".weight", stored);
-            l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
-            ck.file().release(*w.view);
+            if (in_place && in % 4 == 0 && reinterpret_cast<std::uintptr_t>(w.q) % 4 == 0) {
+                l = kernels::make_linear_int8_mapped(w.q, w.scale.data(), w.sums.data(), out, in, std::move(b), fixed);
+                used = true;
+            } else {
+                l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
+                ck.file().release(*w.view);
+            }
         } else if (const auto rows = in_place ? ck.mapped_bf16(name + ".weight", stored) : std::vector<Bf16Rows>{};
                    !rows.empty()) {
             l = kernels::make_linear_mapped(rows, out, in, std::move(b));
@@ -175,7 +180,7 @@ struct Model::Impl {
     Norm fc_norm;                // config.fc_norm
     RowMatrix proj;              // [D, E] when config.proj_dim
     AttentionPool attn_pool;     // config.pool == Pool::Map
-    std::shared_ptr<const TensorFile> weights_file;  // held while linears read their bf16 weights in it
+    std::shared_ptr<const TensorFile> weights_file;  // held while linears read their weights in it
 
     // What a forward needs per grid (the resampled pos_embed, the rotary tables), made on first
     // use and kept: concurrent forwards share one copy.
@@ -297,7 +302,10 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
                                    per_tensor ? &calibration : nullptr, precision.scales, {},
-                                   precision.precision == Precision::Bf16 && !precision.bf16_packed && gemm::bf16_in_place()};
+                                   !precision.file_weights_packed && (precision.precision == Precision::Bf16 ? gemm::bf16_in_place()
+                                                              : precision.precision == Precision::Int8 && ck.quantization().quantized()
+                                                                  ? gemm::int8_in_place()
+                                                                  : false)};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));

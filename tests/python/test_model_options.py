@@ -24,7 +24,7 @@ EXAMPLES = {"attention": "softmax1", "pos_interp": "offset", "evict": "cls", "ma
 
 def test_the_table_names_the_options_both_front_ends_had():
     assert [o["keyword"] for o in OPTIONS] == [
-        "key", "attention", "pos_interp", "precision", "act_quant", "scales", "int8_weights", "bf16_weights", "evict",
+        "key", "attention", "pos_interp", "precision", "act_quant", "scales", "int8_weights", "file_weights", "evict",
         "ttr", "register_neurons", "max_header_bytes", "max_json_depth", "threads", "max_image_pixels", "max_memory", "max_tokens"]
     for o in OPTIONS:
         assert o["keyword"] == o["name"].replace("-", "_") and o["flag"] == "--" + o["name"]

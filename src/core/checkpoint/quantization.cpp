@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "core/checkpoint/shape.hpp"
+#include "core/gemm_lowp.hpp"
+#include "core/parallel_each.hpp"
 #include "core/quantize.hpp"
 #include "vitreg/checkpoint.hpp"
 #include "vitreg/error.hpp"
@@ -105,10 +107,19 @@ Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector
             fail(scale_name, "holds " + std::to_string(t.scale[i]) + " at " + std::to_string(i) + " (a scale is finite and positive)");
     // Wider integers than the file's bits would overflow the kernels that 7-bit weights select.
     const int qmax = (1 << (quantization_.bits - 1)) - 1;
-    for (std::size_t i = 0; i < w.nbytes; ++i)
-        if (t.q[i] > qmax || t.q[i] < -qmax)
-            fail(w.name, "holds " + std::to_string(t.q[i]) + " at " + std::to_string(i) + ", outside the " +
-                             std::to_string(quantization_.bits) + "-bit weights' ±" + std::to_string(qmax));
+    const std::size_t row = t.scale.empty() ? 0 : w.nbytes / t.scale.size();
+    t.sums.resize(t.scale.size());
+    std::vector<char> in_range(t.scale.size());
+    parallel_each(static_cast<int>(t.scale.size()), [&](int r) {
+        bool ok;
+        t.sums[r] = gemm::sum_s8(t.q + r * row, row, qmax, &ok);
+        in_range[r] = ok;
+    });
+    for (std::size_t r = 0; r < in_range.size(); ++r)  // a row out of range: where
+        for (std::size_t i = r * row; !in_range[r] && i < (r + 1) * row; ++i)
+            if (t.q[i] > qmax || t.q[i] < -qmax)
+                fail(w.name, "holds " + std::to_string(t.q[i]) + " at " + std::to_string(i) + ", outside the " +
+                                 std::to_string(quantization_.bits) + "-bit weights' ±" + std::to_string(qmax));
     return t;
 }
 
