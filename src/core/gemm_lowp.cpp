@@ -44,29 +44,21 @@ namespace {
 #include "gemm_k_loops.inc"
 }  // namespace
 
-#define VITREG_LOWP_TARGET __attribute__((target("avx512f")))
-namespace bf16_avx512bf16 {
-constexpr int kLanes = 16, kNv = 3, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Bf16Dot
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace bf16_avx512bf16
-// A last panel of at most 16 or 32 columns runs one or two vectors wide, not 48: a 201-token
-// input to a linear whose weights are the broadcast side (kernels.cpp, mapped bf16 weights)
-// would otherwise compute 240 columns.
-namespace bf16_avx512bf16_16 {
-constexpr int kLanes = 16, kNv = 1, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Bf16Dot
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace bf16_avx512bf16_16
-namespace bf16_avx512bf16_32 {
-constexpr int kLanes = 16, kNv = 2, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Bf16Dot
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace bf16_avx512bf16_32
-#undef VITREG_LOWP_TARGET
+// The tiles of one instruction on 16·NV columns, 1 to 8 rows. bf16 and int8 run 48 columns; a
+// last panel of at most 16 or 32 runs one or two vectors wide, not 48: a 201-token input to a
+// linear whose weights are the broadcast side (kernels.cpp, weights in place) would otherwise
+// compute 240 columns. Int8DotSigned is int8 in place (int8_in_place): A's signed bytes
+// broadcast against B's unsigned ones.
+template <Mac OP, int NV>
+struct AsmTiles {
+    template <int MR>
+    __attribute__((target("avx512f"))) static void tile(const std::uint32_t* a, long lda, const std::uint32_t* bp,
+                                                        int groups, void* out) {
+        avx512_product<MR, NV, OP>(a, lda, bp, groups, nullptr, 0, out);
+    }
+    static constexpr Tile kList[8] = {&tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>, &tile<7>, &tile<8>};
+    static constexpr Tiles kernels{kList, 8, 16 * NV};
+};
 
 #endif
 
@@ -95,34 +87,6 @@ inline void store(float* o, VAcc v) { *o = v; }
 
 // ---- int8 kernels: vpdpbusd, 512 and 256 bits, then its exact emulation ---------------------
 #if defined(__x86_64__)
-#define VITREG_LOWP_TARGET __attribute__((target("avx512f")))
-namespace int8_avx512vnni {
-constexpr int kLanes = 16, kNv = 3, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Int8Dot
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace int8_avx512vnni
-// In place (gemm_lowp.hpp, int8_in_place): A's signed bytes broadcast against B's unsigned ones,
-// 48 columns, or 16 and 32 for a last panel of as few.
-namespace int8_avx512vnni_signed {
-constexpr int kLanes = 16, kNv = 3, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Int8DotSigned
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace int8_avx512vnni_signed
-namespace int8_avx512vnni_signed_16 {
-constexpr int kLanes = 16, kNv = 1, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Int8DotSigned
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace int8_avx512vnni_signed_16
-namespace int8_avx512vnni_signed_32 {
-constexpr int kLanes = 16, kNv = 2, kMr = 8;
-#define VITREG_LOWP_MAC Mac::Int8DotSigned
-#include "gemm_lowp_tile.inc"
-#undef VITREG_LOWP_MAC
-}  // namespace int8_avx512vnni_signed_32
-#undef VITREG_LOWP_TARGET
 
 // int8 dot products of four bytes into 32-bit lanes on 256 bits, DOT(acc, a, b) being vpdpbusd
 // (two encodings: AVX512-VNNI with VL (EVEX) and AVX-VNNI (VEX)) or its replay for 7-bit weights.
@@ -349,7 +313,7 @@ const Int8Choice& int8_choice() {
 Tiles tiles(Bf16Isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
-        case Bf16Isa::Avx512Bf16: return bf16_avx512bf16::kernels;
+        case Bf16Isa::Avx512Bf16: return AsmTiles<Mac::Bf16Dot, 3>::kernels;
 #endif
         default: return bf16_portable::kernels;
     }
@@ -358,8 +322,8 @@ Tiles tiles(Bf16Isa isa) {
 // The tiles of a panel `nr` wide: a narrow last panel's, else the kernel's own.
 Tiles tiles(Bf16Isa isa, int nr) {
 #if defined(__x86_64__)
-    if (isa == Bf16Isa::Avx512Bf16 && nr == 16) return bf16_avx512bf16_16::kernels;
-    if (isa == Bf16Isa::Avx512Bf16 && nr == 32) return bf16_avx512bf16_32::kernels;
+    if (isa == Bf16Isa::Avx512Bf16 && nr == 16) return AsmTiles<Mac::Bf16Dot, 1>::kernels;
+    if (isa == Bf16Isa::Avx512Bf16 && nr == 32) return AsmTiles<Mac::Bf16Dot, 2>::kernels;
 #endif
     return tiles(isa);
 }
@@ -367,7 +331,7 @@ Tiles tiles(Bf16Isa isa, int nr) {
 Tiles tiles(Int8Isa isa) {
     switch (isa) {
 #if defined(__x86_64__)
-        case Int8Isa::Avx512Vnni: return int8_avx512vnni::kernels;
+        case Int8Isa::Avx512Vnni: return AsmTiles<Mac::Int8Dot, 3>::kernels;
         case Int8Isa::Avx256Vnni: return cpu::usable().avx512_vnni ? int8_avx256vnni_evex::kernels
                                                                    : int8_avx256vnni_vex::kernels;
         case Int8Isa::Avx512: return int8_avx512::kernels;
@@ -673,7 +637,7 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
 
 void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int groups) {
 #if defined(__x86_64__)
-    into.nr = int8_avx512vnni_signed::kernels.nr;
+    into.nr = AsmTiles<Mac::Int8DotSigned, 3>::kernels.nr;
 #else
     throw Error("int8 weights in place need AVX512-VNNI");
 #endif
@@ -696,9 +660,9 @@ void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int grou
 
 void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0, int c1, std::int32_t* out, long ldo) {
 #if defined(__x86_64__)
-    const Tiles full = int8_avx512vnni_signed::kernels;
-    const Tiles tail = x.last_nr == 16   ? int8_avx512vnni_signed_16::kernels
-                       : x.last_nr == 32 ? int8_avx512vnni_signed_32::kernels
+    const Tiles full = AsmTiles<Mac::Int8DotSigned, 3>::kernels;
+    const Tiles tail = x.last_nr == 16   ? AsmTiles<Mac::Int8DotSigned, 1>::kernels
+                       : x.last_nr == 32 ? AsmTiles<Mac::Int8DotSigned, 2>::kernels
                                          : full;
     const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
         for (int i = 0; i < rows; ++i)
