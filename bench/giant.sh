@@ -13,8 +13,9 @@
 # `cat FILE > /dev/null` from a warm page cache, the share of the measured peak (`--peak`, at
 # PEAK_PX and the largest batch only: the forward's share of the FMA peak at fp32, the linear
 # layers' share of their instruction's peak otherwise) and the CLS / mean patch cosine to fp32
-# where fp32 fits. Also `vitreg info`'s time and RSS per file, and the 7B's fp32 refusal with its
-# estimate.
+# where fp32 fits. Also `vitreg info`'s time and RSS per file, the 7B's fp32 refusal with its
+# estimate, and each model converted to an int8 and an int4 file (`vitreg convert`: time, peak
+# RSS) and loaded from it (against `cat` of that file).
 # Peers, each under the memory cap (killed there: out of memory is a result): PyTorch (Debian
 # torch 1.13) fp32 and bf16 on a compact ViT read from the same file; ONNX Runtime (npm
 # onnxruntime-node 1.30) fp32 and its dynamic int8 (shared/peers/ort_int8.py) on ViT-L only.
@@ -66,7 +67,7 @@ if [[ ! -d "$work/node_modules/onnxruntime-node" ]]; then
   (cd "$work" && npm init -y >/dev/null && npm install --ignore-scripts onnxruntime-node@1.30.0 >/dev/null 2>&1) || ort_ok=0
 fi
 
-rows=(); peer_rows=(); info_rows=(); notes=(); targets=()
+rows=(); peer_rows=(); info_rows=(); quant_rows=(); notes=(); targets=()
 declare -A speed peakmb  # "model prec px batch" -> s/image, timed peak MB (vitreg); "peer model prec px batch" -> s/image
 
 # bench_case MODEL FILE PREC PX BATCH EXTRA...: one `vitreg bench`, one table row. Returns 2
@@ -106,6 +107,32 @@ bench_case() {
   row="| $model | $px | $b | $prec | ${speed["$model $prec $px $b"]} | $(gb "$timed") | $(gb "$(field peak_rss_mb "$out")") |"
   row+=" $load | $cat_s | $(awk -v l="$load" -v c="$cat_s" 'BEGIN { if (c > 0) printf "%.2f", l / c; else printf "–" }') |"
   rows+=("$row ${share:-–} | ${cos:-–} |")
+}
+
+# quantized_case MODEL FILE DTYPE PX: `vitreg convert --dtype DTYPE` of the bf16 file (time, peak
+# RSS), then one `vitreg bench` of the quantized file at PX, batch 1: its load against `cat` of it
+# (int8 files run in place where the CPU allows: --file-weights mapped, the default). One row.
+quantized_case() {
+  local model=$1 file=$2 dtype=$3 px=$4 qfile="$work/$1-$3.safetensors" t0 out conv_s conv_mb qcat load ms timed held
+  written+=("$qfile")
+  t0=$(now); out=$(measure "$vitreg" convert "$file" "$qfile" --dtype "$dtype" -q 2>&1) || true
+  conv_s=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'); conv_mb=$(field peak_rss_mb "$out")
+  if [[ "$(field status "$out")" != ok ]]; then
+    quant_rows+=("| $model | $dtype | failed ($(field status "$out")): $(grep -m1 vitreg: <<<"$out" | cut -c1-120) | | | | | | | | |")
+    return
+  fi
+  cat "$qfile" >/dev/null
+  t0=$(now); cat "$qfile" >/dev/null; qcat=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }')
+  out=$(measure "$vitreg" bench "$qfile@$dtype" --threads "$threads" --batch 1 --size "${px}x${px}" --iters "$iters" \
+    --warmup "$warmup" 2>&1) || true
+  ms=$(sed -n 's/.*: \([0-9.]*\) ms\/image median.*/\1/p' <<<"$out" | head -1)
+  load=$(sed -n 's/^  load \([0-9.]*\) s; peak RSS.*/\1/p' <<<"$out")
+  timed=$(sed -n 's/^  load .* s; peak RSS \([0-9]*\) MB through.*/\1/p' <<<"$out")
+  held=$(sed -n 's/.*linear weights \(.*\)$/\1/p' <<<"$out")
+  local row="| $model | $dtype | $conv_s | $(gb "$conv_mb") | $(stat -c %s "$qfile" | awk '{ printf "%.2f", $1 / 1e9 }') | $qcat"
+  row+=" | ${load:-–} | $(awk -v l="$load" -v c="$qcat" 'BEGIN { if (l != "" && c > 0) printf "%.2f", l / c; else printf "–" }')"
+  quant_rows+=("$row | $(awk -v m="$ms" 'BEGIN { printf (m == "" ? "–" : "%.4f"), m / 1000 }') | $(gb "$timed") | ${held:-–} |")
+  [[ "$keep" == 1 ]] || { rm -f "$qfile"; log "deleted $qfile"; }
 }
 
 # torch_peer MODEL FILE PREC PXLIST BATCHLIST: one process for every size and batch.
@@ -195,6 +222,7 @@ for model in $models; do
       done
     done
   done
+  for dtype in int8 int4; do log "$model $dtype file"; quantized_case "$model" "$file" "$dtype" "${sizes[0]}"; done
   ((${#small_caps[@]})) && notes+=("SCALE=small: $model runs with --max-memory ${small_caps[*]}: fp32 refused, and the fp32 comparison beside the others, as at full size")
   pxl=$(IFS=,; echo "${sizes[*]}"); bl=$(echo $batches | tr ' ' ,)
   for prec in fp32 bf16; do log "$model PyTorch $prec"; torch_peer "$model" "$file" "$prec" "$pxl" "$bl"; done
@@ -222,6 +250,12 @@ for pair in "bf16 15" "int8 8" "int4 4.5"; do
   m=$(max_peak "dinov3_vit7b16 $prec")
   targets+=("| ViT-7B @$prec peak RSS ≤ $limit GB | $(gb "$m") GB | $(verdict "$(gb "$m")" "$limit") |")
 done
+for row in "${quant_rows[@]}"; do  # the load target, met where a file runs where it lies
+  IFS='|' read -r _ m d _ _ _ c l r _ <<<"$row"
+  [[ "${m// /}" == dinov3_vit7b16 ]] || continue
+  r=${r// /}; [[ "$r" == – ]] && r=0  # (cat too fast to time: SCALE=small)
+  targets+=("| ViT-7B load ≤ 1.5× cat, ${d// /} file | ${l// /} s against ${c// /} s (${r}×) | $(verdict "$r" 1.5) |")
+done
 targets+=("| ViT-7B fp32 refused before loading, with its estimate | ${seven_b_refusal:-not refused} | $([[ -n "${seven_b_refusal:-}" ]] && echo met || echo "not met") |")
 for prec in fp32 bf16 int8; do
   for k in $(printf '%s\n' "${!speed[@]}" | tr ' ' '~' | sort -t~ -k3,3n -k4,4n); do
@@ -248,6 +282,10 @@ printf '\nvitreg (peak RSS: through the timed forwards; process: with the fp32 m
 printf '| model | px | batch | precision | s/image | peak RSS GB | process peak GB | load s | cat s | load / cat | peak share | cosine to fp32 (CLS / patch mean) |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 printf '%s\n' "${rows[@]}"
+printf '\nquantized files (`vitreg convert --dtype int8|int4` of the bf16 file, then the file at %s px, batch 1):\n\n' "${pxs%% *}"
+printf '| model | dtype | convert s | convert peak RSS GB | file GB | cat s | load s | load / cat | s/image | peak RSS GB | linear weights |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '%s\n' "${quant_rows[@]}"
 printf '\npeers (same files, same run):\n\n| runtime | model | px | batch | precision | s/image | peak RSS GB | load s |\n|---|---|---|---|---|---|---|---|\n'
 printf '%s\n' "${peer_rows[@]}"
 printf '\ntargets (issue #52; for the full-size models on a 24 GB, 2-core machine%s):\n\n| target | measured | |\n|---|---|---|\n' \
