@@ -6,6 +6,7 @@
 #include <random>
 
 #include "gemm_lowp.hpp"
+#include "transpose.hpp"
 
 using namespace vitreg::gemm;
 using vitreg::quant::AffineU8;
@@ -121,8 +122,9 @@ TEST_CASE("int8 weights in place: W's signed rows against the input's byte panel
     if (!supported(Int8Isa::Avx512Vnni)) return;  // (the in-place kernel is vpdpbusd's)
     std::mt19937 rng(11);
     std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
-    // Token counts ending in a full, a 16- and a 32-wide panel; W's rows 1–8 and past a tile.
-    for (const auto [on, k, m] : {std::tuple{1, 4, 1}, {8, 64, 48}, {3, 12, 49}, {13, 36, 75}, {20, 128, 130}, {9, 8, 96}}) {
+    // Token counts ending in a full, a 16-, a 32- and a 64-wide panel; W's rows 1–8 and past a tile.
+    for (const auto [on, k, m] : {std::tuple{1, 4, 1}, {8, 64, 48}, {3, 12, 49}, {13, 36, 75}, {20, 128, 130}, {9, 8, 96},
+                                  {7, 16, 60}, {6, 20, 201}}) {
         INFO("rows " << on << " k " << k << " tokens " << m);
         const int groups = k / 4;
         std::vector<std::int8_t> w(static_cast<std::size_t>(on) * k);
@@ -134,9 +136,10 @@ TEST_CASE("int8 weights in place: W's signed rows against the input's byte panel
         std::memcpy(rows.data(), x.data(), x.size());
         PackedRowsU8 panels;
         pack_rows_u8(panels, rows.data(), m, groups);
-        CHECK(panels.last_nr == (m % 48 == 0 || m % 48 > 32 ? 48 : m % 48 > 16 ? 32 : 16));
+        const int rest = m - (m - 1) / 48 * 48;  // (a last 16 or fewer join a full panel before them)
+        CHECK(panels.last_nr == (rest <= 16 && m > 48 ? 64 : rest <= 16 ? 16 : rest <= 32 ? 32 : 48));
         // Columns from the second panel on (where there is one), into a wider output whose other cells stay.
-        const int c0 = m > panels.nr ? panels.nr : 0, ldo = m + 2;
+        const int c0 = panels.panels() > 1 ? panels.nr : 0, ldo = m + 2;
         std::vector<std::int32_t> out(static_cast<std::size_t>(on) * ldo, 7);
         multiply_rows(reinterpret_cast<const std::uint32_t*>(w.data()), on, panels, c0, m, out.data(), ldo);
         long mismatches = 0;
@@ -282,5 +285,21 @@ TEST_CASE("int8 quantization follows ONNX Runtime's dynamic rule and dequantizes
         for (int i = 0; i < kWidth; ++i)
             CHECK(std::abs((bytes[i] - zero[r]) * scale[r] - x[r * kWidth + i]) <= 0.5f * scale[r] * 1.0001f);
         for (int i = kWidth; i < 4 * ((kWidth + 3) / 4); ++i) CHECK(bytes[i] == 0);
+    }
+}
+
+TEST_CASE("32-bit blocks transpose exactly, whole 16 x 16 blocks and their edges") {
+    std::mt19937 rng(5);
+    for (const auto [rows, cols] : {std::pair{1, 1}, {16, 16}, {3, 17}, {17, 3}, {33, 48}, {48, 201}, {15, 1}, {1, 16}}) {
+        INFO(rows << " x " << cols);
+        const long lds = cols + 3, ldd = rows + 5;
+        std::vector<std::uint32_t> src(static_cast<std::size_t>(rows) * lds), dst(static_cast<std::size_t>(cols) * ldd, 7u);
+        for (auto& v : src) v = rng();
+        transpose32(src.data(), lds, rows, cols, dst.data(), ldd);
+        long mismatches = 0;
+        for (int c = 0; c < cols; ++c)
+            for (long r = 0; r < ldd; ++r)
+                mismatches += dst[c * ldd + r] != (r < rows ? src[r * lds + c] : 7u);  // (past rows: untouched)
+        CHECK(mismatches == 0);
     }
 }

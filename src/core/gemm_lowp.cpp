@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "parallel_each.hpp"
+#include "transpose.hpp"
 
 namespace vitreg::gemm {
 
@@ -49,15 +50,21 @@ namespace {
 // linear whose weights are the broadcast side (kernels.cpp, weights in place) would otherwise
 // compute 240 columns. Int8DotSigned is int8 in place (int8_in_place): A's signed bytes
 // broadcast against B's unsigned ones.
+// (64 columns: 6 rows, the assembly loop's 24 accumulators.)
 template <Mac OP, int NV>
 struct AsmTiles {
+    static constexpr int kMr = NV == 4 ? 6 : 8;
     template <int MR>
     __attribute__((target("avx512f"))) static void tile(const std::uint32_t* a, long lda, const std::uint32_t* bp,
                                                         int groups, void* out) {
         avx512_product<MR, NV, OP>(a, lda, bp, groups, nullptr, 0, out);
     }
-    static constexpr Tile kList[8] = {&tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>, &tile<7>, &tile<8>};
-    static constexpr Tiles kernels{kList, 8, 16 * NV};
+    template <std::size_t... I>
+    static constexpr std::array<Tile, sizeof...(I)> list(std::index_sequence<I...>) {
+        return {&tile<static_cast<int>(I) + 1>...};
+    }
+    static constexpr std::array<Tile, kMr> kList = list(std::make_index_sequence<kMr>());
+    static constexpr Tiles kernels{kList.data(), kMr, 16 * NV};
 };
 
 #endif
@@ -643,18 +650,22 @@ void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int grou
 #endif
     into.groups = groups;
     into.n = m;
-    const int panels = into.panels(), rest = m - (panels - 1) * into.nr;
-    into.last_nr = rest <= 16 ? 16 : rest <= 32 ? 32 : into.nr;
+    into.count = (m + into.nr - 1) / into.nr;
+    const int rest = m - (into.count - 1) * into.nr;
+    if (rest <= 16 && into.count > 1) {  // joins the panel before it
+        --into.count;
+        into.last_nr = 64;
+    } else {
+        into.last_nr = rest <= 16 ? 16 : rest <= 32 ? 32 : into.nr;
+    }
     if (m == 0) return;
-    into.data.resize(into.offset(panels - 1) + static_cast<std::size_t>(groups) * into.last_nr);
-    parallel_each(panels, [&](int panel) {
-        const int j0 = panel * into.nr, used = std::min(into.nr, m - j0), width = into.width(panel);
+    into.data.resize(into.offset(into.count - 1) + static_cast<std::size_t>(groups) * into.last_nr);
+    parallel_each(into.count, [&](int panel) {
+        const int j0 = panel * into.nr, width = into.width(panel), used = std::min(width, m - j0);
         std::uint32_t* dst = into.data.data() + into.offset(panel);
-        for (int g = 0; g < groups; ++g) {
-            std::uint32_t* line = dst + static_cast<std::size_t>(g) * width;
-            for (int j = 0; j < used; ++j) line[j] = rows[static_cast<std::size_t>(j0 + j) * groups + g];
-            std::fill(line + used, line + width, 0u);  // padding tokens: zero bytes, their sums unused
-        }
+        transpose32(rows + static_cast<std::size_t>(j0) * groups, groups, used, groups, dst, width);
+        for (int g = 0; used < width && g < groups; ++g)  // padding tokens: zero bytes, their sums unused
+            std::fill(dst + static_cast<std::size_t>(g) * width + used, dst + static_cast<std::size_t>(g + 1) * width, 0u);
     });
 }
 
@@ -663,6 +674,7 @@ void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0
     const Tiles full = AsmTiles<Mac::Int8DotSigned, 3>::kernels;
     const Tiles tail = x.last_nr == 16   ? AsmTiles<Mac::Int8DotSigned, 1>::kernels
                        : x.last_nr == 32 ? AsmTiles<Mac::Int8DotSigned, 2>::kernels
+                       : x.last_nr == 64 ? AsmTiles<Mac::Int8DotSigned, 4>::kernels
                                          : full;
     const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
         for (int i = 0; i < rows; ++i)

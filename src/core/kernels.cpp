@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "transpose.hpp"
 #include "vector_loops.hpp"
 #include "core/attention.hpp"
 #include "vitreg/error.hpp"
@@ -188,21 +189,24 @@ template <class T, class Multiply, class Finish>
 void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epilogue epilogue, const Multiply& multiply,
                 const Finish& finish) {
     const int width = layer.out(), panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
-    const int out_tiles = static_cast<int>(layer.mapped.size()), token_tiles = (rows + span - 1) / span;
+    // A last token tile of 16 or fewer joins the one before it (as int8's last panel joins its
+    // neighbour: gemm::PackedRowsU8).
+    int token_tiles = (rows + span - 1) / span;
+    if (token_tiles > 1 && rows - (token_tiles - 1) * span <= 16) --token_tiles;
+    const int out_tiles = static_cast<int>(layer.mapped.size());
     // The weights are the operand read from memory: each block of their rows serves every token
     // tile in turn while it is in L2.
     for_each_task(out_tiles * token_tiles, [&](int t) {
         const Linear::MappedBlock& block = layer.mapped[t / token_tiles];
-        const int t0 = t % token_tiles * span, tn = std::min(span, rows - t0);
-        T* product = thread_scratch<T>(static_cast<std::size_t>(side) * (span + kTransposeRows));
-        T* rows_of = product + static_cast<std::size_t>(side) * span;  // kTransposeRows tokens' rows
+        const int t0 = t % token_tiles * span, tn = t % token_tiles == token_tiles - 1 ? rows - t0 : span;
+        T* product = thread_scratch<T>(static_cast<std::size_t>(side) * (span + 16 + kTransposeRows));
+        T* rows_of = product + static_cast<std::size_t>(side) * (span + 16);  // kTransposeRows tokens' rows
         multiply(block, t0, tn, product);
+        static_assert(sizeof(T) == 4, "32-bit products");
         for (int i0 = 0; i0 < tn; i0 += kTransposeRows) {
             const int count = std::min(kTransposeRows, tn - i0);
-            for (int o = 0; o < block.on; ++o) {
-                const T* from = product + static_cast<std::size_t>(o) * tn + i0;
-                for (int i = 0; i < count; ++i) rows_of[i * side + o] = from[i];
-            }
+            gemm::transpose32(reinterpret_cast<const std::uint32_t*>(product + i0), tn, block.on, count,
+                              reinterpret_cast<std::uint32_t*>(rows_of), side);
             finish(block, t0 + i0, count, rows_of);
         }
         activate(epilogue, out + static_cast<std::size_t>(t0) * width + block.o0, tn, block.on, width);
