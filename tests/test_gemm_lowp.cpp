@@ -134,8 +134,8 @@ TEST_CASE("int8 weights in place: W's signed rows against the input's byte panel
         w[0] = -128;  // (the kernel itself takes every signed byte)
         std::vector<std::uint32_t> rows(static_cast<std::size_t>(m) * groups);
         std::memcpy(rows.data(), x.data(), x.size());
-        PackedRowsU8 panels;
-        pack_rows_u8(panels, rows.data(), m, groups);
+        PackedRows panels;
+        pack_rows(panels, rows.data(), m, groups);
         const int rest = m - (m - 1) / 48 * 48;  // (a last 16 or fewer join a full panel before them)
         CHECK(panels.last_nr == (rest <= 16 && m > 48 ? 64 : rest <= 16 ? 16 : rest <= 32 ? 32 : 48));
         // Columns from the second panel on (where there is one), into a wider output whose other cells stay.

@@ -642,12 +642,8 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
 
 // ---- int8 weights in place -----------------------------------------------------------------
 
-void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int groups) {
-#if defined(__x86_64__)
-    into.nr = AsmTiles<Mac::Int8DotSigned, 3>::kernels.nr;
-#else
-    throw Error("int8 weights in place need AVX512-VNNI");
-#endif
+void pack_rows(PackedRows& into, const std::uint32_t* rows, int m, int groups) {
+    into.nr = 48;  // (the AVX-512 tiles' panel, for bf16 and int8 alike)
     into.groups = groups;
     into.n = m;
     into.count = (m + into.nr - 1) / into.nr;
@@ -664,28 +660,46 @@ void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int grou
         const int j0 = panel * into.nr, width = into.width(panel), used = std::min(width, m - j0);
         std::uint32_t* dst = into.data.data() + into.offset(panel);
         transpose32(rows + static_cast<std::size_t>(j0) * groups, groups, used, groups, dst, width);
-        for (int g = 0; used < width && g < groups; ++g)  // padding tokens: zero bytes, their sums unused
+        for (int g = 0; used < width && g < groups; ++g)  // padding rows: zero, their sums unused
             std::fill(dst + static_cast<std::size_t>(g) * width + used, dst + static_cast<std::size_t>(g + 1) * width, 0u);
     });
 }
 
-void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0, int c1, std::int32_t* out, long ldo) {
 #if defined(__x86_64__)
-    const Tiles full = AsmTiles<Mac::Int8DotSigned, 3>::kernels;
-    const Tiles tail = x.last_nr == 16   ? AsmTiles<Mac::Int8DotSigned, 1>::kernels
-                       : x.last_nr == 32 ? AsmTiles<Mac::Int8DotSigned, 2>::kernels
-                       : x.last_nr == 64 ? AsmTiles<Mac::Int8DotSigned, 4>::kernels
+namespace {
+// The in-place product with the tiles of one instruction: 48 columns, and the last panel's.
+template <Mac OP, class Acc>
+void multiply_rows_with(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, Acc* out, long ldo) {
+    const Tiles full = AsmTiles<OP, 3>::kernels;
+    const Tiles tail = x.last_nr == 16   ? AsmTiles<OP, 1>::kernels
+                       : x.last_nr == 32 ? AsmTiles<OP, 2>::kernels
+                       : x.last_nr == 64 ? AsmTiles<OP, 4>::kernels
                                          : full;
-    const auto finish = [&](int r, int rows, int col, int cols, const std::int32_t* acc, int nr) {
+    if (x.nr != full.nr) throw Error("in-place input packed for another kernel");
+    const auto finish = [&](int r, int rows, int col, int cols, const Acc* acc, int nr) {
         for (int i = 0; i < rows; ++i)
-            std::memcpy(out + (r + i) * ldo + (col - c0), acc + i * nr, static_cast<std::size_t>(cols) * sizeof(std::int32_t));
+            std::memcpy(out + (r + i) * ldo + (col - c0), acc + i * nr, static_cast<std::size_t>(cols) * sizeof(Acc));
     };
-    drive<std::int32_t>(w, x.groups, on, x.data, x.groups, full, x.panels() - 1, tail, c0, c1, finish);
-#else
-    (void)w, (void)on, (void)x, (void)c0, (void)c1, (void)out, (void)ldo;
-    throw Error("int8 weights in place need AVX512-VNNI");
-#endif
+    drive<Acc>(w, x.groups, on, x.data, x.groups, full, x.panels() - 1, tail, c0, c1, finish);
 }
+}  // namespace
+
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo) {
+    multiply_rows_with<Mac::Bf16Dot>(w, on, x, c0, c1, out, ldo);
+}
+
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo) {
+    multiply_rows_with<Mac::Int8DotSigned>(w, on, x, c0, c1, out, ldo);
+}
+#else
+void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, float*, long) {
+    throw Error("weights in place need AVX-512");
+}
+
+void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, std::int32_t*, long) {
+    throw Error("weights in place need AVX-512");
+}
+#endif
 
 namespace {
 #if defined(__x86_64__)

@@ -33,9 +33,9 @@ Bf16Isa best_bf16();
 bool supported(Bf16Isa isa);
 // Whether the forward's bf16 runs on bf16 instructions (else on rounded operands through the fp32 kernels).
 inline bool native_bf16() { return best_bf16() != Bf16Isa::Portable; }
-// Whether bf16 weights can run where they lie in the file (kernels.hpp, Linear::mapped): on
-// vdpbf16ps. AMX's tiles take A in strips of 32 rows and copy a strip that ends short, which a
-// block of W's rows would do at every call; there the weights are packed.
+// Whether bf16 weights can run where they lie in the file (kernels.hpp, Linear::mapped; see
+// "weights in place" below): on vdpbf16ps. AMX's tiles take A in strips of 32 rows and copy a
+// strip that ends short, which a block of W's rows would do at every call; there they are packed.
 inline bool bf16_in_place() { return best_bf16() == Bf16Isa::Avx512Bf16; }
 const char* to_string(Bf16Isa isa);
 
@@ -117,28 +117,31 @@ void quantize_rows(const float* a, long lda, int m, int k, const quant::AffineU8
 void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
 
-// ---- int8 weights in place (kernels.hpp, Linear::mapped) ---------------------------------------
-// An int8 file's W [n][k] read where it lies in the file: W's rows are the broadcast side of
-// vpdpbusd, signed, and the input's uint8 rows (quantize_rows'), packed as panels at each call,
-// the loaded side, unsigned. A tile holds W·Aᵀ, the packed path's integers transposed. On
-// AVX512-VNNI without AMX (AMX would copy a short strip of W at every call, as for bf16).
+// ---- weights in place (kernels.hpp, Linear::mapped) ------------------------------------------
+// W [n][k] read where it lies in the file, bf16 pairs or an int8 file's bytes: W's rows are the
+// side the kernel broadcasts (for vpdpbusd the signed one), and the input's rows, as
+// round_rows_bf16 or quantize_rows make them and packed as panels at each call, the side it
+// loads (for vpdpbusd unsigned). A tile holds W·Aᵀ: vdpbf16ps' products commute and vpdpbusd's
+// sums are exact integers, so it is the packed path's tile transposed, bit for bit. Not where
+// AMX runs the precision (its tiles would copy a short strip of W at every call).
 inline bool int8_in_place() { return best_int8() == Int8Isa::Avx512Vnni; }
 
 // A last panel of 16 columns or fewer after a full one joins it, 64 wide: the 16-wide tiles (one
 // vector, 8 rows) run below the others' rate, and 201 tokens would spend 8% of the time there.
-struct PackedRowsU8 {
+struct PackedRows {
     int groups = 0, n = 0, nr = 0, last_nr = 0;  // the last panel 16, 32, nr or 64 wide
     int count = 0;
-    GroupBuffer data;  // `count` panels of [groups][width(p)] quads of uint8, zero-padded
+    GroupBuffer data;  // `count` panels of [groups][width(p)] 32-bit words, zero-padded
     int panels() const { return count; }
     int width(int panel) const { return panel == panels() - 1 ? last_nr : nr; }
     std::size_t offset(int panel) const { return static_cast<std::size_t>(panel) * groups * nr; }
 };
-// Rows [m][groups] (quantize_rows' out) as the panels the in-place kernel loads.
-void pack_rows_u8(PackedRowsU8& into, const std::uint32_t* rows, int m, int groups);
-// out [on][c1 − c0] (stride ldo): the int32 sums of W's rows w [on][x.groups] (int8 quads)
-// against the rows c0 .. c1 of x (c0 a multiple of x.nr).
-void multiply_rows(const std::uint32_t* w, int on, const PackedRowsU8& x, int c0, int c1, std::int32_t* out, long ldo);
+// Rows [m][groups] of 32-bit words as the panels the in-place kernels load.
+void pack_rows(PackedRows& into, const std::uint32_t* rows, int m, int groups);
+// out [on][c1 − c0] (stride ldo) = W's rows w [on][x.groups] against the rows c0 .. c1 of x (c0 a
+// multiple of x.nr): bf16 pairs into fp32 sums, or int8 quads against uint8 into int32 sums.
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo);
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo);
 // Σ q over n int8 values (the zero point's term), and whether every |q| ≤ qmax, in one pass.
 std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range);
 

@@ -189,8 +189,8 @@ template <class T, class Multiply, class Finish>
 void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epilogue epilogue, const Multiply& multiply,
                 const Finish& finish) {
     const int width = layer.out(), panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
-    // A last token tile of 16 or fewer joins the one before it (as int8's last panel joins its
-    // neighbour: gemm::PackedRowsU8).
+    // A last token tile of 16 or fewer joins the one before it (as the input's last panel joins
+    // its neighbour: gemm::PackedRows).
     int token_tiles = (rows + span - 1) / span;
     if (token_tiles > 1 && rows - (token_tiles - 1) * span <= 16) --token_tiles;
     const int out_tiles = static_cast<int>(layer.mapped.size());
@@ -213,19 +213,24 @@ void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epi
     });
 }
 
-// bf16: vdpbf16ps' two products commute, so every output has the packed path's bits.
+// bf16: the input rounded to pairs as the packed path rounds it.
 void linear_mapped_bf16(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
                         LinearScratch& scratch, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out(), side = tile_side(in, 2);
-    gemm::PackedBf16& tokens = scratch.input;
-    gemm::pack_weights_into(tokens, x, rows, in);
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 2), groups = in / 2;
+    std::uint32_t* pairs = gemm::at_least(scratch.groups, static_cast<std::size_t>(rows) * groups);
+    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
+        const int r0 = t * kRowsPerTask, rn = std::min(kRowsPerTask, rows - r0);
+        gemm::round_rows_bf16(x + static_cast<std::size_t>(r0) * in, in, rn, in, pairs + static_cast<std::size_t>(r0) * groups);
+    });
+    gemm::PackedRows& tokens = scratch.input;
+    gemm::pack_rows(tokens, pairs, rows, groups);
     const float* bias = layer.bias.data();
     const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
     const loops::Table& vec = loops::active();
     run_mapped<float>(
         layer, rows, tokens.nr, side, out, epilogue,
         [&](const Linear::MappedBlock& b, int t0, int tn, float* product) {
-            gemm::multiply(b.w, b.on, tokens, t0, t0 + tn, product, tn);
+            gemm::multiply_rows(b.w, b.on, tokens, t0, t0 + tn, product, tn);
         },
         [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
             for (int i = 0; i < count; ++i)
@@ -235,7 +240,7 @@ void linear_mapped_bf16(const float* x, int rows, const Linear& layer, float* ou
 }
 
 // int8: the input quantized as the packed path quantizes it, and each token's integers
-// dequantized by the same rule (vpdpbusd's sums are exact in either orientation): its bits.
+// dequantized by the same rule.
 void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
                         LinearScratch& scratch, const Eigen::VectorXf* scale) {
     const int in = layer.in(), width = layer.out(), side = tile_side(in, 1), groups = in / 4;
@@ -248,8 +253,8 @@ void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* ou
         gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
                             quads + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
     });
-    gemm::PackedRowsU8& tokens = scratch.input_u8;
-    gemm::pack_rows_u8(tokens, quads, rows, groups);
+    gemm::PackedRows& tokens = scratch.input;
+    gemm::pack_rows(tokens, quads, rows, groups);
     const float* bias = layer.bias.data();
     const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
     const loops::Table& vec = loops::active();

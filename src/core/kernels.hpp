@@ -74,8 +74,7 @@ struct LinearScratch {
     gemm::Buffer rounded;  // bf16-rounded floats, for the fp32 kernels
     gemm::Buffer packed;   // the input as the fp32 kernel's strips (gemm::pack_rows), where it reads those
     gemm::GroupBuffer groups;
-    gemm::PackedBf16 input;  // mapped bf16 weights: the input packed as the GEMM's panels
-    gemm::PackedRowsU8 input_u8;  // mapped int8 weights: the quantized input as panels
+    gemm::PackedRows input;  // weights in place: the input's bf16 pairs or uint8 quads as panels
     std::vector<float> scale;
     std::vector<std::int32_t> zero_point;
     std::vector<std::int32_t> group_terms;  // int4: Σ (u − zp) per row and group of k
