@@ -135,7 +135,9 @@ TEST_CASE("int8 weights in place: W's signed rows against the input's byte panel
         std::vector<std::uint32_t> rows(static_cast<std::size_t>(m) * groups);
         std::memcpy(rows.data(), x.data(), x.size());
         PackedRows panels;
-        pack_rows(panels, rows.data(), m, groups);
+        pack_rows(panels, m, groups, [&](int r0, int rn, std::uint32_t* out) {
+            std::memcpy(out, rows.data() + static_cast<std::size_t>(r0) * groups, static_cast<std::size_t>(rn) * groups * 4);
+        });
         const int rest = m - (m - 1) / 48 * 48;  // (a last 16 or fewer join a full panel before them)
         CHECK(panels.last_nr == (rest <= 16 && m > 48 ? 64 : rest <= 16 ? 16 : rest <= 32 ? 32 : 48));
         // Columns from the second panel on (where there is one), into a wider output whose other cells stay.

@@ -642,7 +642,7 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
 
 // ---- int8 weights in place -----------------------------------------------------------------
 
-void pack_rows(PackedRows& into, const std::uint32_t* rows, int m, int groups) {
+void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int, int, std::uint32_t*)>& make) {
     into.nr = 48;  // (the AVX-512 tiles' panel, for bf16 and int8 alike)
     into.groups = groups;
     into.n = m;
@@ -659,7 +659,10 @@ void pack_rows(PackedRows& into, const std::uint32_t* rows, int m, int groups) {
     parallel_each(into.count, [&](int panel) {
         const int j0 = panel * into.nr, width = into.width(panel), used = std::min(width, m - j0);
         std::uint32_t* dst = into.data.data() + into.offset(panel);
-        transpose32(rows + static_cast<std::size_t>(j0) * groups, groups, used, groups, dst, width);
+        static thread_local GroupBuffer rows;
+        std::uint32_t* made = at_least(rows, static_cast<std::size_t>(used) * groups);
+        make(j0, used, made);
+        transpose32(made, groups, used, groups, dst, width);
         for (int g = 0; used < width && g < groups; ++g)  // padding rows: zero, their sums unused
             std::fill(dst + static_cast<std::size_t>(g) * width + used, dst + static_cast<std::size_t>(g + 1) * width, 0u);
     });

@@ -15,6 +15,7 @@
 // vpdpbusd consume: A is [m][groups] row-major, B panels of [groups][nr]. Kernels are chosen
 // at run time; a CPU without the instructions runs the same numbers through emulation.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "gemm.hpp"
@@ -136,8 +137,10 @@ struct PackedRows {
     int width(int panel) const { return panel == panels() - 1 ? last_nr : nr; }
     std::size_t offset(int panel) const { return static_cast<std::size_t>(panel) * groups * nr; }
 };
-// Rows [m][groups] of 32-bit words as the panels the in-place kernels load.
-void pack_rows(PackedRows& into, const std::uint32_t* rows, int m, int groups);
+// Rows [m][groups] of 32-bit words as the panels the in-place kernels load: make(r0, rn, out)
+// writes rows r0 .. r0 + rn into out (row stride groups) and runs inside the panel's task, so
+// the rows are made and laid out in one parallel step.
+void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int, int, std::uint32_t*)>& make);
 // out [on][c1 − c0] (stride ldo) = W's rows w [on][x.groups] against the rows c0 .. c1 of x (c0 a
 // multiple of x.nr): bf16 pairs into fp32 sums, or int8 quads against uint8 into int32 sums.
 void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo);

@@ -216,14 +216,11 @@ void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epi
 // bf16: the input rounded to pairs as the packed path rounds it.
 void linear_mapped_bf16(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
                         LinearScratch& scratch, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out(), side = tile_side(in, 2), groups = in / 2;
-    std::uint32_t* pairs = gemm::at_least(scratch.groups, static_cast<std::size_t>(rows) * groups);
-    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
-        const int r0 = t * kRowsPerTask, rn = std::min(kRowsPerTask, rows - r0);
-        gemm::round_rows_bf16(x + static_cast<std::size_t>(r0) * in, in, rn, in, pairs + static_cast<std::size_t>(r0) * groups);
-    });
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 2);
     gemm::PackedRows& tokens = scratch.input;
-    gemm::pack_rows(tokens, pairs, rows, groups);
+    gemm::pack_rows(tokens, rows, in / 2, [&](int r0, int rn, std::uint32_t* pairs) {
+        gemm::round_rows_bf16(x + static_cast<std::size_t>(r0) * in, in, rn, in, pairs);
+    });
     const float* bias = layer.bias.data();
     const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
     const loops::Table& vec = loops::active();
@@ -243,18 +240,14 @@ void linear_mapped_bf16(const float* x, int rows, const Linear& layer, float* ou
 // dequantized by the same rule.
 void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
                         LinearScratch& scratch, const Eigen::VectorXf* scale) {
-    const int in = layer.in(), width = layer.out(), side = tile_side(in, 1), groups = in / 4;
-    const std::size_t n = static_cast<std::size_t>(rows);
-    std::uint32_t* quads = gemm::at_least(scratch.groups, n * groups);
-    float* row_scale = gemm::at_least(scratch.scale, n);
-    std::int32_t* row_zero = gemm::at_least(scratch.zero_point, n);
-    for_each_task((rows + kRowsPerTask - 1) / kRowsPerTask, [&](int t) {
-        const int r0 = t * kRowsPerTask, rn = std::min(kRowsPerTask, rows - r0);
-        gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, layer.fixed ? &*layer.fixed : nullptr,
-                            quads + static_cast<std::size_t>(r0) * groups, row_scale + r0, row_zero + r0);
-    });
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 1);
+    float* row_scale = gemm::at_least(scratch.scale, static_cast<std::size_t>(rows));
+    std::int32_t* row_zero = gemm::at_least(scratch.zero_point, static_cast<std::size_t>(rows));
     gemm::PackedRows& tokens = scratch.input;
-    gemm::pack_rows(tokens, quads, rows, groups);
+    gemm::pack_rows(tokens, rows, in / 4, [&](int r0, int rn, std::uint32_t* quads) {
+        gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, layer.fixed ? &*layer.fixed : nullptr, quads,
+                            row_scale + r0, row_zero + r0);
+    });
     const float* bias = layer.bias.data();
     const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
     const loops::Table& vec = loops::active();
