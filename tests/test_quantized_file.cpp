@@ -158,6 +158,7 @@ TEST_CASE("quantized file: packed as stored, the packing of the source at int8",
     const auto want = kernels::make_linear(w.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), Precision::Int8);
     const Int8Tensor q = file.load_int8("blocks.1.attn.qkv.weight", {3 * D, D});
     CHECK(reinterpret_cast<const unsigned char*>(q.q) == q.view->data);  // read in place from the mapped file
+    CHECK(q.sums == want.wq.sums);  // each row's Σ q, found while its range was checked
     const auto got = kernels::make_linear_int8(q.q, q.scale.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), std::nullopt, 8);
     CHECK(got.wq.scale == want.wq.scale);
     CHECK(got.wq.sums == want.wq.sums);

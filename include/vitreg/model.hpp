@@ -73,7 +73,7 @@ public:
 
     // The linears' weights: bytes `held` in memory the model allocated (packed, quantized), and
     // bytes read in place from the checkpoint's mapped pages (--file-weights mapped: bf16 weights
-    // stored as bf16, or an int8 file's; shared with the page cache and any other process reading the file).
+    // stored as bf16, or an int8 or int4 file's; shared with the page cache and any other process reading the file).
     struct WeightBytes {
         std::int64_t held = 0, mapped = 0;
     };

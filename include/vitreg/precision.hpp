@@ -70,7 +70,7 @@ struct PrecisionOptions {
     // with 8 it runs the exact but slower vpmaddwd emulation. The same numbers on every CPU.
     int int8_weight_bits = 8;
     // Weights the file stores in the precision that runs (bf16 ones at bf16 on AVX512-BF16, an
-    // int8 file's on AVX512-VNNI; not where AMX runs them): `mapped` runs them where they lie in
+    // int8 or int4 file's on AVX512-VNNI; not where AMX runs them): `mapped` runs them where they lie in
     // the checkpoint's pages (loads in a fraction of a second, shares the page cache); `packed`
     // copies them into the GEMM's panels at load (5–12% faster per forward at small
     // token counts). The same features either way, bit for bit.
@@ -78,7 +78,7 @@ struct PrecisionOptions {
 
     // Throws UsageError for contradictions: per-tensor without int8 or without scales, scales
     // without per-tensor, 7-bit weights without int8, weight bits other than 7 or 8, packed file
-    // weights at fp32 or int4.
+    // weights at fp32.
     void validate() const;
     // "fp32", "bf16", "int8 per-token", "int8 per-tensor (SCALES.json)", with ", 7-bit weights"
     // where they are: for outputs and reports.

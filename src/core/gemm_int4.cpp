@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "cpu.hpp"
 #include "gemm_lowp.hpp"
 #include "vector_loops.hpp"
 #include "vitreg/error.hpp"
@@ -167,6 +168,42 @@ void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, i
 #endif
 
 }  // namespace
+
+namespace {
+#if defined(__x86_64__)
+// One group (64 bytes, 128 codes): both nibbles summed through vpsadbw.
+__attribute__((target("avx512f,avx512bw"))) std::int32_t group_sum_avx512(const std::uint8_t* codes) {
+    const __m512i v = _mm512_loadu_si512(codes), low = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    const __m512i sums = _mm512_add_epi64(_mm512_sad_epu8(_mm512_and_si512(v, low), zero),
+                                          _mm512_sad_epu8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), zero));
+    alignas(64) std::int64_t lanes[8];
+    _mm512_store_si512(lanes, sums);
+    std::int64_t total = 0;
+    for (const std::int64_t lane : lanes) total += lane;
+    return static_cast<std::int32_t>(total) - 8 * quant::kInt4Group;
+}
+#endif
+}  // namespace
+
+void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums) {
+    if (k % quant::kInt4Group) throw Error("int4 group sums: k is not a multiple of the group");
+    const int blocks = k / quant::kInt4Group, bytes = quant::kInt4Group / 2;
+    parallel_each(n, [&](int row) {
+        for (int g = 0; g < blocks; ++g) {
+            const std::uint8_t* group = codes + static_cast<std::size_t>(row) * (k / 2) + static_cast<std::size_t>(g) * bytes;
+            std::int32_t sum = 0;
+#if defined(__x86_64__)
+            if (cpu::usable().avx512) {
+                sum = group_sum_avx512(group);
+            } else
+#endif
+            {
+                for (int i = 0; i < bytes; ++i) sum += (group[i] & 0xf) + (group[i] >> 4) - 16;
+            }
+            sums[static_cast<std::size_t>(row) * blocks + g] = sum;
+        }
+    });
+}
 
 void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out) {
     const int groups = (k + 3) / 4, blocks = (k + quant::kInt4Group - 1) / quant::kInt4Group;

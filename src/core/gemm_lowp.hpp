@@ -144,7 +144,10 @@ void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int
 // out [on][c1 − c0] (stride ldo) = W's rows w [on][x.groups] against the rows c0 .. c1 of x (c0 a
 // multiple of x.nr): bf16 pairs into fp32 sums, or int8 quads against uint8 into int32 sums.
 void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo);
-void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo);
+// kn ≥ 0 (int8 only): the groups k0 .. k0 + kn of W's rows (still `x.groups` apart) and of x alone:
+// one group of int4's 128 values at a time.
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo,
+                   int k0 = 0, int kn = -1);
 // Σ q over n int8 values (the zero point's term), and whether every |q| ≤ qmax, in one pass.
 std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range);
 
@@ -188,6 +191,11 @@ void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out);
 // C[0:m, c0:c1] = epilogue(dequantized A · dequantized B[:, c0:c1]); a.group_terms set.
 void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1, float* c, long ldc,
               const Epilogue& epilogue = {});
+
+// int4 weights in place (kernels.hpp, Linear::mapped: an int4 file's codes on AVX512-VNNI, as
+// int8_in_place): each row's Σ (q − 8) per group, for codes [n][k / 2] as the file stores them (k
+// a multiple of kInt4Group), into sums [n][k / kInt4Group].
+void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums);
 
 namespace detail {
 // An int8 kernel's tiles (gemm_lowp.cpp), for the int4 GEMM: MR rows of A against one panel, the

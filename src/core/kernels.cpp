@@ -4,6 +4,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -72,6 +73,23 @@ T* thread_scratch(std::size_t n) {
     return gemm::at_least(scratch, n);
 }
 
+// A linear's shape and bias, before its weights.
+Linear shell(Precision precision, int out, int in, Eigen::VectorXf bias) {
+    Linear l;
+    l.precision = precision;
+    l.in_ = in;
+    l.out_ = out;
+    l.bias = std::move(bias);
+    return l;
+}
+
+// In place: W's rows (row_bytes each, from `rows`) in blocks of a GEMM tile's rows.
+void add_blocks(Linear& l, const void* rows, std::size_t row_bytes) {
+    const int side = tile_side(l.in(), 1);
+    for (int o0 = 0; o0 < l.out(); o0 += side)
+        l.mapped.push_back({reinterpret_cast<const std::uint32_t*>(static_cast<const unsigned char*>(rows) + o0 * row_bytes),
+                            o0, std::min(side, l.out() - o0)});
+}
 }  // namespace
 
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
@@ -84,11 +102,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
         const quant::Int4Weights q = quant::quantize_groups(w, out, in, in, 1);
         return make_linear_int4(q.codes.data(), q.scale.data(), q.zero.data(), out, in, std::move(bias));
     }
-    Linear l;
-    l.precision = precision;
-    l.in_ = in;
-    l.out_ = out;
-    l.bias = std::move(bias);
+    Linear l = shell(precision, out, in, std::move(bias));
     if (precision == Precision::Bf16 && gemm::native_bf16()) {  // packed from W's rows, no transposed copy
         gemm::pack_weights_into(l.wb, w, out, in);
         return l;
@@ -102,16 +116,13 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
 std::int64_t Linear::held_bytes() const {
     const auto bytes = [](const auto& v) { return static_cast<std::int64_t>(v.size() * sizeof(v[0])); };
     return bytes(wt.data) + bytes(wb.data) + bytes(wq.data) + bytes(wq.scale) + bytes(wq.sums) + bytes(w4.data) +
-           bytes(w4.scale) + bytes(w4.zero) + bytes(w4.sums) + static_cast<std::int64_t>(bias.size()) * 4;
+           bytes(w4.scale) + bytes(w4.zero) + bytes(w4.sums) + bytes(w4_rows.scale) + bytes(w4_rows.zero) +
+           bytes(w4_rows.scaled_sums) + static_cast<std::int64_t>(bias.size()) * 4;
 }
 
 Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias) {
     if (in % 2 || !gemm::bf16_in_place()) throw Error("mapped bf16 weights need an even width and vdpbf16ps");
-    Linear l;
-    l.precision = Precision::Bf16;
-    l.in_ = in;
-    l.out_ = out;
-    l.bias = std::move(bias);
+    Linear l = shell(Precision::Bf16, out, in, std::move(bias));
     // Blocks of a GEMM tile's rows, none across two parts.
     const int side = tile_side(in, 2);
     int o0 = 0;
@@ -127,11 +138,7 @@ Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, E
 
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
                         std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
-    Linear l;
-    l.precision = Precision::Int8;
-    l.in_ = in;
-    l.out_ = out;
-    l.bias = std::move(bias);
+    Linear l = shell(Precision::Int8, out, in, std::move(bias));
     l.wq = gemm::pack_int8(q, scale, in, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
     l.fixed = fixed;
     return l;
@@ -141,31 +148,43 @@ Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const s
                                Eigen::VectorXf bias, std::optional<quant::AffineU8> fixed) {
     if (in % 4 || reinterpret_cast<std::uintptr_t>(q) % 4 || !gemm::int8_in_place())
         throw Error("mapped int8 weights need 4-byte aligned rows, a width a multiple of 4 and AVX512-VNNI");
-    Linear l;
-    l.precision = Precision::Int8;
-    l.in_ = in;
-    l.out_ = out;
-    l.bias = std::move(bias);
+    Linear l = shell(Precision::Int8, out, in, std::move(bias));
     l.fixed = fixed;
     l.wq.k = in;
     l.wq.n = out;
     l.wq.isa = gemm::Int8Isa::Avx512Vnni;
     l.wq.scale.assign(scale, scale + out);
     l.wq.sums.assign(sums, sums + out);
-    const int side = tile_side(in, 1);
-    for (int o0 = 0; o0 < out; o0 += side)
-        l.mapped.push_back({reinterpret_cast<const std::uint32_t*>(q + static_cast<std::size_t>(o0) * in), o0,
-                            std::min(side, out - o0)});
+    add_blocks(l, q, in);
+    return l;
+}
+
+Linear make_linear_int4_mapped(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out,
+                               int in, Eigen::VectorXf bias) {
+    if (in % quant::kInt4Group || reinterpret_cast<std::uintptr_t>(codes) % 4 || !gemm::int8_in_place())
+        throw Error("mapped int4 weights need 4-byte aligned rows, a width a multiple of 128 and AVX512-VNNI");
+    Linear l = shell(Precision::Int4, out, in, std::move(bias));
+    const int blocks = in / quant::kInt4Group;
+    const std::size_t params = static_cast<std::size_t>(out) * blocks;
+    std::vector<std::int32_t> sums(params);
+    gemm::int4_group_sums(codes, out, in, sums.data());
+    Linear::Int4Rows& r = l.w4_rows;
+    r.scale.resize(params);
+    r.zero.resize(params);
+    r.scaled_sums.assign(out, 0.0f);
+    std::transform(scale, scale + params, r.scale.begin(), quant::from_bf16);
+    std::transform(zero, zero + params, r.zero.begin(), quant::from_bf16);
+    for (int o = 0; o < out; ++o)  // (the packed path's sum, in its order: gemm_int4.cpp, unpack_panel)
+        for (int g = 0; g < blocks; ++g)
+            r.scaled_sums[o] += r.scale[static_cast<std::size_t>(o) * blocks + g] *
+                                static_cast<float>(sums[static_cast<std::size_t>(o) * blocks + g]);
+    add_blocks(l, codes, in / 2);
     return l;
 }
 
 Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,
                         Eigen::VectorXf bias) {
-    Linear l;
-    l.precision = Precision::Int4;
-    l.in_ = in;
-    l.out_ = out;
-    l.bias = std::move(bias);
+    Linear l = shell(Precision::Int4, out, in, std::move(bias));
     l.w4 = gemm::pack_int4(codes, scale, zero, in, out);
     return l;
 }
@@ -263,13 +282,59 @@ void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* ou
         });
 }
 
+// int4: the input quantized as int8's with each group's Σ (u − zp), and per task W's codes
+// unpacked to int8 (q − 8) and run one group of 128 at a time, each group's int32 sums scaled
+// into fp32 ones as the packed path does (the same operands in the same order: its bits).
+void linear_mapped_int4(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
+                        LinearScratch& scratch, const Eigen::VectorXf* scale) {
+    const int in = layer.in(), width = layer.out(), side = tile_side(in, 1), groups = in / 4;
+    const int blocks = in / quant::kInt4Group, group_quads = quant::kInt4Group / 4;
+    float* row_scale = gemm::at_least(scratch.scale, static_cast<std::size_t>(rows));
+    std::int32_t* row_zero = gemm::at_least(scratch.zero_point, static_cast<std::size_t>(rows));
+    std::int32_t* terms = gemm::at_least(scratch.group_terms, static_cast<std::size_t>(rows) * blocks);  // [blocks][rows]
+    gemm::PackedRows& tokens = scratch.input;
+    gemm::pack_rows(tokens, rows, groups, [&](int r0, int rn, std::uint32_t* quads) {
+        gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, nullptr, quads, row_scale + r0, row_zero + r0);
+        std::int32_t* own = thread_scratch<std::int32_t>(static_cast<std::size_t>(rn) * blocks);
+        gemm::int4_row_terms(gemm::QuantizedRows{quads, row_scale + r0, row_zero + r0}, rn, in, own);
+        gemm::transpose32(reinterpret_cast<const std::uint32_t*>(own), blocks, rn, blocks,
+                          reinterpret_cast<std::uint32_t*>(terms + r0), rows);
+    });
+    const float* bias = layer.bias.data();
+    const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
+    const Linear::Int4Rows& w = layer.w4_rows;
+    const loops::Table& vec = loops::active();
+    run_mapped<float>(
+        layer, rows, tokens.nr, side, out, epilogue,
+        [&](const Linear::MappedBlock& b, int t0, int tn, float* f) {
+            std::uint32_t* q = thread_scratch<std::uint32_t>(static_cast<std::size_t>(b.on) * groups);
+            std::int32_t* acc = thread_scratch<std::int32_t>(static_cast<std::size_t>(b.on) * tn);
+            const auto* codes = reinterpret_cast<const std::uint16_t*>(b.w);  // four codes a 16-bit word, as stored
+            for (int o = 0; o < b.on; ++o)
+                vec.unpack_int4(codes + static_cast<std::size_t>(o) * groups, groups, q + static_cast<std::size_t>(o) * groups);
+            std::fill(f, f + static_cast<std::size_t>(b.on) * tn, 0.0f);
+            const std::size_t at = static_cast<std::size_t>(b.o0) * blocks;
+            for (int g = 0; g < blocks; ++g) {
+                gemm::multiply_rows(q, b.on, tokens, t0, t0 + tn, acc, tn, g * group_quads, group_quads);
+                vec.int4_accumulate_rows(acc, tn, b.on, tn, w.scale.data() + at + g, w.zero.data() + at + g, blocks,
+                                         terms + static_cast<std::size_t>(g) * rows + t0, f);
+            }
+        },
+        [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
+            vec.int4_finish(rows_of, side, count, b.on, row_zero + token, w.scaled_sums.data() + b.o0, row_scale + token,
+                            bias + b.o0, scales ? scales + b.o0 : nullptr, out + static_cast<std::size_t>(token) * width + b.o0,
+                            width);
+        });
+}
+
 }  // namespace
 
 void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue, LinearScratch& scratch,
             const Eigen::VectorXf* scale) {
     if (!layer.mapped.empty())
-        return layer.precision == Precision::Int8 ? linear_mapped_int8(x, rows, layer, out, epilogue, scratch, scale)
-                                                  : linear_mapped_bf16(x, rows, layer, out, epilogue, scratch, scale);
+        return layer.precision == Precision::Int8   ? linear_mapped_int8(x, rows, layer, out, epilogue, scratch, scale)
+               : layer.precision == Precision::Int4 ? linear_mapped_int4(x, rows, layer, out, epilogue, scratch, scale)
+                                                    : linear_mapped_bf16(x, rows, layer, out, epilogue, scratch, scale);
     const int in = layer.in(), width = layer.out();
     // bf16 without vdpbf16ps: rounded operands through the fp32 kernel.
     const bool rounded = layer.precision == Precision::Bf16 && !gemm::native_bf16();

@@ -27,8 +27,9 @@ struct Linear {
     gemm::PackedBf16 wb;     // bf16 on vdpbf16ps
     // W read in place from the mapped checkpoint (its model keeps the file): nothing packed at
     // load. Blocks of W's rows, outputs o0 .. o0 + on, each [on][in / 2] pairs at w (bf16 on
-    // vdpbf16ps; set instead of wb) or [on][in / 4] quads of int8 (an int8 file's, on
-    // AVX512-VNNI; set instead of wq.data, whose scale and sums it uses).
+    // vdpbf16ps; set instead of wb), [on][in / 4] quads of int8 (an int8 file's, on
+    // AVX512-VNNI; set instead of wq.data, whose scale and sums it uses) or [on][in / 2] bytes of
+    // two int4 codes (an int4 file's, on AVX512-VNNI, with w4_rows).
     struct MappedBlock {
         const std::uint32_t* w;
         int o0, on;
@@ -36,6 +37,11 @@ struct Linear {
     std::vector<MappedBlock> mapped;
     gemm::PackedInt8 wq;     // int8
     gemm::PackedInt4 w4;     // int4 (its input quantized as int8's, per token)
+    // int4 in place: each output row's group scales and zeros as floats [out][in / 128], and its
+    // Σ_g scale_g · Σ (q − 8) [out], the zero point's term.
+    struct Int4Rows {
+        std::vector<float> scale, zero, scaled_sums;
+    } w4_rows;
     std::optional<quant::AffineU8> fixed;  // int8 per-tensor: the calibrated input mapping
     Eigen::VectorXf bias;
     int in_ = 0, out_ = 0;
@@ -44,7 +50,8 @@ struct Linear {
     // Weight bytes in memory vitreg allocated (packed, quantized, scales), and read in place.
     std::int64_t held_bytes() const;
     std::int64_t mapped_bytes() const {
-        return mapped.empty() ? 0 : std::int64_t{out_} * in_ * (precision == Precision::Int8 ? 1 : 2);
+        const std::int64_t values = std::int64_t{out_} * in_;
+        return mapped.empty() ? 0 : precision == Precision::Int8 ? values : precision == Precision::Int4 ? values / 2 : values * 2;
     }
 };
 
@@ -63,6 +70,10 @@ Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int i
 // multiple of 4, `sums` [out] its rows' Σ q.
 Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const std::int32_t* sums, int out, int in,
                                Eigen::VectorXf bias, std::optional<quant::AffineU8> fixed);
+// The same, read where it lies (Linear::mapped; gemm::int8_in_place()): codes 4-byte aligned, in
+// a multiple of 128.
+Linear make_linear_int4_mapped(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out,
+                               int in, Eigen::VectorXf bias);
 // An int4 linear from weights quantized already (an int4 file's, quant::Int4Weights' layout):
 // codes [out][ceil(in / 2)], scale and zero [out][ceil(in / 128)] bf16; packed, not quantized again.
 Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,

@@ -56,7 +56,7 @@ struct LinearLoader {
     // Each float weight widened into this one buffer before it is packed: its pages are faulted
     // in once for the largest tensor, not again for every tensor (27 GB of fresh pages on a 7B).
     mutable std::vector<float> weights;
-    bool in_place;             // bf16 weights, or an int8 file's, read from the file where they lie
+    bool in_place;             // bf16 weights, or an int8 or int4 file's, read from the file where they lie
     mutable bool used = false;  // some linear does: the model keeps the file
 
     // `bias` false: the checkpoint has none (CLIP's patch embedding, qkv_bias=False); zeros.
@@ -74,8 +74,13 @@ struct LinearLoader {
         Linear l;
         if (ck.quantization().precision == Precision::Int4) {  // packed as stored, not quantized again
             const Int4Tensor w = ck.load_int4(name + ".weight", stored);
-            l = kernels::make_linear_int4(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
-            ck.file().release(*w.view);
+            if (in_place && in % quant::kInt4Group == 0 && reinterpret_cast<std::uintptr_t>(w.codes) % 4 == 0) {
+                l = kernels::make_linear_int4_mapped(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
+                used = true;
+            } else {
+                l = kernels::make_linear_int4(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
+                ck.file().release(*w.view);
+            }
         } else if (ck.quantization().quantized()) {
             const Int8Tensor w = ck.load_int8(name + ".weight", stored);
             if (in_place && in % 4 == 0 && reinterpret_cast<std::uintptr_t>(w.q) % 4 == 0) {
@@ -303,7 +308,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
                                    per_tensor ? &calibration : nullptr, precision.scales, {},
                                    !precision.file_weights_packed && (precision.precision == Precision::Bf16 ? gemm::bf16_in_place()
-                                                              : precision.precision == Precision::Int8 && ck.quantization().quantized()
+                                                              : precision.precision != Precision::Fp32 && ck.quantization().quantized()
                                                                   ? gemm::int8_in_place()
                                                                   : false)};
 

@@ -53,8 +53,8 @@ void PrecisionOptions::validate() const {
         throw UsageError("--int8-weights takes 7 or 8 (got " + std::to_string(int8_weight_bits) + ")");
     if (int8_weight_bits != 8 && precision != Precision::Int8)
         throw UsageError("--int8-weights 7 applies to --precision int8 only (got " + to_string(precision) + ")");
-    if (file_weights_packed && precision != Precision::Bf16 && precision != Precision::Int8)
-        throw UsageError("--file-weights packed applies to --precision bf16 and int8 only (got " + to_string(precision) + ")");
+    if (file_weights_packed && precision == Precision::Fp32)
+        throw UsageError("--file-weights packed applies to --precision bf16, int8 and int4 only (got fp32)");
 }
 
 std::string PrecisionOptions::describe() const {
