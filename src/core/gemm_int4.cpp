@@ -4,6 +4,7 @@
 #endif
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "cpu.hpp"
@@ -203,6 +204,94 @@ void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums
             sums[static_cast<std::size_t>(row) * blocks + g] = sum;
         }
     });
+}
+
+namespace {
+#if defined(__x86_64__)
+// int4 in place, MR rows of W × 16·NV tokens: each group's int32 sums (W's signed bytes against
+// the tokens' unsigned ones) scaled into fp32 sums that stay in registers, vnni_rows' arithmetic
+// with the operands' roles swapped.
+template <int MR, int NV>
+__attribute__((target("avx512f,avx512vnni"))) void vnni_rows_in_place(const std::uint32_t* w, long lda,
+                                                                       const std::uint32_t* panel, int blocks,
+                                                                       const float* scale, const float* zero,
+                                                                       const std::int32_t* terms, long term_stride,
+                                                                       float* out) {
+    constexpr int W = 16 * NV;
+    __m512 f[MR][NV];
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) f[r][v] = _mm512_setzero_ps();
+    for (int g = 0; g < blocks; ++g) {
+        __m512i acc[MR][NV];
+        for (int r = 0; r < MR; ++r)
+            for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
+        for (int q = g * kGroupQuads, end = q + kGroupQuads; q < end; ++q) {
+            __m512i b[NV];
+            for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(panel + static_cast<std::size_t>(q) * W + 16 * v);
+            for (int r = 0; r < MR; ++r) {
+                const __m512i a = _mm512_set1_epi32(static_cast<int>(w[r * lda + q]));
+                for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], b[v], a);
+            }
+        }
+        __m512 t[NV];
+        for (int v = 0; v < NV; ++v)
+            t[v] = _mm512_cvtepi32_ps(_mm512_loadu_si512(terms + static_cast<std::size_t>(g) * term_stride + 16 * v));
+        for (int r = 0; r < MR; ++r) {
+            const __m512 s = _mm512_set1_ps(scale[r * blocks + g]), z = _mm512_set1_ps(zero[r * blocks + g]);
+            for (int v = 0; v < NV; ++v)
+                f[r][v] = _mm512_add_ps(f[r][v], _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(acc[r][v])),
+                                                               _mm512_mul_ps(z, t[v])));
+        }
+    }
+    for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + r * W + 16 * v, f[r][v]);
+}
+
+// vnni_rows_in_place for `rows` rows, R ≤ rows ≤ MR.
+template <int R, int MR, int NV, class... Args>
+void rows_in_place(int rows, Args... args) {
+    if constexpr (R < MR) {
+        if (rows != R) return rows_in_place<R + 1, MR, NV>(rows, args...);
+    }
+    vnni_rows_in_place<R, NV>(args...);
+}
+
+// One panel 16·NV wide: W's rows MR at a time (fewer for the last), into f's first `cols` columns.
+template <int MR, int NV>
+void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks, const float* scale,
+                    const float* zero, const std::int32_t* terms, long term_stride, int cols, float* f, long ldf) {
+    alignas(64) float tile[MR * 16 * NV];
+    for (int r = 0; r < on; r += MR) {
+        const int rows = std::min(MR, on - r);
+        const long at = static_cast<long>(r) * blocks;
+        rows_in_place<1, MR, NV>(rows, w + r * lda, lda, panel, blocks, scale + at, zero + at, terms, term_stride, +tile);
+        for (int i = 0; i < rows; ++i) std::memcpy(f + (r + i) * ldf, tile + i * 16 * NV, static_cast<std::size_t>(cols) * 4);
+    }
+}
+#endif
+}  // namespace
+
+void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const float* scale,
+                        const float* zero, const std::int32_t* terms, long term_stride, float* f, long ldf) {
+#if defined(__x86_64__)
+    const int blocks = x.groups / kGroupQuads;
+    for (int col = c0; col < c1;) {
+        const int panel = col / x.nr, width = x.width(panel), cols = std::min(width, c1 - col);
+        const std::uint32_t* p = x.data.data() + x.offset(panel);
+        const std::int32_t* t = terms + col;
+        float* out = f + (col - c0);
+        switch (width) {
+            case 16: panel_in_place<4, 1>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 32: panel_in_place<4, 2>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 64: panel_in_place<2, 4>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            default: panel_in_place<4, 3>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+        }
+        col += width;
+    }
+#else
+    (void)w, (void)on, (void)x, (void)c0, (void)c1, (void)scale, (void)zero, (void)terms, (void)term_stride, (void)f, (void)ldf;
+    throw Error("int4 weights in place need AVX512-VNNI");
+#endif
 }
 
 void int4_row_terms(const QuantizedRows& a, int m, int k, std::int32_t* out) {

@@ -365,19 +365,18 @@ void pack_groups(GroupBuffer& data, int groups, int n, int nr, Group group) {
 // Runs the tiles over C[0:m, c0:c1] and hands each tile's accumulators to
 // finish(row, rows, col, cols, accumulators [rows][nr]).
 // Panel p starts at p · groups · t.nr; the last one (panel `last`) may be narrower, with tiles of
-// its own (`tail`). kn ≥ 0: only the panels' groups k0 .. k0 + kn, against a (A's group k0 on).
+// its own (`tail`).
 template <class Acc, class Finish>
 void drive(const std::uint32_t* a, long lda, int m, const GroupBuffer& data, int groups, Tiles t, int last, Tiles tail,
-           int c0, int c1, const Finish& finish, int k0 = 0, int kn = -1) {
+           int c0, int c1, const Finish& finish) {
     alignas(64) Acc acc[kMaxTile];
     for (int col = c0; col < c1;) {
         const Tiles& k = col / t.nr == last ? tail : t;
-        const std::uint32_t* panel =
-            data.data() + static_cast<std::size_t>(col / t.nr) * groups * t.nr + static_cast<std::size_t>(k0) * k.nr;
+        const std::uint32_t* panel = data.data() + static_cast<std::size_t>(col / t.nr) * groups * t.nr;
         const int cols = std::min(k.nr, c1 - col);
         for (int r = 0; r < m; r += k.mr) {
             const int rows = std::min(k.mr, m - r);
-            k.tiles[rows - 1](a + r * lda, lda, panel, kn < 0 ? groups : kn, acc);
+            k.tiles[rows - 1](a + r * lda, lda, panel, groups, acc);
             finish(r, rows, col, cols, acc, k.nr);
         }
         col += k.nr;
@@ -673,8 +672,7 @@ void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int
 namespace {
 // The in-place product with the tiles of one instruction: 48 columns, and the last panel's.
 template <Mac OP, class Acc>
-void multiply_rows_with(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, Acc* out, long ldo, int k0,
-                        int kn) {
+void multiply_rows_with(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, Acc* out, long ldo) {
     const Tiles full = AsmTiles<OP, 3>::kernels;
     const Tiles tail = x.last_nr == 16   ? AsmTiles<OP, 1>::kernels
                        : x.last_nr == 32 ? AsmTiles<OP, 2>::kernels
@@ -685,24 +683,23 @@ void multiply_rows_with(const std::uint32_t* w, int on, const PackedRows& x, int
         for (int i = 0; i < rows; ++i)
             std::memcpy(out + (r + i) * ldo + (col - c0), acc + i * nr, static_cast<std::size_t>(cols) * sizeof(Acc));
     };
-    drive<Acc>(w + k0, x.groups, on, x.data, x.groups, full, x.panels() - 1, tail, c0, c1, finish, k0, kn);
+    drive<Acc>(w, x.groups, on, x.data, x.groups, full, x.panels() - 1, tail, c0, c1, finish);
 }
 }  // namespace
 
 void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo) {
-    multiply_rows_with<Mac::Bf16Dot>(w, on, x, c0, c1, out, ldo, 0, -1);
+    multiply_rows_with<Mac::Bf16Dot>(w, on, x, c0, c1, out, ldo);
 }
 
-void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo, int k0,
-                   int kn) {
-    multiply_rows_with<Mac::Int8DotSigned>(w, on, x, c0, c1, out, ldo, k0, kn);
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo) {
+    multiply_rows_with<Mac::Int8DotSigned>(w, on, x, c0, c1, out, ldo);
 }
 #else
 void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, float*, long) {
     throw Error("weights in place need AVX-512");
 }
 
-void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, std::int32_t*, long, int, int) {
+void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, std::int32_t*, long) {
     throw Error("weights in place need AVX-512");
 }
 #endif

@@ -144,10 +144,7 @@ void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int
 // out [on][c1 − c0] (stride ldo) = W's rows w [on][x.groups] against the rows c0 .. c1 of x (c0 a
 // multiple of x.nr): bf16 pairs into fp32 sums, or int8 quads against uint8 into int32 sums.
 void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, float* out, long ldo);
-// kn ≥ 0 (int8 only): the groups k0 .. k0 + kn of W's rows (still `x.groups` apart) and of x alone:
-// one group of int4's 128 values at a time.
-void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo,
-                   int k0 = 0, int kn = -1);
+void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo);
 // Σ q over n int8 values (the zero point's term), and whether every |q| ≤ qmax, in one pass.
 std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range);
 
@@ -196,6 +193,14 @@ void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1
 // int8_in_place): each row's Σ (q − 8) per group, for codes [n][k / 2] as the file stores them (k
 // a multiple of kInt4Group), into sums [n][k / kInt4Group].
 void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums);
+
+// int4 in place: f [on][c1 − c0] (stride ldf) = Σ_g (scale_g · Σ u·(q − 8) + zero_g · term_g) for
+// W's rows w [on][x.groups] (codes unpacked to int8 q − 8) against the rows c0 .. c1 of x (c0 a
+// multiple of x.nr), the groups in order with the packed path's arithmetic; scale and zero
+// [on][blocks], terms [blocks][term_stride] each token's Σ (u − zp) per group, readable to the
+// end of x's last panel.
+void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const float* scale,
+                        const float* zero, const std::int32_t* terms, long term_stride, float* f, long ldf);
 
 namespace detail {
 // An int8 kernel's tiles (gemm_lowp.cpp), for the int4 GEMM: MR rows of A against one panel, the

@@ -288,17 +288,19 @@ void linear_mapped_int8(const float* x, int rows, const Linear& layer, float* ou
 void linear_mapped_int4(const float* x, int rows, const Linear& layer, float* out, Epilogue epilogue,
                         LinearScratch& scratch, const Eigen::VectorXf* scale) {
     const int in = layer.in(), width = layer.out(), side = tile_side(in, 1), groups = in / 4;
-    const int blocks = in / quant::kInt4Group, group_quads = quant::kInt4Group / 4;
+    const int blocks = in / quant::kInt4Group;
     float* row_scale = gemm::at_least(scratch.scale, static_cast<std::size_t>(rows));
     std::int32_t* row_zero = gemm::at_least(scratch.zero_point, static_cast<std::size_t>(rows));
-    std::int32_t* terms = gemm::at_least(scratch.group_terms, static_cast<std::size_t>(rows) * blocks);  // [blocks][rows]
+    // [blocks][stride]: read by whole panels, so up to 64 past the last token
+    const int stride = rows + 64;
+    std::int32_t* terms = gemm::at_least(scratch.group_terms, static_cast<std::size_t>(stride) * blocks);
     gemm::PackedRows& tokens = scratch.input;
     gemm::pack_rows(tokens, rows, groups, [&](int r0, int rn, std::uint32_t* quads) {
         gemm::quantize_rows(x + static_cast<std::size_t>(r0) * in, in, rn, in, nullptr, quads, row_scale + r0, row_zero + r0);
         std::int32_t* own = thread_scratch<std::int32_t>(static_cast<std::size_t>(rn) * blocks);
         gemm::int4_row_terms(gemm::QuantizedRows{quads, row_scale + r0, row_zero + r0}, rn, in, own);
         gemm::transpose32(reinterpret_cast<const std::uint32_t*>(own), blocks, rn, blocks,
-                          reinterpret_cast<std::uint32_t*>(terms + r0), rows);
+                          reinterpret_cast<std::uint32_t*>(terms + r0), stride);
     });
     const float* bias = layer.bias.data();
     const float* scales = epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr;
@@ -308,17 +310,11 @@ void linear_mapped_int4(const float* x, int rows, const Linear& layer, float* ou
         layer, rows, tokens.nr, side, out, epilogue,
         [&](const Linear::MappedBlock& b, int t0, int tn, float* f) {
             std::uint32_t* q = thread_scratch<std::uint32_t>(static_cast<std::size_t>(b.on) * groups);
-            std::int32_t* acc = thread_scratch<std::int32_t>(static_cast<std::size_t>(b.on) * tn);
             const auto* codes = reinterpret_cast<const std::uint16_t*>(b.w);  // four codes a 16-bit word, as stored
             for (int o = 0; o < b.on; ++o)
                 vec.unpack_int4(codes + static_cast<std::size_t>(o) * groups, groups, q + static_cast<std::size_t>(o) * groups);
-            std::fill(f, f + static_cast<std::size_t>(b.on) * tn, 0.0f);
             const std::size_t at = static_cast<std::size_t>(b.o0) * blocks;
-            for (int g = 0; g < blocks; ++g) {
-                gemm::multiply_rows(q, b.on, tokens, t0, t0 + tn, acc, tn, g * group_quads, group_quads);
-                vec.int4_accumulate_rows(acc, tn, b.on, tn, w.scale.data() + at + g, w.zero.data() + at + g, blocks,
-                                         terms + static_cast<std::size_t>(g) * rows + t0, f);
-            }
+            gemm::multiply_rows_int4(q, b.on, tokens, t0, t0 + tn, w.scale.data() + at, w.zero.data() + at, terms, stride, f, tn);
         },
         [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
             vec.int4_finish(rows_of, side, count, b.on, row_zero + token, w.scaled_sums.data() + b.o0, row_scale + token,

@@ -61,11 +61,6 @@ struct Table {
     void (*unpack_int4)(const std::uint16_t* in, std::size_t n, std::uint32_t* out);
     void (*int4_accumulate)(const std::int32_t* acc, int lda, int rows, int cols, const float* ws, const float* wz,
                             const std::int32_t* row_term, int term_stride, float* f);
-    // The same with the operands' roles swapped (int4 weights in place: a tile holds W · xᵀ): row
-    // i's scale and zero ws[i · w_stride], wz[i · w_stride], column j's term[j]; the same
-    // arithmetic, so the same bits.
-    void (*int4_accumulate_rows)(const std::int32_t* acc, int ld, int rows, int cols, const float* ws, const float* wz,
-                                 int w_stride, const std::int32_t* term, float* f);
     void (*int4_finish)(const float* f, int ldf, int rows, int cols, const std::int32_t* zp, const float* ws_sums,
                         const float* sa, const float* bias, const float* scale, float* c, long ldc);
 };
