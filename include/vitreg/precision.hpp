@@ -72,7 +72,7 @@ struct PrecisionOptions {
     // Weights the file stores in the precision that runs (bf16 ones at bf16 on AVX512-BF16, an
     // int8 or int4 file's on AVX512-VNNI; not where AMX runs them): `mapped` runs them where they lie in
     // the checkpoint's pages (loads in a fraction of a second, shares the page cache); `packed`
-    // copies them into the GEMM's panels at load (5–12% faster per forward at small
+    // copies them into the GEMM's panels at load (3–10% faster per forward at small
     // token counts). The same features either way, bit for bit.
     bool file_weights_packed = false;
 

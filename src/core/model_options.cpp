@@ -46,7 +46,7 @@ std::vector<ModelOption> make_table() {
          "weights the file stores in the precision that runs (bf16 ones at bf16 on AVX512-BF16 CPUs, an int8 or int4 "
          "file's on AVX512-VNNI CPUs; not where AMX runs them): mapped (run where they lie in the file's pages: a 13 GB model "
          "loads in a fraction of a second, and processes share one copy) or packed (copied into the kernels' layout at "
-         "load: 5-12% faster per image at small token counts); the same features either way",
+         "load: 3-10% faster per image at small token counts); the same features either way",
          {"mapped", "packed"}, 0, 0, precision.file_weights_packed ? "packed" : "mapped",
          [](ModelRequest& r, const std::string& v) { r.precision.file_weights_packed = v == "packed"; }},
         {"evict", K::Text, G::Open,
