@@ -434,8 +434,8 @@ std::uint32_t* start_bf16_panels(PackedBf16& p, int k, int n, Bf16Isa isa) {
     p.last_nr = p.isa != Bf16Isa::Avx512Bf16 ? p.nr : rest <= 16 ? 16 : rest <= 32 ? 32 : p.nr;
     p.data.resize(n > 0 ? p.offset(panels - 1) + static_cast<std::size_t>(p.panel_groups) * p.last_nr : 0);
     // The packers write every value; only the padding is zeroed here, not the whole buffer, which
-    // a linear's input (kernels.cpp, mapped weights) reuses at every call: AMX's rows past k's
-    // groups, and the last panel's columns past n.
+    // attention's keys and values reuse at every layer: AMX's rows past k's groups, and the last
+    // panel's columns past n.
     const bool padded_rows = p.panel_groups > p.groups();
     for (int panel = padded_rows ? 0 : std::max(0, panels - 1); panel < panels; ++panel) {
         const int width = p.width(panel), used = panel == panels - 1 ? rest : width;
@@ -577,7 +577,8 @@ PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa, int bi
     return pack_int8(w.q.data(), w.scale.data(), k, n, isa, bits);
 }
 
-PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int8Isa isa, int bits) {
+PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int8Isa isa, int bits,
+                     const std::int32_t* sums) {
     if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
     PackedInt8 p;
     p.k = k;
@@ -588,11 +589,15 @@ PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int
                     "--int8-weights 7)");
     set_panel_shape(p, p.isa == Int8Isa::Amx, tiles(p.isa).nr);
     p.scale.assign(scale, scale + n);
-    p.sums.assign(n, 0);
-    parallel_each(n, [&](int col) {
-        bool in_range;  // (the caller checked)
-        p.sums[col] = sum_s8(q + static_cast<std::size_t>(col) * k, static_cast<std::size_t>(k), 127, &in_range);
-    });
+    if (sums) {
+        p.sums.assign(sums, sums + n);
+    } else {
+        p.sums.assign(n, 0);
+        parallel_each(n, [&](int col) {
+            bool in_range;  // (the caller checked)
+            p.sums[col] = sum_s8(q + static_cast<std::size_t>(col) * k, static_cast<std::size_t>(k), 127, &in_range);
+        });
+    }
     pack_groups(p.data, p.panel_groups, n, p.nr, [&](int g, int col) {
         std::uint32_t word = 0;
         for (int i = 0; i < 4 && 4 * g + i < k; ++i)  // zero past k: the last group's and AMX's padding

@@ -98,8 +98,10 @@ struct PackedInt8 {
 // columns, quant::quantize_channels) and packs it. Avx2Maddubs takes 7-bit weights only.
 PackedInt8 pack_int8(const float* b, int k, int n, long ldb, Int8Isa isa = best_int8(), int bits = 8);
 // Packs weights quantized already: q [n][k] (Bᵀ: row col holds column col of B, the layout of a
-// linear's W [out, in]), within ±(2^(bits−1) − 1), with their `scale` [n].
-PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int8Isa isa = best_int8(), int bits = 8);
+// linear's W [out, in]), within ±(2^(bits−1) − 1), with their `scale` [n]; `sums` [n], each row's
+// Σ q where the caller has them already (a quantized file's, found as it was checked).
+PackedInt8 pack_int8(const std::int8_t* q, const float* scale, int k, int n, Int8Isa isa = best_int8(), int bits = 8,
+                     const std::int32_t* sums = nullptr);
 
 // A's rows quantized to uint8: out [m][ceil(k / 4)] groups, one scale and zero point per row.
 struct QuantizedRows {

@@ -137,9 +137,9 @@ Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, E
 }
 
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
-                        std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
+                        std::optional<quant::AffineU8> fixed, int int8_weight_bits, const std::int32_t* sums) {
     Linear l = shell(Precision::Int8, out, in, std::move(bias));
-    l.wq = gemm::pack_int8(q, scale, in, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits);
+    l.wq = gemm::pack_int8(q, scale, in, out, gemm::int8_kernel(int8_weight_bits), int8_weight_bits, sums);
     l.fixed = fixed;
     return l;
 }

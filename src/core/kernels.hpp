@@ -64,8 +64,9 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
 Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias);
 // An int8 linear from weights quantized already (a quantized checkpoint's): q [out, in] within
 // ±(2^(bits−1) − 1) and its per-output-channel `scale` [out]; packed, not quantized again.
+// `sums` [out]: its rows' Σ q where known (Int8Tensor::sums), else found here.
 Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int in, Eigen::VectorXf bias,
-                        std::optional<quant::AffineU8> fixed, int int8_weight_bits);
+                        std::optional<quant::AffineU8> fixed, int int8_weight_bits, const std::int32_t* sums = nullptr);
 // The same, read where it lies (Linear::mapped; gemm::int8_in_place()): q 4-byte aligned, in a
 // multiple of 4, `sums` [out] its rows' Σ q.
 Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const std::int32_t* sums, int out, int in,

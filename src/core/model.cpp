@@ -87,7 +87,8 @@ struct LinearLoader {
                 l = kernels::make_linear_int8_mapped(w.q, w.scale.data(), w.sums.data(), out, in, std::move(b), fixed);
                 used = true;
             } else {
-                l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits);
+                l = kernels::make_linear_int8(w.q, w.scale.data(), out, in, std::move(b), fixed, int8_weight_bits,
+                                              w.sums.data());
                 ck.file().release(*w.view);
             }
         } else if (const auto rows = in_place ? ck.mapped_bf16(name + ".weight", stored) : std::vector<Bf16Rows>{};
