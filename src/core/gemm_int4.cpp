@@ -18,6 +18,69 @@ namespace vitreg::gemm {
 
 namespace {
 constexpr int kGroupQuads = quant::kInt4Group / 4;  // a group's 32-bit words along k
+
+#if defined(__x86_64__)
+// The groups run in one assembly loop (gemm_k_loops.inc) for weights packed and in place, with
+// the int8 tiles' k step. Compiled from intrinsics, the two had been two kernels in which GCC 12
+// copied the accumulators between registers at every step.
+#include "gemm_k_loops.inc"
+
+// Where a tile's group parameters lie. The weights' scale and zero of group g: along B's columns
+// for packed weights (the tokens broadcast, Int8Dot), at g · weight_stride + column; along A's
+// rows for weights in place (W's rows broadcast, Int8DotSigned), at row · weight_stride + g. The
+// tokens' Σ (u − zp) over the group: per row at row · term_stride + g, or per column at
+// g · 16·NV + column (term_stride unused: the caller gathers them so, once per panel).
+struct GroupScales {
+    const float* scale;
+    const float* zero;
+    long weight_stride;
+    const std::int32_t* terms;
+    long term_stride;
+};
+
+// MR rows × 16·NV columns of Σ_g scale_g · Σ u·(q − 8) + zero_g · Σ (u − zp) into `out`: the
+// per-row operands gathered as [group][MR], then every group in the assembly loop, the tail
+// group (k not a multiple of the group) in a second call.
+template <int MR, int NV, Mac OP>
+void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks, const GroupScales& s,
+               float* out) {
+    constexpr int W = 16 * NV;
+    constexpr bool on_columns = OP == Mac::Int8Dot;
+    static thread_local std::vector<float, AlignedAllocator<float>> gathered;
+    float* rows = at_least(gathered, static_cast<std::size_t>(on_columns ? 1 : 2) * MR * blocks);
+    float* second = rows + static_cast<std::size_t>(MR) * blocks;
+    for (int g = 0; g < blocks; ++g)
+        for (int r = 0; r < MR; ++r) {
+            if constexpr (on_columns) {
+                rows[g * MR + r] = static_cast<float>(s.terms[r * s.term_stride + g]);
+            } else {
+                rows[g * MR + r] = s.scale[r * s.weight_stride + g];
+                second[g * MR + r] = s.zero[r * s.weight_stride + g];
+            }
+        }
+    const float* scale = on_columns ? s.scale : rows;
+    const void* per_column = on_columns ? static_cast<const void*>(s.zero) : s.terms;
+    const float* per_row = on_columns ? rows : second;
+    const int full = groups / kGroupQuads, tail = groups % kGroupQuads;
+    if (full) avx512_int4_groups<MR, NV, OP, true>(a, lda, b, full, kGroupQuads, scale, per_column, per_row, out);
+    if (tail) {
+        const long q0 = static_cast<long>(full) * kGroupQuads;
+        const auto last = full ? avx512_int4_groups<MR, NV, OP, false> : avx512_int4_groups<MR, NV, OP, true>;
+        last(a + q0, lda, b + q0 * W, 1, tail, scale + full * (on_columns ? W : MR),
+             static_cast<const std::int32_t*>(per_column) + full * W, per_row + full * MR, out);
+    }
+}
+
+// int4_tile for `rows` rows, R ≤ rows ≤ MR.
+template <int R, int MR, int NV, Mac OP>
+void int4_rows(int rows, const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks,
+               const GroupScales& s, float* out) {
+    if constexpr (R < MR) {
+        if (rows != R) return int4_rows<R + 1, MR, NV, OP>(rows, a, lda, b, groups, blocks, s, out);
+    }
+    int4_tile<R, NV, OP>(a, lda, b, groups, blocks, s, out);
+}
+#endif
 }  // namespace
 
 Int8Isa int4_kernel() {
@@ -118,53 +181,11 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
 }
 
 #if defined(__x86_64__)
-// AVX512-VNNI, MR rows × 48 columns: each group's int32 sums converted, scaled and added into fp32
-// sums that stay in registers (int4_accumulate's arithmetic in its order, so the same bits), where
-// the generic loop stores and reloads both at every group.
-template <int MR>
-__attribute__((target("avx512f,avx512vnni"))) void vnni_rows(const std::uint32_t* a, long lda, const Int4Panel& p,
-                                                             int groups, int blocks, const std::int32_t* terms, float* out) {
-    __m512 f[MR][3];
-    for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < 3; ++v) f[r][v] = _mm512_setzero_ps();
-    const std::uint32_t* codes = p.codes.data();
-    for (int g = 0; g < blocks; ++g) {
-        __m512i acc[MR][3];
-        for (int r = 0; r < MR; ++r)
-            for (int v = 0; v < 3; ++v) acc[r][v] = _mm512_setzero_si512();
-        for (int q = g * kGroupQuads, end = std::min(groups, q + kGroupQuads); q < end; ++q) {
-            const std::uint32_t* bp = codes + static_cast<std::size_t>(q) * 48;
-            const __m512i b0 = _mm512_loadu_si512(bp), b1 = _mm512_loadu_si512(bp + 16), b2 = _mm512_loadu_si512(bp + 32);
-            for (int r = 0; r < MR; ++r) {
-                const __m512i av = _mm512_set1_epi32(static_cast<int>(a[r * lda + q]));
-                acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
-                acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
-                acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], av, b2);
-            }
-        }
-        for (int r = 0; r < MR; ++r) {
-            const __m512 term = _mm512_set1_ps(static_cast<float>(terms[static_cast<std::size_t>(r) * blocks + g]));
-            for (int v = 0; v < 3; ++v) {
-                const __m512 s = _mm512_loadu_ps(p.scale.data() + g * 48 + 16 * v);
-                const __m512 z = _mm512_loadu_ps(p.zero.data() + g * 48 + 16 * v);
-                f[r][v] = _mm512_add_ps(f[r][v], _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(acc[r][v])),
-                                                               _mm512_mul_ps(z, term)));
-            }
-        }
-    }
-    for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < 3; ++v) _mm512_storeu_ps(out + r * 48 + 16 * v, f[r][v]);
-}
-
-// Rows r .. r + rows (at most 4) through vnni_rows.
+// Rows r .. r + rows (at most 4) of the tokens against one panel of packed weights.
 void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, int groups, int blocks,
                const std::int32_t* terms, float* out) {
-    switch (rows) {
-        case 1: return vnni_rows<1>(a, lda, p, groups, blocks, terms, out);
-        case 2: return vnni_rows<2>(a, lda, p, groups, blocks, terms, out);
-        case 3: return vnni_rows<3>(a, lda, p, groups, blocks, terms, out);
-        default: return vnni_rows<4>(a, lda, p, groups, blocks, terms, out);
-    }
+    const GroupScales s{p.scale.data(), p.zero.data(), 48, terms, blocks};
+    int4_rows<1, 4, 3, Mac::Int8Dot>(rows, a, lda, p.codes.data(), groups, blocks, s, out);
 }
 #endif
 
@@ -208,64 +229,21 @@ void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums
 
 namespace {
 #if defined(__x86_64__)
-// int4 in place, MR rows of W × 16·NV tokens: each group's int32 sums (W's signed bytes against
-// the tokens' unsigned ones) scaled into fp32 sums that stay in registers, vnni_rows' arithmetic
-// with the operands' roles swapped.
-template <int MR, int NV>
-__attribute__((target("avx512f,avx512vnni"))) void vnni_rows_in_place(const std::uint32_t* w, long lda,
-                                                                       const std::uint32_t* panel, int blocks,
-                                                                       const float* scale, const float* zero,
-                                                                       const std::int32_t* terms, long term_stride,
-                                                                       float* out) {
-    constexpr int W = 16 * NV;
-    __m512 f[MR][NV];
-    for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) f[r][v] = _mm512_setzero_ps();
-    for (int g = 0; g < blocks; ++g) {
-        __m512i acc[MR][NV];
-        for (int r = 0; r < MR; ++r)
-            for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_si512();
-        for (int q = g * kGroupQuads, end = q + kGroupQuads; q < end; ++q) {
-            __m512i b[NV];
-            for (int v = 0; v < NV; ++v) b[v] = _mm512_loadu_si512(panel + static_cast<std::size_t>(q) * W + 16 * v);
-            for (int r = 0; r < MR; ++r) {
-                const __m512i a = _mm512_set1_epi32(static_cast<int>(w[r * lda + q]));
-                for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], b[v], a);
-            }
-        }
-        __m512 t[NV];
-        for (int v = 0; v < NV; ++v)
-            t[v] = _mm512_cvtepi32_ps(_mm512_loadu_si512(terms + static_cast<std::size_t>(g) * term_stride + 16 * v));
-        for (int r = 0; r < MR; ++r) {
-            const __m512 s = _mm512_set1_ps(scale[r * blocks + g]), z = _mm512_set1_ps(zero[r * blocks + g]);
-            for (int v = 0; v < NV; ++v)
-                f[r][v] = _mm512_add_ps(f[r][v], _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(acc[r][v])),
-                                                               _mm512_mul_ps(z, t[v])));
-        }
-    }
-    for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) _mm512_storeu_ps(out + r * W + 16 * v, f[r][v]);
-}
-
-// vnni_rows_in_place for `rows` rows, R ≤ rows ≤ MR.
-template <int R, int MR, int NV, class... Args>
-void rows_in_place(int rows, Args... args) {
-    if constexpr (R < MR) {
-        if (rows != R) return rows_in_place<R + 1, MR, NV>(rows, args...);
-    }
-    vnni_rows_in_place<R, NV>(args...);
-}
-
 // One panel 16·NV wide: W's rows MR at a time (fewer for the last), into f's first `cols` columns.
 template <int MR, int NV>
 void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks, const float* scale,
                     const float* zero, const std::int32_t* terms, long term_stride, int cols, float* f, long ldf) {
-    alignas(64) float tile[MR * 16 * NV];
+    constexpr int W = 16 * NV;
+    alignas(64) float tile[MR * W];
+    static thread_local std::vector<std::int32_t, AlignedAllocator<std::int32_t>> gathered;
+    std::int32_t* panel_terms = at_least(gathered, static_cast<std::size_t>(blocks) * W);  // [group][W]
+    for (int g = 0; g < blocks; ++g) std::memcpy(panel_terms + g * W, terms + g * term_stride, W * sizeof(std::int32_t));
     for (int r = 0; r < on; r += MR) {
         const int rows = std::min(MR, on - r);
         const long at = static_cast<long>(r) * blocks;
-        rows_in_place<1, MR, NV>(rows, w + r * lda, lda, panel, blocks, scale + at, zero + at, terms, term_stride, +tile);
-        for (int i = 0; i < rows; ++i) std::memcpy(f + (r + i) * ldf, tile + i * 16 * NV, static_cast<std::size_t>(cols) * 4);
+        const GroupScales s{scale + at, zero + at, blocks, panel_terms, W};
+        int4_rows<1, MR, NV, Mac::Int8DotSigned>(rows, w + r * lda, lda, panel, blocks * kGroupQuads, blocks, s, +tile);
+        for (int i = 0; i < rows; ++i) std::memcpy(f + (r + i) * ldf, tile + i * W, static_cast<std::size_t>(cols) * 4);
     }
 }
 #endif
@@ -281,9 +259,9 @@ void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int
         const std::int32_t* t = terms + col;
         float* out = f + (col - c0);
         switch (width) {
-            case 16: panel_in_place<4, 1>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
-            case 32: panel_in_place<4, 2>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
-            case 64: panel_in_place<2, 4>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 16: panel_in_place<8, 1>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 32: panel_in_place<6, 2>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 64: panel_in_place<3, 4>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
             default: panel_in_place<4, 3>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
         }
         col += width;

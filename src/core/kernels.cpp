@@ -3,6 +3,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 #include <algorithm>
 #include <cmath>
@@ -34,6 +35,16 @@ int tile_side(int k, std::size_t value_bytes) {
     int side = kTileSide;
     while (side > 24 && 2 * static_cast<std::size_t>(side) * k * value_bytes > kTileBytes) side /= 2;
     return side;
+}
+// int4 weights are unpacked to int8 by each task, once for all its tokens: its tiles of tokens are
+// made 4, 2 or 1 times as long, the most that leaves four tasks per worker thread (`tiles` along
+// the tokens, `across` the other way). At one tile's length a ViT-L's int4 linears spent 10% of
+// their time unpacking (96 tokens), and the 7B's in place 7% (about 100).
+int int4_tile_times(int tiles, int across) {
+    const int enough = 4 * tbb::this_task_arena::max_concurrency();
+    for (int times = 4; times > 1; times /= 2)
+        if ((tiles + times - 1) / times * across >= enough) return times;
+    return 1;
 }
 constexpr int kQueryBlock = 64;
 // Attention over key blocks (online softmax): keys in blocks of kKeyBlock, a multiple of every
@@ -207,12 +218,13 @@ void activate(Epilogue epilogue, float* tile, int rows, int cols, int ld) {
 template <class T, class Multiply, class Finish>
 void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epilogue epilogue, const Multiply& multiply,
                 const Finish& finish) {
-    const int width = layer.out(), panels_per_tile = std::max(1, side / nr), span = panels_per_tile * nr;
+    const int width = layer.out(), panels_per_tile = std::max(1, side / nr), out_tiles = static_cast<int>(layer.mapped.size());
+    int span = panels_per_tile * nr;
+    if (layer.precision == Precision::Int4) span *= int4_tile_times((rows + span - 1) / span, out_tiles);
     // A last token tile of 16 or fewer joins the one before it (as the input's last panel joins
     // its neighbour: gemm::PackedRows).
     int token_tiles = (rows + span - 1) / span;
     if (token_tiles > 1 && rows - (token_tiles - 1) * span <= 16) --token_tiles;
-    const int out_tiles = static_cast<int>(layer.mapped.size());
     // The weights are the operand read from memory: each block of their rows serves every token
     // tile in turn while it is in L2.
     for_each_task(out_tiles * token_tiles, [&](int t) {
@@ -379,19 +391,22 @@ void linear(const float* x, int rows, const Linear& layer, float* out, Epilogue 
             }
         });
     if (rounded_x) x = rounded_x;
-    // Column tiles are whole kernel panels (side / nr of them); row tiles `side` rows.
+    // Column tiles are whole kernel panels (side / nr of them); row tiles `side` rows (int4: up to
+    // four times that).
     const int panel_count = (width + nr - 1) / nr;
     const int panels_per_tile = std::max(1, side / nr);
     const int col_tiles = (panel_count + panels_per_tile - 1) / panels_per_tile;
+    const int row_side = precision == Precision::Int4 ? side * int4_tile_times(row_tiles, col_tiles) : side;
+    const int tall_tiles = (rows + row_side - 1) / row_side;
     const gemm::Epilogue fused{layer.bias.data(), epilogue == Epilogue::ScaledResidual ? scale->data() : nullptr};
     // Tasks in the order that re-reads the smaller operand: when the weights outweigh the input
     // (few rows: batch 1), each column tile of B serves every row tile while it is in L2, and A
     // is the one read again; else each row tile of A serves every column tile. On this Xeon,
     // ViT-B/14 at batch 1 and 1 thread: B had been read from L3 once per row tile.
     const bool column_major = static_cast<long>(rows) < static_cast<long>(width);
-    for_each_task(row_tiles * col_tiles, [&](int t) {
-        const int rt = column_major ? t % row_tiles : t / col_tiles, ct = column_major ? t / row_tiles : t % col_tiles;
-        const int r0 = rt * side, rn = std::min(side, rows - r0);
+    for_each_task(tall_tiles * col_tiles, [&](int t) {
+        const int rt = column_major ? t % tall_tiles : t / col_tiles, ct = column_major ? t / tall_tiles : t % col_tiles;
+        const int r0 = rt * row_side, rn = std::min(row_side, rows - r0);
         const int c0 = ct * panels_per_tile * nr, cn = std::min(panels_per_tile * nr, width - c0);
         float* tile = out + static_cast<std::size_t>(r0) * width + c0;
         const std::uint32_t* a = low ? low + static_cast<std::size_t>(r0) * groups : nullptr;
