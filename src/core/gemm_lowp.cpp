@@ -647,18 +647,18 @@ void multiply(const QuantizedRows& a, int m, const PackedInt8& b, int c0, int c1
 
 // ---- int8 weights in place -----------------------------------------------------------------
 
+int joined_tiles(int n, int span) {
+    const int tiles = (n + span - 1) / span;
+    return tiles > 1 && n - (tiles - 1) * span <= 16 ? tiles - 1 : tiles;
+}
+
 void pack_rows(PackedRows& into, int m, int groups, const std::function<void(int, int, std::uint32_t*)>& make) {
     into.nr = 48;  // (the AVX-512 tiles' panel, for bf16 and int8 alike)
     into.groups = groups;
     into.n = m;
-    into.count = (m + into.nr - 1) / into.nr;
-    const int rest = m - (into.count - 1) * into.nr;
-    if (rest <= 16 && into.count > 1) {  // joins the panel before it
-        --into.count;
-        into.last_nr = 64;
-    } else {
-        into.last_nr = rest <= 16 ? 16 : rest <= 32 ? 32 : into.nr;
-    }
+    into.count = joined_tiles(m, into.nr);
+    const int rest = m - (into.count - 1) * into.nr;  // 1 .. 64
+    into.last_nr = rest <= 16 ? 16 : rest <= 32 ? 32 : rest <= 48 ? 48 : 64;
     if (m == 0) return;
     into.data.resize(into.offset(into.count - 1) + static_cast<std::size_t>(groups) * into.last_nr);
     parallel_each(into.count, [&](int panel) {

@@ -221,10 +221,7 @@ void run_mapped(const Linear& layer, int rows, int nr, int side, float* out, Epi
     const int width = layer.out(), panels_per_tile = std::max(1, side / nr), out_tiles = static_cast<int>(layer.mapped.size());
     int span = panels_per_tile * nr;
     if (layer.precision == Precision::Int4) span *= int4_tile_times((rows + span - 1) / span, out_tiles);
-    // A last token tile of 16 or fewer joins the one before it (as the input's last panel joins
-    // its neighbour: gemm::PackedRows).
-    int token_tiles = (rows + span - 1) / span;
-    if (token_tiles > 1 && rows - (token_tiles - 1) * span <= 16) --token_tiles;
+    const int token_tiles = gemm::joined_tiles(rows, span);  // as the input's panels
     // The weights are the operand read from memory: each block of their rows serves every token
     // tile in turn while it is in L2.
     for_each_task(out_tiles * token_tiles, [&](int t) {

@@ -291,6 +291,14 @@ void refuse_other_precision(const Checkpoint& ck, const PrecisionOptions& precis
                          std::to_string(q.bits) + " (int8_weights=" + std::to_string(q.bits) + " in Python)");
 }
 
+// Whether the linears run on the file's pages where they lie (--file-weights mapped): bf16 weights
+// where vdpbf16ps runs them, an int8 or int4 file's where the in-place int8 tiles do.
+bool weights_in_place(const PrecisionOptions& precision, bool quantized_file) {
+    if (precision.file_weights_packed) return false;
+    if (precision.precision == Precision::Bf16) return gemm::bf16_in_place();
+    return precision.precision != Precision::Fp32 && quantized_file && gemm::int8_in_place();
+}
+
 }  // namespace
 
 Model Model::load(const std::string& path, const ConfigOverrides& overrides, const PrecisionOptions& precision) {
@@ -308,10 +316,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
                                    per_tensor ? &calibration : nullptr, precision.scales, {},
-                                   !precision.file_weights_packed && (precision.precision == Precision::Bf16 ? gemm::bf16_in_place()
-                                                              : precision.precision != Precision::Fp32 && ck.quantization().quantized()
-                                                                  ? gemm::int8_in_place()
-                                                                  : false)};
+                                   weights_in_place(precision, ck.quantization().quantized())};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));
