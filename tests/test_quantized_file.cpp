@@ -247,13 +247,13 @@ TEST_CASE("int4 file: packed as stored, the packing of the source at int4", "[qu
     const Int4Tensor q = file.load_int4("blocks.1.mlp.fc2.weight", {D, H});
     CHECK(q.codes == q.view->data);  // read in place from the mapped file
     CHECK(q.view->shape == std::vector<std::int64_t>{D, (H + 1) / 2});
-    const auto got = kernels::make_linear_int4(q.codes, q.scale.data(), q.zero.data(), D, H, Eigen::VectorXf::Zero(D));
+    const auto got = kernels::make_linear_int4(q.codes, q.scales().data(), q.zeros().data(), D, H, Eigen::VectorXf::Zero(D));
     CHECK(got.w4.scale == want.w4.scale);
     CHECK(got.w4.zero == want.w4.zero);
     CHECK(got.w4.sums == want.w4.sums);
     CHECK(std::equal(got.w4.data.begin(), got.w4.data.end(), want.w4.data.begin(), want.w4.data.end()));
     // Nibble order: element 0 in the low nibble of byte 0, as quantize_u4 codes it in its group.
-    const quant::AffineU4 a{quant::from_bf16(q.scale[0]), quant::from_bf16(q.zero[0])};
+    const quant::AffineU4 a{quant::from_bf16(q.scales()[0]), quant::from_bf16(q.zeros()[0])};
     CHECK((q.codes[0] & 0xf) == quant::quantize_u4(w[0], a));
     CHECK((q.codes[0] >> 4) == quant::quantize_u4(w[1], a));
 }

@@ -46,8 +46,14 @@ struct Int8Tensor {
 // scales and zero points per group of 128 inputs.
 struct Int4Tensor {
     const TensorView* view = nullptr;
-    const unsigned char* codes = nullptr;   // [out][ceil(in / 2)] U8, a row's padding nibble 0
-    std::vector<std::uint16_t> scale, zero;  // [out, ceil(in / 128)] bf16: finite, scales positive
+    const unsigned char* codes = nullptr;  // [out][ceil(in / 2)] U8, a row's padding nibble 0
+    // [out, ceil(in / 128)] bf16 where they lie in the file: 2 bytes each, perhaps unaligned;
+    // finite, the scales positive. `params` values each.
+    const unsigned char* scale = nullptr;
+    const unsigned char* zero = nullptr;
+    std::size_t params = 0;
+    std::vector<std::uint16_t> scales() const;  // copies, aligned
+    std::vector<std::uint16_t> zeros() const;
 };
 
 // Rows of a bf16 weight where they lie in a mapped file: `rows` rows of pairs along k.

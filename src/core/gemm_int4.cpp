@@ -19,6 +19,14 @@ namespace vitreg::gemm {
 namespace {
 constexpr int kGroupQuads = quant::kInt4Group / 4;  // a group's 32-bit words along k
 
+// Value i of floats, or of bf16 values as a file stores them (2 bytes each, any alignment).
+float widen(const float* p, long i) { return p[i]; }
+float widen(const unsigned char* bf16, long i) {
+    std::uint16_t v;
+    std::memcpy(&v, bf16 + 2 * i, 2);
+    return quant::from_bf16(v);
+}
+
 #if defined(__x86_64__)
 // The groups run in one assembly loop (gemm_k_loops.inc) for weights packed and in place, with
 // the int8 tiles' k step. Compiled from intrinsics, the two had been two kernels in which GCC 12
@@ -26,13 +34,15 @@ constexpr int kGroupQuads = quant::kInt4Group / 4;  // a group's 32-bit words al
 #include "gemm_k_loops.inc"
 
 // Where a tile's group parameters lie. The weights' scale and zero of group g: along B's columns
-// for packed weights (the tokens broadcast, Int8Dot), at g · weight_stride + column; along A's
-// rows for weights in place (W's rows broadcast, Int8DotSigned), at row · weight_stride + g. The
-// tokens' Σ (u − zp) over the group: per row at row · term_stride + g, or per column at
-// g · 16·NV + column (term_stride unused: the caller gathers them so, once per panel).
+// for packed weights (the tokens broadcast, Int8Dot), floats at g · weight_stride + column; along
+// A's rows for weights in place (W's rows broadcast, Int8DotSigned), the file's bf16 (2 bytes,
+// perhaps unaligned) at row · weight_stride + g. The tokens' Σ (u − zp) over the group: per row
+// at row · term_stride + g, or per column at g · 16·NV + column (term_stride unused: the caller
+// gathers them so, once per panel).
+template <class Param>
 struct GroupScales {
-    const float* scale;
-    const float* zero;
+    const Param* scale;
+    const Param* zero;
     long weight_stride;
     const std::int32_t* terms;
     long term_stride;
@@ -41,9 +51,9 @@ struct GroupScales {
 // MR rows × 16·NV columns of Σ_g scale_g · Σ u·(q − 8) + zero_g · Σ (u − zp) into `out`: the
 // per-row operands gathered as [group][MR], then every group in the assembly loop, the tail
 // group (k not a multiple of the group) in a second call.
-template <int MR, int NV, Mac OP>
-void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks, const GroupScales& s,
-               float* out) {
+template <int MR, int NV, Mac OP, class Param>
+void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks,
+               const GroupScales<Param>& s, float* out) {
     constexpr int W = 16 * NV;
     constexpr bool on_columns = OP == Mac::Int8Dot;
     static thread_local std::vector<float, AlignedAllocator<float>> gathered;
@@ -54,12 +64,19 @@ void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int gro
             if constexpr (on_columns) {
                 rows[g * MR + r] = static_cast<float>(s.terms[r * s.term_stride + g]);
             } else {
-                rows[g * MR + r] = s.scale[r * s.weight_stride + g];
-                second[g * MR + r] = s.zero[r * s.weight_stride + g];
+                rows[g * MR + r] = widen(s.scale, r * s.weight_stride + g);
+                second[g * MR + r] = widen(s.zero, r * s.weight_stride + g);
             }
         }
-    const float* scale = on_columns ? s.scale : rows;
-    const void* per_column = on_columns ? static_cast<const void*>(s.zero) : s.terms;
+    const float* scale;
+    const void* per_column;
+    if constexpr (on_columns) {
+        scale = s.scale;
+        per_column = s.zero;
+    } else {
+        scale = rows;
+        per_column = s.terms;
+    }
     const float* per_row = on_columns ? rows : second;
     const int full = groups / kGroupQuads, tail = groups % kGroupQuads;
     if (full) avx512_int4_groups<MR, NV, OP, true>(a, lda, b, full, kGroupQuads, scale, per_column, per_row, out);
@@ -72,9 +89,9 @@ void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int gro
 }
 
 // int4_tile for `rows` rows, R ≤ rows ≤ MR.
-template <int R, int MR, int NV, Mac OP>
+template <int R, int MR, int NV, Mac OP, class Param>
 void int4_rows(int rows, const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks,
-               const GroupScales& s, float* out) {
+               const GroupScales<Param>& s, float* out) {
     if constexpr (R < MR) {
         if (rows != R) return int4_rows<R + 1, MR, NV, OP>(rows, a, lda, b, groups, blocks, s, out);
     }
@@ -184,7 +201,7 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
 // Rows r .. r + rows (at most 4) of the tokens against one panel of packed weights.
 void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, int groups, int blocks,
                const std::int32_t* terms, float* out) {
-    const GroupScales s{p.scale.data(), p.zero.data(), 48, terms, blocks};
+    const GroupScales<float> s{p.scale.data(), p.zero.data(), 48, terms, blocks};
     int4_rows<1, 4, 3, Mac::Int8Dot>(rows, a, lda, p.codes.data(), groups, blocks, s, out);
 }
 #endif
@@ -207,10 +224,11 @@ __attribute__((target("avx512f,avx512bw"))) std::int32_t group_sum_avx512(const 
 #endif
 }  // namespace
 
-void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums) {
+void int4_scaled_sums(const std::uint8_t* codes, int n, int k, const unsigned char* scale, float* out) {
     if (k % quant::kInt4Group) throw Error("int4 group sums: k is not a multiple of the group");
     const int blocks = k / quant::kInt4Group, bytes = quant::kInt4Group / 2;
-    parallel_each(n, [&](int row) {
+    for (int row = 0; row < n; ++row) {
+        float total = 0.0f;  // the packed path's sum, in its order (unpack_panel)
         for (int g = 0; g < blocks; ++g) {
             const std::uint8_t* group = codes + static_cast<std::size_t>(row) * (k / 2) + static_cast<std::size_t>(g) * bytes;
             std::int32_t sum = 0;
@@ -222,17 +240,19 @@ void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums
             {
                 for (int i = 0; i < bytes; ++i) sum += (group[i] & 0xf) + (group[i] >> 4) - 16;
             }
-            sums[static_cast<std::size_t>(row) * blocks + g] = sum;
+            total += widen(scale, static_cast<long>(row) * blocks + g) * static_cast<float>(sum);
         }
-    });
+        out[row] = total;
+    }
 }
 
 namespace {
 #if defined(__x86_64__)
 // One panel 16·NV wide: W's rows MR at a time (fewer for the last), into f's first `cols` columns.
 template <int MR, int NV>
-void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks, const float* scale,
-                    const float* zero, const std::int32_t* terms, long term_stride, int cols, float* f, long ldf) {
+void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks,
+                    const unsigned char* scale, const unsigned char* zero, const std::int32_t* terms, long term_stride,
+                    int cols, float* f, long ldf) {
     constexpr int W = 16 * NV;
     alignas(64) float tile[MR * W];
     static thread_local std::vector<std::int32_t, AlignedAllocator<std::int32_t>> gathered;
@@ -240,8 +260,8 @@ void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_
     for (int g = 0; g < blocks; ++g) std::memcpy(panel_terms + g * W, terms + g * term_stride, W * sizeof(std::int32_t));
     for (int r = 0; r < on; r += MR) {
         const int rows = std::min(MR, on - r);
-        const long at = static_cast<long>(r) * blocks;
-        const GroupScales s{scale + at, zero + at, blocks, panel_terms, W};
+        const long at = 2L * r * blocks;  // bytes
+        const GroupScales<unsigned char> s{scale + at, zero + at, blocks, panel_terms, W};
         int4_rows<1, MR, NV, Mac::Int8DotSigned>(rows, w + r * lda, lda, panel, blocks * kGroupQuads, blocks, s, +tile);
         for (int i = 0; i < rows; ++i) std::memcpy(f + (r + i) * ldf, tile + i * W, static_cast<std::size_t>(cols) * 4);
     }
@@ -249,8 +269,8 @@ void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_
 #endif
 }  // namespace
 
-void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const float* scale,
-                        const float* zero, const std::int32_t* terms, long term_stride, float* f, long ldf) {
+void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const unsigned char* scale,
+                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf) {
 #if defined(__x86_64__)
     const int blocks = x.groups / kGroupQuads;
     for (int col = c0; col < c1;) {

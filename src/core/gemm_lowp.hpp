@@ -195,17 +195,18 @@ void multiply(const QuantizedRows& a, int m, const PackedInt4& b, int c0, int c1
               const Epilogue& epilogue = {});
 
 // int4 weights in place (kernels.hpp, Linear::mapped: an int4 file's codes on AVX512-VNNI, as
-// int8_in_place): each row's Σ (q − 8) per group, for codes [n][k / 2] as the file stores them (k
-// a multiple of kInt4Group), into sums [n][k / kInt4Group].
-void int4_group_sums(const std::uint8_t* codes, int n, int k, std::int32_t* sums);
+// int8_in_place): each row's Σ_g scale_g · Σ (q − 8), the zero point's term, for codes [n][k / 2]
+// as the file stores them (k a multiple of kInt4Group) and the file's bf16 scales [n][k / 128]
+// (2 bytes each, any alignment), into out [n]; by the calling thread.
+void int4_scaled_sums(const std::uint8_t* codes, int n, int k, const unsigned char* scale, float* out);
 
 // int4 in place: f [on][c1 − c0] (stride ldf) = Σ_g (scale_g · Σ u·(q − 8) + zero_g · term_g) for
 // W's rows w [on][x.groups] (codes unpacked to int8 q − 8) against the rows c0 .. c1 of x (c0 a
 // multiple of x.nr), the groups in order with the packed path's arithmetic; scale and zero
-// [on][blocks], terms [blocks][term_stride] each token's Σ (u − zp) per group, readable to the
-// end of x's last panel.
-void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const float* scale,
-                        const float* zero, const std::int32_t* terms, long term_stride, float* f, long ldf);
+// [on][blocks] the file's bf16 (2 bytes each, any alignment), terms [blocks][term_stride] each
+// token's Σ (u − zp) per group, readable to the end of x's last panel.
+void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const unsigned char* scale,
+                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf);
 
 namespace detail {
 // An int8 kernel's tiles (gemm_lowp.cpp), for the int4 GEMM: MR rows of A against one panel, the

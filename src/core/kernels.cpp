@@ -77,8 +77,8 @@ void for_each_task(int n, const Fn& fn) {
 // One block of T per worker thread (scores; bf16 operands), kept across tasks and forwards: the
 // attention loop allocates nothing once it has seen its largest sequence. Safe to share between
 // tasks because an attention task never waits, so no other task can run on its thread while it
-// holds it.
-template <class T>
+// holds it. Tag tells apart two buffers of one type that a task holds at once.
+template <class T, int Tag = 0>
 T* thread_scratch(std::size_t n) {
     static thread_local std::vector<T, gemm::AlignedAllocator<T>> scratch;
     return gemm::at_least(scratch, n);
@@ -127,8 +127,7 @@ Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precis
 std::int64_t Linear::held_bytes() const {
     const auto bytes = [](const auto& v) { return static_cast<std::int64_t>(v.size() * sizeof(v[0])); };
     return bytes(wt.data) + bytes(wb.data) + bytes(wq.data) + bytes(wq.scale) + bytes(wq.sums) + bytes(w4.data) +
-           bytes(w4.scale) + bytes(w4.zero) + bytes(w4.sums) + bytes(w4_rows.scale) + bytes(w4_rows.zero) +
-           bytes(w4_rows.scaled_sums) + static_cast<std::int64_t>(bias.size()) * 4;
+           bytes(w4.scale) + bytes(w4.zero) + bytes(w4.sums) + static_cast<std::int64_t>(bias.size()) * 4;
 }
 
 Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias) {
@@ -170,25 +169,12 @@ Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const s
     return l;
 }
 
-Linear make_linear_int4_mapped(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out,
-                               int in, Eigen::VectorXf bias) {
+Linear make_linear_int4_mapped(const std::uint8_t* codes, const unsigned char* scale, const unsigned char* zero,
+                               int out, int in, Eigen::VectorXf bias) {
     if (in % quant::kInt4Group || reinterpret_cast<std::uintptr_t>(codes) % 4 || !gemm::int8_in_place())
         throw Error("mapped int4 weights need 4-byte aligned rows, a width a multiple of 128 and AVX512-VNNI");
     Linear l = shell(Precision::Int4, out, in, std::move(bias));
-    const int blocks = in / quant::kInt4Group;
-    const std::size_t params = static_cast<std::size_t>(out) * blocks;
-    std::vector<std::int32_t> sums(params);
-    gemm::int4_group_sums(codes, out, in, sums.data());
-    Linear::Int4Rows& r = l.w4_rows;
-    r.scale.resize(params);
-    r.zero.resize(params);
-    r.scaled_sums.assign(out, 0.0f);
-    std::transform(scale, scale + params, r.scale.begin(), quant::from_bf16);
-    std::transform(zero, zero + params, r.zero.begin(), quant::from_bf16);
-    for (int o = 0; o < out; ++o)  // (the packed path's sum, in its order: gemm_int4.cpp, unpack_panel)
-        for (int g = 0; g < blocks; ++g)
-            r.scaled_sums[o] += r.scale[static_cast<std::size_t>(o) * blocks + g] *
-                                static_cast<float>(sums[static_cast<std::size_t>(o) * blocks + g]);
+    l.w4_rows = {scale, zero};
     add_blocks(l, codes, in / 2);
     return l;
 }
@@ -322,11 +308,15 @@ void linear_mapped_int4(const float* x, int rows, const Linear& layer, float* ou
             const auto* codes = reinterpret_cast<const std::uint16_t*>(b.w);  // four codes a 16-bit word, as stored
             for (int o = 0; o < b.on; ++o)
                 vec.unpack_int4(codes + static_cast<std::size_t>(o) * groups, groups, q + static_cast<std::size_t>(o) * groups);
-            const std::size_t at = static_cast<std::size_t>(b.o0) * blocks;
-            gemm::multiply_rows_int4(q, b.on, tokens, t0, t0 + tn, w.scale.data() + at, w.zero.data() + at, terms, stride, f, tn);
+            const std::size_t at = 2 * static_cast<std::size_t>(b.o0) * blocks;  // bytes of bf16
+            // The zero point's term of these rows, for `finish` in this task: found here, not at
+            // load, where a 7B's would be 3.2 GB of codes read and 160 MB more held.
+            gemm::int4_scaled_sums(reinterpret_cast<const std::uint8_t*>(b.w), b.on, in, w.scale + at,
+                                   thread_scratch<float, 1>(static_cast<std::size_t>(b.on)));
+            gemm::multiply_rows_int4(q, b.on, tokens, t0, t0 + tn, w.scale + at, w.zero + at, terms, stride, f, tn);
         },
         [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
-            vec.int4_finish(rows_of, side, count, b.on, row_zero + token, w.scaled_sums.data() + b.o0, row_scale + token,
+            vec.int4_finish(rows_of, side, count, b.on, row_zero + token, thread_scratch<float, 1>(b.on), row_scale + token,
                             bias + b.o0, scales ? scales + b.o0 : nullptr, out + static_cast<std::size_t>(token) * width + b.o0,
                             width);
         });

@@ -37,10 +37,11 @@ struct Linear {
     std::vector<MappedBlock> mapped;
     gemm::PackedInt8 wq;     // int8
     gemm::PackedInt4 w4;     // int4 (its input quantized as int8's, per token)
-    // int4 in place: each output row's group scales and zeros as floats [out][in / 128], and its
-    // Σ_g scale_g · Σ (q − 8) [out], the zero point's term.
+    // int4 in place: each output row's group scales and zeros [out][in / 128], the file's bf16
+    // where they lie (2 bytes each, any alignment).
     struct Int4Rows {
-        std::vector<float> scale, zero, scaled_sums;
+        const unsigned char* scale = nullptr;
+        const unsigned char* zero = nullptr;
     } w4_rows;
     std::optional<quant::AffineU8> fixed;  // int8 per-tensor: the calibrated input mapping
     Eigen::VectorXf bias;
@@ -72,9 +73,9 @@ Linear make_linear_int8(const std::int8_t* q, const float* scale, int out, int i
 Linear make_linear_int8_mapped(const std::int8_t* q, const float* scale, const std::int32_t* sums, int out, int in,
                                Eigen::VectorXf bias, std::optional<quant::AffineU8> fixed);
 // The same, read where it lies (Linear::mapped; gemm::int8_in_place()): codes 4-byte aligned, in
-// a multiple of 128.
-Linear make_linear_int4_mapped(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out,
-                               int in, Eigen::VectorXf bias);
+// a multiple of 128; scale and zero the file's bf16 bytes, read where they lie too.
+Linear make_linear_int4_mapped(const std::uint8_t* codes, const unsigned char* scale, const unsigned char* zero,
+                               int out, int in, Eigen::VectorXf bias);
 // An int4 linear from weights quantized already (an int4 file's, quant::Int4Weights' layout):
 // codes [out][ceil(in / 2)], scale and zero [out][ceil(in / 128)] bf16; packed, not quantized again.
 Linear make_linear_int4(const std::uint8_t* codes, const std::uint16_t* scale, const std::uint16_t* zero, int out, int in,

@@ -75,10 +75,10 @@ struct LinearLoader {
         if (ck.quantization().precision == Precision::Int4) {  // packed as stored, not quantized again
             const Int4Tensor w = ck.load_int4(name + ".weight", stored);
             if (in_place && in % quant::kInt4Group == 0 && reinterpret_cast<std::uintptr_t>(w.codes) % 4 == 0) {
-                l = kernels::make_linear_int4_mapped(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
+                l = kernels::make_linear_int4_mapped(w.codes, w.scale, w.zero, out, in, std::move(b));
                 used = true;
             } else {
-                l = kernels::make_linear_int4(w.codes, w.scale.data(), w.zero.data(), out, in, std::move(b));
+                l = kernels::make_linear_int4(w.codes, w.scales().data(), w.zeros().data(), out, in, std::move(b));
                 ck.file().release(*w.view);
             }
         } else if (ck.quantization().quantized()) {
