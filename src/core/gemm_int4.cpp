@@ -19,8 +19,7 @@ namespace vitreg::gemm {
 namespace {
 constexpr int kGroupQuads = quant::kInt4Group / 4;  // a group's 32-bit words along k
 
-// Value i of floats, or of bf16 values as a file stores them (2 bytes each, any alignment).
-float widen(const float* p, long i) { return p[i]; }
+// Value i of bf16 values as a file stores them (2 bytes each, any alignment).
 float widen(const unsigned char* bf16, long i) {
     std::uint16_t v;
     std::memcpy(&v, bf16 + 2 * i, 2);
@@ -227,13 +226,14 @@ __attribute__((target("avx512f,avx512bw"))) std::int32_t group_sum_avx512(const 
 void int4_scaled_sums(const std::uint8_t* codes, int n, int k, const unsigned char* scale, float* out) {
     if (k % quant::kInt4Group) throw Error("int4 group sums: k is not a multiple of the group");
     const int blocks = k / quant::kInt4Group, bytes = quant::kInt4Group / 2;
+    const bool avx512 = cpu::usable().avx512;
     for (int row = 0; row < n; ++row) {
         float total = 0.0f;  // the packed path's sum, in its order (unpack_panel)
         for (int g = 0; g < blocks; ++g) {
             const std::uint8_t* group = codes + static_cast<std::size_t>(row) * (k / 2) + static_cast<std::size_t>(g) * bytes;
             std::int32_t sum = 0;
 #if defined(__x86_64__)
-            if (cpu::usable().avx512) {
+            if (avx512) {
                 sum = group_sum_avx512(group);
             } else
 #endif
