@@ -100,7 +100,7 @@ py::dict forward(const PyModel& self, const py::object& x, std::optional<int> th
 py::dict trace(const PyModel& self, const py::object& x, const Layers& attention_layers,
                const std::variant<std::string, std::vector<std::string>>& queries, bool norms, bool abstention,
                bool key_mass, const Layers& mlp_layers, const Layers& blocks, bool blocks_normed, const Layers& qkv_layers,
-               std::optional<int> threads) {
+               bool profile, std::optional<int> threads) {
     const Batch in = checked_batch(x);
     const Config& c = self.model.config();
     const int gh = in.height / c.patch, gw = in.width / c.patch;
@@ -113,6 +113,7 @@ py::dict trace(const PyModel& self, const py::object& x, const Layers& attention
     probe.block_layers = layers_of(blocks, c.depth);
     probe.blocks_normed = blocks_normed;
     probe.qkv_layers = layers_of(qkv_layers, c.depth);
+    probe.profile = profile;
     if (const auto* all = std::get_if<std::string>(&queries)) {
         if (*all == "all") probe.all_queries = true;
         else probe.queries.push_back(TokenRef::parse(*all).token_index(self.model.registers(), gh, gw, c.class_token));
@@ -157,6 +158,12 @@ py::dict trace(const PyModel& self, const py::object& x, const Layers& attention
     if (!t.qkv_layers.empty()) {
         out["qkv_layers"] = t.qkv_layers;
         out["qkv"] = owning_array(std::move(t.qkv), {static_cast<py::ssize_t>(t.qkv_layers.size()), B, T, 3 * t.dim});
+    }
+    if (profile) {
+        py::dict seconds;
+        for (int stage = 0; stage < ForwardProfile::kStages; ++stage) seconds[ForwardProfile::name(stage)] = t.profile.seconds[stage];
+        seconds["total"] = t.profile.total;
+        out["profile"] = seconds;
     }
     return out;
 }
@@ -319,6 +326,9 @@ const char* const kTraceDoc =
                                     as DINOv2's get_intermediate_layers
   qkv         [Lq, B, T, 3D]        the q | k | v projections of qkv_layers
   tokens, grid                      T and the patch grid (h, w)
+  profile     {stage: seconds}      where the forward's wall time went (profile=True): embed, norms,
+                                    qkv, attention, proj, fc1 (with its GELU), mlp_activation (SwiGLU),
+                                    fc2, other, and the total
 
 Token order is [CLS, registers, patches]. Layers are 'all' | 'last' | 'i,j' | [i, j] (negative
 counts from the end) or None; queries are a list of 'cls' | 'reg:K' | 'patch:R,C', or 'all'.)";
@@ -369,7 +379,8 @@ void bind_model(py::module_& m) {
              }, "x"_a, "The address forward and trace read x from (the zero-copy test compares it with the caller's).")
         .def("trace", &trace, "x"_a, "attention_layers"_a = py::none(), "queries"_a = std::vector<std::string>{"cls"},
              "norms"_a = false, "abstention"_a = false, "key_mass"_a = false, "mlp_layers"_a = py::none(),
-             "blocks"_a = py::none(), "blocks_normed"_a = false, "qkv_layers"_a = py::none(), "threads"_a = py::none(),
+             "blocks"_a = py::none(), "blocks_normed"_a = false, "qkv_layers"_a = py::none(), "profile"_a = false,
+             "threads"_a = py::none(),
              kTraceDoc)
         .def("__repr__", [](const PyModel& self) {
             const Config& c = self.model.config();

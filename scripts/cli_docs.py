@@ -82,6 +82,11 @@ JSON_SCHEMAS = [
         ("ms_per_image.max", "number", "slowest"),
         ("gflop_per_image", "number", "the forward's work per image, in GFLOP"),
         ("gflops_per_second", "number", "that work over the median time"),
+        ("profile", "object", "where the timed forwards' time went, in ms per image per stage, in forward order: "
+                              "`embed`, `norms`, `qkv`, `attention`, `proj`, `fc1` (with a fused GELU), "
+                              "`mlp_activation` (SwiGLU), `fc2`, `other` (each linear with its bias, layer scale and "
+                              "residual; attention with the rotary embedding, the scores, the normalizer and the "
+                              "weighted sum)"),
         ("peak", "object or null", "`--peak` only: this CPU's measured per-core peak and the linear layers against it"),
         ("peak.fma256_gflops", "number", "fp32 FMA on 256 bits, one core (0: none)"),
         ("peak.fma512_gflops", "number", "fp32 FMA on 512 bits, one core (0: none)"),
@@ -98,8 +103,10 @@ JSON_SCHEMAS = [
         ("peak.kernel_peak_gflops", "number", "the peak of their width"),
         ("peak.linears", "array", "per precision timed (fp32, then the model's own when reduced): `precision`, "
                                   "`kernel`, `unit`, `rows`, `layers` (qkv, proj, fc1, fc2), `all`, `instruction_peak`"),
-        ("peak.forward_fraction_of_peak", "number", "the forward's GFLOP/s over threads × the kernels' peak (0 when "
-                                                    "not fp32)"),
+        ("peak.forward_fraction_of_peak", "number", "the forward's GFLOP/s (GOP/s) over threads × the peak its linears "
+                                                    "run at: the fp32 kernels' width, or a reduced precision's instruction "
+                                                    "(`vdpbf16ps`, `vpdpbusd`, AMX); 0 where the precision is emulated "
+                                                    "without an instruction of its own"),
         ("vs_fp32", "object or null", "reduced precision only: the same inputs through the fp32 forward (null for a quantized "
                                             "file, which has none)"),
         ("vs_fp32.cls_cosine_min", "number", "the smallest CLS cosine over the batch"),

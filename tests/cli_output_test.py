@@ -97,6 +97,16 @@ class JsonOutputTest(unittest.TestCase):
         self.assertAlmostEqual(out["gflops_per_second"], out["gflop_per_image"] / (t["median"] / 1e3),
                                delta=1e-6 * out["gflops_per_second"])
         self.assertEqual((out["height"], out["width"], out["batch"], out["threads"]), (56, 84, 2, 1))
+        # The profile's stages, in forward order, add up to the timed forwards (their mean, within
+        # the time between forwards: allocation, the clock itself).
+        stages = ["embed", "norms", "qkv", "attention", "proj", "fc1", "mlp_activation", "fc2", "other"]
+        self.assertEqual(list(out["profile"]), stages)
+        self.assertTrue(all(v >= 0 for v in out["profile"].values()), out["profile"])
+        self.assertGreater(out["profile"]["qkv"], 0)
+        self.assertEqual(out["profile"]["mlp_activation"], 0)  # a GELU MLP: fused into fc1
+        total = sum(out["profile"].values())
+        self.assertLessEqual(total, t["max"] * 1.0001)
+        self.assertGreater(total, 0.5 * t["min"])
         return nulls
 
     def test_bench_json_fp32_with_peak(self):

@@ -714,7 +714,8 @@ class CliTest(unittest.TestCase):
             self.assertGreater(float(lin.group(3)), 0.0)
             self.assertRegex(r.stdout, r"(?m)^forward: [0-9]+% of 1 × the per-core peak")
         # A reduced-precision run times its own linears, against its instruction's peak where the CPU
-        # has a dot-product instruction (the tiles', vpdpbusd's), and claims no fp32 fraction.
+        # has a dot-product instruction (the tiles', vpdpbusd's), and states the whole forward against
+        # that instruction's peak (emulated: against none).
         with open("/proc/cpuinfo") as f:
             flags = f.read()
         r = vitreg("bench", MODEL, "--iters", "1", "--warmup", "0", "--threads", "1", "--peak", "--precision", "int8")
@@ -726,7 +727,15 @@ class CliTest(unittest.TestCase):
             self.assertGreater(float(lin.group(2)), 0.0)
             if "avx512_vnni" in flags or "amx_int8" in flags:
                 self.assertRegex(r.stdout, r"(?m)^linear layers, int8.* = [0-9]+% of its instruction's peak")
-            self.assertRegex(r.stdout, r"(?m)^forward: int8 per-token, not a fraction of the fp32 peak")
+            if "avx512_vnni" in flags or "amx_int8" in flags:
+                self.assertRegex(r.stdout, r"(?m)^forward: [0-9]+% of 1 × the per-core peak of its linears' "
+                                           r"instruction, (avx512-vnni|amx-int8)")
+            elif "avx_vnni" not in flags:
+                self.assertRegex(r.stdout, r"(?m)^forward: int8 per-token emulated, not a fraction of a peak")
+        # The profile: every stage's share and ms per image, the linears among them.
+        m = re.search(r"^  profile: .*qkv ([0-9]+)% \(([0-9.]+) ms\).*fc2 ([0-9]+)% .* per image$", r.stdout, re.M)
+        self.assertIsNotNone(m, r.stdout)
+        self.assertGreater(float(m.group(2)), 0.0)
 
     def test_bench_shows_the_error_next_to_the_speed(self):
         for precision in ("bf16", "int8"):

@@ -224,3 +224,31 @@ TEST_CASE("any query's rows recomputed from recorded q and k equal the forward's
         }
     }
 }
+
+TEST_CASE("the profile names where the forward's time went and changes nothing it computes") {
+    const auto c = traces()[0];
+    Probe timed;
+    timed.profile = true;
+    const Traced r = run_fixture(c, &timed);
+    const ForwardProfile& p = r.trace.profile;
+    double named = 0;
+    for (int stage = 0; stage < ForwardProfile::kStages; ++stage) {
+        INFO(ForwardProfile::name(stage));
+        CHECK(p.seconds[stage] >= 0.0);
+        if (stage != ForwardProfile::Other) named += p.seconds[stage];
+    }
+    for (const auto stage : {ForwardProfile::Qkv, ForwardProfile::Attention, ForwardProfile::Proj, ForwardProfile::Fc1,
+                             ForwardProfile::Fc2, ForwardProfile::Norms, ForwardProfile::Embed})
+        CHECK(p.seconds[stage] > 0.0);
+    CHECK(p.seconds[ForwardProfile::MlpActivation] == 0.0);  // a GELU MLP: fused into fc1
+    CHECK(p.total >= named);
+    CHECK(p.seconds[ForwardProfile::Other] == Approx(p.total - named).margin(1e-12));
+    CHECK(std::string(ForwardProfile::name(ForwardProfile::Fc2)) == "fc2");
+    CHECK_THROWS_AS(ForwardProfile::name(ForwardProfile::kStages), UsageError);
+
+    const Probe nothing;
+    const Traced plain = run_fixture(c, &nothing);
+    CHECK(plain.trace.profile.total == 0.0);
+    CHECK(plain.features.patches == r.features.patches);  // the clock reads change no bit
+    CHECK(plain.features.cls == r.features.cls);
+}

@@ -35,12 +35,12 @@ struct LinearTimes {
 
 // The measured per-core peak, the model's linear layers alone on one thread against the peak
 // of the width the kernels run (and, for a reduced precision, on its own kernels against the
-// instruction they run), and the whole forward against threads × that peak.
+// instruction they run), and the whole forward against threads × the peak its linears run at.
 struct PeakReport {
     CorePeak core;
     std::vector<LinearTimes> linears;
     int threads_used = 0;
-    double forward_fraction = 0;  // of threads_used × the fp32 width's peak; 0 for reduced precision
+    double forward_fraction = 0;  // of threads_used × the fp32 width's peak, or the reduced precision's instruction's
 };
 
 LinearTimes time_linears(const Config& c, int rows, const CorePeak& peak, const PrecisionOptions& precision) {
@@ -75,12 +75,11 @@ PeakReport measure_peak(const Model& m, int batch, int h, int w, int threads, do
     const Config& c = m.config();
     const int rows = batch * (c.prefix_tokens() + c.registers + (h / c.patch) * (w / c.patch));
     r.linears.push_back(time_linears(c, rows, r.core, PrecisionOptions{}));
-    if (m.precision().precision != Precision::Fp32) {
-        r.linears.push_back(time_linears(c, rows, r.core, m.precision()));
-        return r;
-    }
+    if (m.precision().precision != Precision::Fp32) r.linears.push_back(time_linears(c, rows, r.core, m.precision()));
+    const double peak = m.precision().precision == Precision::Fp32 ? r.core.kernel_peak : r.linears.back().instruction_peak;
+    if (!(peak > 0)) return r;  // a reduced precision emulated: no instruction of its own
     r.threads_used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());
-    r.forward_fraction = forward_gflops / (r.threads_used * r.core.kernel_peak);
+    r.forward_fraction = forward_gflops / (r.threads_used * peak);
     return r;
 }
 
@@ -110,12 +109,13 @@ void print_peak(const PeakReport& r, const Model& m) {
         std::cout << "\n";
     }
     if (r.linears.empty()) return;
-    if (m.precision().precision != Precision::Fp32) {
-        std::cout << "forward: " << m.precision().describe() << ", not a fraction of the fp32 peak\n";
+    if (!(r.forward_fraction > 0)) {
+        std::cout << "forward: " << m.precision().describe() << " emulated, not a fraction of a peak\n";
         return;
     }
-    std::cout << std::setprecision(0) << "forward: " << 100 * r.forward_fraction << "% of " << r.threads_used
-              << " × the per-core peak of the kernels' width\n";
+    std::cout << std::setprecision(0) << "forward: " << 100 * r.forward_fraction << "% of " << r.threads_used << " × the per-core peak of "
+              << (m.precision().precision == Precision::Fp32 ? "the kernels' width" : "its linears' instruction, "
+                  + r.linears.back().kernel) << "\n";
 }
 
 // The --json form of the peak report (docs/cli.md, "vitreg bench --json"); 0 where not measured.
@@ -157,6 +157,7 @@ struct BenchResult {
     std::string vs_fp32_skipped;  // why a reduced precision has no vs_fp32
     double load_seconds = 0;      // load_model: read, convert and pack the weights
     double peak_rss_mb = 0;       // the process's peak resident set through the timed forwards
+    ForwardProfile profile;       // where the timed forwards' time went, summed over them
 };
 
 // The process's peak resident set so far, in MB (2^20 bytes).
@@ -230,16 +231,20 @@ BenchResult run_bench(const Model& m, BenchArgs& a) {
     const std::vector<float> pixels = bench_pixels(m, a, h, w);
     // The size was asked for: no bound in tokens, but the memory cap (--max-memory) holds.
     const ForwardOptions opt{a.threads, kMaxTokensFromMemory};
-    const Probe probe = a.probe ? Probe::statistics(m.config().depth) : Probe{};
+    Probe probe = a.probe ? Probe::statistics(m.config().depth) : Probe{};
+    probe.profile = true;  // a few clock reads per linear: nothing beside the forward
     auto forward = [&] {
         Trace trace;
         m.forward(pixels.data(), a.batch, h, w, probe, trace, opt);
+        return trace.profile;
     };
     for (int i = 0; i < a.warmup; ++i) forward();
     for (int i = 0; i < a.iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
-        forward();
+        const ForwardProfile p = forward();
         r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / a.batch);
+        for (int stage = 0; stage < ForwardProfile::kStages; ++stage) r.profile.seconds[stage] += p.seconds[stage];
+        r.profile.total += p.total;
     }
     std::sort(r.ms.begin(), r.ms.end());
     r.median = r.ms[r.ms.size() / 2];
@@ -265,6 +270,28 @@ BenchResult run_bench(const Model& m, BenchArgs& a) {
     return r;
 }
 
+// ms per image of each stage of the timed forwards, in forward order.
+nlohmann::ordered_json profile_json(const ForwardProfile& p, int images) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (int stage = 0; stage < ForwardProfile::kStages; ++stage) out[ForwardProfile::name(stage)] = 1e3 * p.seconds[stage] / images;
+    return out;
+}
+
+// "profile: qkv 21% (50.1 ms), ...": each stage's share of the timed forwards and its ms per
+// image; stages that took nothing (a GELU fused into fc1) are left out.
+void print_profile(const ForwardProfile& p, int images) {
+    if (!(p.total > 0)) return;
+    std::cout << "  profile:";
+    const char* separator = " ";
+    for (int stage = 0; stage < ForwardProfile::kStages; ++stage) {
+        if (!(p.seconds[stage] > 0)) continue;
+        std::cout << separator << ForwardProfile::name(stage) << " " << std::setprecision(0) << 100 * p.seconds[stage] / p.total
+                  << "% (" << std::setprecision(1) << 1e3 * p.seconds[stage] / images << " ms)";
+        separator = ", ";
+    }
+    std::cout << " per image\n";
+}
+
 // docs/cli.md, "vitreg bench --json": fields are added, never renamed or removed.
 nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const BenchResult& r) {
     const int h = r.height, w = r.width;
@@ -288,6 +315,7 @@ nlohmann::ordered_json bench_json(const Model& m, const BenchArgs& a, const Benc
             {"ms_per_image", {{"median", r.median}, {"p95", r.p95}, {"min", r.ms.front()}, {"max", r.ms.back()}}},
             {"gflop_per_image", m.flops_per_image(h, w) / 1e9},
             {"gflops_per_second", r.gflops},
+            {"profile", profile_json(r.profile, a.iters * a.batch)},
             {"peak", r.peak ? peak_json(*r.peak) : nlohmann::ordered_json()},
             {"vs_fp32", e ? nlohmann::ordered_json{{"cls_cosine_min", e->cls_cosine_min},
                                                    {"patch_cosine_mean", e->patch_cosine_mean},
@@ -308,6 +336,7 @@ void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
               << " MB through the timed forwards; linear weights " << w.held / 1048576 << " MB held"
               << (w.mapped ? ", " + std::to_string(w.mapped / 1048576) + " MB read in place from the file's pages" : "")
               << "\n";
+    print_profile(r.profile, a.iters * a.batch);
     if (r.peak) print_peak(*r.peak, m);
     if (!r.vs_fp32_skipped.empty()) std::cout << "  vs fp32: not measured: " << r.vs_fp32_skipped << "\n";
     if (r.vs_fp32) {
@@ -321,7 +350,7 @@ void print_bench(const Model& m, const BenchArgs& a, const BenchResult& r) {
 }  // namespace
 
 void register_bench(CLI::App& app, Command& run) {
-    auto* cmd = app.add_subcommand("bench", "time the forward: ms/image (median, p95) and GFLOP/s");
+    auto* cmd = app.add_subcommand("bench", "time the forward: ms/image (median, p95), GFLOP/s and each stage's share");
     auto a = std::make_shared<BenchArgs>();
     add_model_args(*cmd, a->model);
     cmd->add_option("--batch", a->batch, "images per forward")->check(CLI::Range(1, 1024))->capture_default_str();

@@ -2,6 +2,7 @@
 // Looking inside one forward. A Probe says what to record; the forward fills a Trace.
 // Recording nothing costs nothing, and attention rows are copied only for the queries asked
 // for: no N×N matrix exists unless every query is requested.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -44,10 +45,24 @@ struct Probe {
     // One unit direction per layer [depth, dim] (a layer's defect direction): every token's |cos|
     // with its layer's direction after every block (the artifact rule's direction test).
     std::vector<float> directions;
+    bool profile = false;  // the wall time of each stage of the forward (Trace::profile)
 
     // The probe behind every statistic of stats.json: norms, CLS rows of all layers,
     // abstention and key mass.
     static Probe statistics(int depth);
+};
+
+// Where one forward's wall time went (Probe::profile): seconds per stage, summed over the layers
+// and the chunks of images they run in. Each linear counts with its fused epilogue (bias, GELU,
+// layer scale, residual); attention is the rotary embedding, the scores, the normalizer and the
+// weighted sum; `other` is the rest (recording, repairs, the features' collection). Only the
+// profiled forward counts: not a denoise's shifted forwards nor an eviction's first forward.
+struct ForwardProfile {
+    enum Stage { Embed, Norms, Qkv, Attention, Proj, Fc1, MlpActivation, Fc2, Other, kStages };
+    std::array<double, kStages> seconds{};
+    double total = 0;  // the whole forward; seconds[Other] is what the named stages leave of it
+    // "embed", "norms", "qkv", "attention", "proj", "fc1", "mlp_activation", "fc2", "other"
+    static const char* name(int stage);
 };
 
 // Arrays are layer-major: one layer's values for the whole batch are contiguous.
@@ -75,6 +90,7 @@ struct Trace {
     std::vector<float> direction_cos;   // [layers, batch, tokens]  |cos(x, u_l)| with Probe::directions' row l
     std::vector<std::string> linear_names;       // in forward order: "patch_embed.proj", "blocks.0.attn.qkv", ...
     std::vector<std::vector<float>> linear_inputs;  // per linear: [rows, in] (rows: the batch's patches or tokens)
+    ForwardProfile profile;  // Probe::profile
 
     int register_offset() const { return class_token ? 1 : 0; }
     int patch_offset() const { return register_offset() + registers; }

@@ -4,6 +4,7 @@
 #include <tbb/task_arena.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -148,9 +149,21 @@ struct Pass {
         trace.linear_names.push_back(l.name);
         trace.linear_inputs.emplace_back(in, in + static_cast<std::size_t>(n) * l.in());
     }
-    void linear(const float* in, int n, const Linear& l, float* out, Epilogue e, const Eigen::VectorXf* scale = nullptr) const {
+    void linear(ForwardProfile::Stage stage, const float* in, int n, const Linear& l, float* out, Epilogue e,
+                const Eigen::VectorXf* scale = nullptr) const {
         record_input(l, in, n);
-        kernels::linear(in, n, l, out, e, ws.lowp, scale);
+        timed(stage, [&] { kernels::linear(in, n, l, out, e, ws.lowp, scale); });
+    }
+    // Runs `step`, its wall time added to `stage` of the trace's profile where the Probe asks.
+    template <class Step>
+    void timed(ForwardProfile::Stage stage, const Step& step) const {
+        if (!probe.profile) return step();
+        const auto t0 = std::chrono::steady_clock::now();
+        step();
+        trace.profile.seconds[stage] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    void layer_norm(const float* in, int n, int width, const Norm& norm, float eps, float* out) const {
+        timed(ForwardProfile::Norms, [&] { kernels::layer_norm(in, n, width, norm, eps, out); });
     }
 };
 
@@ -650,8 +663,9 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                           const std::uint8_t* evicted, const Probe* probe, Trace* trace,
                           const ShiftedStreams* shifted) const {
     const Config& c = config;
+    const auto t0 = std::chrono::steady_clock::now();
     const Pass s = plan(ws, batch, height, width, edit.test_time_registers, *probe, *trace);
-    embed(s, pixels);
+    s.timed(ForwardProfile::Embed, [&] { embed(s, pixels); });
     for (int layer = 0; layer < c.depth; ++layer) {
         attention_block(s, layer, evicted);
         mlp_block(s, layer, edit);
@@ -660,7 +674,15 @@ Features Model::Impl::run(Workspace& ws, const float* pixels, int batch, int hei
                           shifted);
         record_layer(*probe, layer, s.x, s.D, *trace);
     }
-    return collect(s);
+    Features f = collect(s);
+    if (probe->profile) {
+        ForwardProfile& p = trace->profile;
+        p.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double named = 0;
+        for (int stage = 0; stage < ForwardProfile::Other; ++stage) named += p.seconds[stage];
+        p.seconds[ForwardProfile::Other] = std::max(0.0, p.total - named);
+    }
+    return f;
 }
 
 Pass Model::Impl::plan(Workspace& ws, int batch, int height, int width, int test_time_registers, const Probe& probe,
@@ -748,9 +770,10 @@ void Model::Impl::attention_block(const Pass& s, int layer, const std::uint8_t* 
         const int images = std::min(s.attention_images, s.batch - b0), n_rows = images * N;
         const std::size_t heads_before = static_cast<std::size_t>(b0) * c.heads;  // (sequence, head) pairs
         float* xc = s.x + static_cast<std::size_t>(b0) * N * D;
-        kernels::layer_norm(xc, n_rows, D, blk.norm1, c.eps, s.normed);
-        s.linear(s.normed, n_rows, blk.qkv, s.qkv, Epilogue::Bias);
-        if (s.rope) apply_rope(s.qkv, images, N, s.P + s.R, c.heads, c.head_dim, *s.rope);  // the patches' q and k; the prefix has no position
+        s.layer_norm(xc, n_rows, D, blk.norm1, c.eps, s.normed);
+        s.linear(ForwardProfile::Qkv, s.normed, n_rows, blk.qkv, s.qkv, Epilogue::Bias);
+        if (s.rope)  // the patches' q and k; the prefix has no position
+            s.timed(ForwardProfile::Attention, [&] { apply_rope(s.qkv, images, N, s.P + s.R, c.heads, c.head_dim, *s.rope); });
         const std::size_t chunk_qkv = static_cast<std::size_t>(n_rows) * 3 * D;
         for (std::size_t k = 0; k < trace.qkv_layers.size(); ++k)
             if (trace.qkv_layers[k] == layer)
@@ -760,11 +783,14 @@ void Model::Impl::attention_block(const Pass& s, int layer, const std::uint8_t* 
         if (mine.rows) mine.rows += heads_before * mine.slots * N;
         if (mine.abstention) mine.abstention += heads_before * N;
         if (mine.key_mass) mine.key_mass += heads_before * N;
-        kernels::attention(s.qkv, images, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, s.ws.attention,
-                           precision.precision != Precision::Fp32, recording ? &mine : nullptr,
-                           evicted ? evicted + (static_cast<std::size_t>(layer) * s.batch * c.heads + heads_before) * N : nullptr);
-        if (c.attn_norm) kernels::layer_norm(mixed, n_rows, D, blk.attn_norm, c.eps, mixed);
-        s.linear(mixed, n_rows, blk.proj, xc, Epilogue::ScaledResidual, &blk.ls1);
+        s.timed(ForwardProfile::Attention, [&] {
+            kernels::attention(s.qkv, images, N, c.heads, c.head_dim, c.attention, blk.sinks, mixed, s.ws.attention,
+                               precision.precision != Precision::Fp32, recording ? &mine : nullptr,
+                               evicted ? evicted + (static_cast<std::size_t>(layer) * s.batch * c.heads + heads_before) * N
+                                       : nullptr);
+        });
+        if (c.attn_norm) s.layer_norm(mixed, n_rows, D, blk.attn_norm, c.eps, mixed);
+        s.linear(ForwardProfile::Proj, mixed, n_rows, blk.proj, xc, Epilogue::ScaledResidual, &blk.ls1);
     }
 }
 
@@ -779,13 +805,13 @@ void Model::Impl::mlp_block(const Pass& s, int layer, const Intervention& edit) 
     for (int b0 = 0; b0 < s.batch; b0 += s.mlp_images) {
         const int images = std::min(s.mlp_images, s.batch - b0), n_rows = images * N;
         float* xc = s.x + static_cast<std::size_t>(b0) * N * D;
-        kernels::layer_norm(xc, n_rows, D, blk.norm2, c.eps, s.normed);
+        s.layer_norm(xc, n_rows, D, blk.norm2, c.eps, s.normed);
         float* activation = c.mlp == MlpKind::SwiGlu ? s.gated : s.hidden;
         if (c.mlp == MlpKind::SwiGlu) {
-            s.linear(s.normed, n_rows, blk.fc1, s.hidden, Epilogue::Bias);
-            kernels::swiglu(s.hidden, n_rows, c.mlp_hidden, s.gated);
+            s.linear(ForwardProfile::Fc1, s.normed, n_rows, blk.fc1, s.hidden, Epilogue::Bias);
+            s.timed(ForwardProfile::MlpActivation, [&] { kernels::swiglu(s.hidden, n_rows, c.mlp_hidden, s.gated); });
         } else {
-            s.linear(s.normed, n_rows, blk.fc1, s.hidden,
+            s.linear(ForwardProfile::Fc1, s.normed, n_rows, blk.fc1, s.hidden,
                      c.mlp == MlpKind::QuickGelu  ? Epilogue::BiasQuickGelu
                      : c.mlp == MlpKind::GeluTanh ? Epilogue::BiasGeluTanh
                                                   : Epilogue::BiasGelu);
@@ -798,9 +824,9 @@ void Model::Impl::mlp_block(const Pass& s, int layer, const Intervention& edit) 
         float* fc2_input = activation;
         if (c.mlp_norm) {
             fc2_input = activation == s.hidden ? s.gated : s.hidden;
-            kernels::layer_norm(activation, n_rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
+            s.layer_norm(activation, n_rows, c.mlp_hidden, blk.mlp_norm, c.eps, fc2_input);
         }
-        s.linear(fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
+        s.linear(ForwardProfile::Fc2, fc2_input, n_rows, blk.fc2, xc, Epilogue::ScaledResidual, &blk.ls2);
     }
 }
 
@@ -810,7 +836,7 @@ void Model::Impl::mlp_block(const Pass& s, int layer, const Intervention& edit) 
 Features Model::Impl::collect(const Pass& s) const {
     const Config& c = config;
     const int batch = s.batch, D = s.D, P = s.P, R = s.R, N = s.N, np = s.np;
-    if (c.final_norm) kernels::layer_norm(s.x, s.rows, D, norm, c.eps, s.normed);
+    if (c.final_norm) s.layer_norm(s.x, s.rows, D, norm, c.eps, s.normed);
     else std::copy(s.x, s.x + static_cast<std::size_t>(s.rows) * D, s.normed);
     Trace& trace = s.trace;
     if (s.probe.blocks_normed && !trace.blocks.empty() && c.final_norm)

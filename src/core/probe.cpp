@@ -94,6 +94,13 @@ Probe Probe::statistics(int depth) {
     return p;
 }
 
+const char* ForwardProfile::name(int stage) {
+    static constexpr const char* kNames[kStages] = {"embed", "norms", "qkv", "attention", "proj",
+                                                    "fc1", "mlp_activation", "fc2", "other"};
+    if (stage < 0 || stage >= kStages) throw UsageError("profile: no stage " + std::to_string(stage));
+    return kNames[stage];
+}
+
 int Trace::attention_slot(int layer) const {
     const auto it = std::find(attention_layers.begin(), attention_layers.end(), layer);
     return it == attention_layers.end() ? -1 : static_cast<int>(it - attention_layers.begin());

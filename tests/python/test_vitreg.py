@@ -201,6 +201,13 @@ def test_a_trace_matches_the_pytorch_reference_run_live():
     assert relative_error(got["norms"], t["norms"].numpy().transpose(1, 0, 2)) < TOLERANCE
     assert relative_error(got["kurtosis"], t["kurtosis"].numpy().T) < TOLERANCE
     assert relative_error(got["blocks"][0], t["blocks_normed"].numpy()[:, -1]) < TOLERANCE
+    assert "profile" not in got
+    timed = m.trace(x, queries=[], profile=True)
+    stages = ["embed", "norms", "qkv", "attention", "proj", "fc1", "mlp_activation", "fc2", "other", "total"]
+    assert list(timed["profile"]) == stages
+    assert min(timed["profile"].values()) >= 0 and timed["profile"]["qkv"] > 0
+    assert sum(timed["profile"][s] for s in stages[:-1]) == pytest.approx(timed["profile"]["total"], rel=1e-9)
+    np.testing.assert_array_equal(timed["cls"], m.forward(x)["cls"])  # the clock reads change no bit
 
 
 # ---- the same numbers as the command --------------------------------------------------------
