@@ -234,6 +234,18 @@ class CliTest(unittest.TestCase):
         r = vitreg("extract", out + "@int8", image, "-o", os.path.join(self.tmp, "int8"))
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("runs only at int4", r.stderr)
+        # Under a memory cap that fp32 would not fit, the precision is what is refused: no estimate
+        # of a forward the file cannot run, nor a precision to try that it does not run at.
+        r = vitreg("bench", out, "--iters", "1", "--warmup", "0", "--max-memory", "1M")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("runs only at int4", r.stderr)
+        self.assertNotIn("would fit", r.stderr)
+        # At its own precision over the cap: a smaller precision is named as a conversion of its
+        # source, never as this file at a precision it does not run.
+        r = vitreg("bench", out + "@int4", "--iters", "1", "--warmup", "0", "--max-memory", "1M")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("over the memory cap of 1 MB", r.stderr)
+        self.assertNotIn(out + "@", r.stderr.split("By precision:")[1])
 
     def test_other_families_through_info_extract_maps_compare_and_dense(self):
         """docs/design.md, "Families": a CLIP tower (OpenCLIP layout) and timm models (DeiT-III; avg pool

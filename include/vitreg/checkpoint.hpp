@@ -129,6 +129,11 @@ private:
     Config config_;
 };
 
+// A quantized file runs at the precision and weight width it was quantized for, nothing else (a
+// float forward would need the original's weights, which the integers only approximate): throws
+// UsageError naming the file and what it runs at. Float files run at any precision.
+void refuse_other_precision(const Checkpoint& ck, const PrecisionOptions& precision);
+
 // Finds a model given as a file, a folder, the name of a shipped checkpoint (searched in
 // $VITREG_WEIGHTS, the source tree's weights/ and the installed share/vitreg/weights), a
 // Hugging Face hub id "ORG/NAME[@REVISION]" (or "hf:ORG/NAME[@REVISION]") already in the local

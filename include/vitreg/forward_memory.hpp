@@ -35,9 +35,10 @@ ForwardMemory forward_memory(const Model& model, int height, int width, int thre
 
 // Refuses, before anything is loaded, a model whose forward of one image at its native size would
 // not fit `cap` at `precision`: a UsageError naming `model`, its estimate at each precision and
-// the precision that would fit.
+// the precision that would fit. A quantized file runs at its own precision only
+// (`quantized_file`): the smaller one that would fit is named as a conversion of its source.
 void refuse_what_cannot_fit(const std::string& model, const Config& c, Precision precision, std::int64_t cap,
-                            int threads = 0);
+                            int threads = 0, bool quantized_file = false);
 
 // The memory a process may use by default: 75% of the physical memory, or of the cgroup's
 // limit where that is lower.

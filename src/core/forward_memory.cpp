@@ -84,7 +84,8 @@ ForwardMemory forward_memory(const Model& model, int height, int width, int thre
     return forward_memory(model.config(), model.precision().precision, model.tokens(height, width), height, width, threads);
 }
 
-void refuse_what_cannot_fit(const std::string& model, const Config& c, Precision precision, std::int64_t cap, int threads) {
+void refuse_what_cannot_fit(const std::string& model, const Config& c, Precision precision, std::int64_t cap, int threads,
+                            bool quantized_file) {
     const int side = c.native_size();
     const std::int64_t tokens = c.prefix_tokens() + c.registers + std::int64_t(c.grid) * c.grid;
     const auto need = [&](Precision p) { return forward_memory(c, p, tokens, side, side, threads); };
@@ -94,7 +95,9 @@ void refuse_what_cannot_fit(const std::string& model, const Config& c, Precision
     for (const auto& named : EnumTable<Precision>::names) {
         const std::int64_t total = need(named.value).total();
         each += std::string(each.empty() ? "" : ", ") + named.name + " " + format_bytes(total);
-        if (fits.empty() && total <= cap) fits = model + "@" + named.name + " would fit";
+        if (fits.empty() && total <= cap)
+            fits = quantized_file ? std::string("its source converted with vitreg convert --dtype ") + named.name + " would fit"
+                                  : model + "@" + named.name + " would fit";
     }
     throw UsageError(model + ": one " + std::to_string(side) + "x" + std::to_string(side) + " image at " + to_string(precision) +
                      " needs about " + format_bytes(here.total()) + " (weights " + format_bytes(here.weights) + ", activations " +

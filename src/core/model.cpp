@@ -286,24 +286,6 @@ struct Model::Impl {
 
 namespace {
 
-// A quantized file runs at the precision and weight width it was quantized for, nothing else: a
-// float forward would need the original's weights, which the integers only approximate.
-void refuse_other_precision(const Checkpoint& ck, const PrecisionOptions& precision) {
-    const WeightQuantization& q = ck.quantization();
-    if (!q.quantized()) return;
-    const std::string file = ck.path();
-    if (precision.precision != q.precision)
-        throw UsageError(file + ": its weights are " + to_string(q.precision) + "-quantized (vitreg convert --dtype " +
-                         to_string(q.precision) + "), so it runs only at " + to_string(q.precision) + " (MODEL@" +
-                         to_string(q.precision) + " or --precision " + to_string(q.precision) + "), not " +
-                         to_string(precision.precision) + "; for " + to_string(precision.precision) +
-                         " load the checkpoint it was converted from");
-    if (q.precision == Precision::Int8 && precision.int8_weight_bits != q.bits)
-        throw UsageError(file + ": its int8 weights are " + std::to_string(q.bits) + "-bit, but " +
-                         std::to_string(precision.int8_weight_bits) + "-bit weights were asked for: give --int8-weights " +
-                         std::to_string(q.bits) + " (int8_weights=" + std::to_string(q.bits) + " in Python)");
-}
-
 // Whether the linears run on the file's pages where they lie (--file-weights mapped): bf16 weights
 // where vdpbf16ps runs them, an int8 or int4 file's where the in-place int8 tiles do.
 bool weights_in_place(const PrecisionOptions& precision, bool quantized_file) {

@@ -63,10 +63,13 @@ ModelRequest ModelRequest::from_spec(const ModelSpec& spec, ModelRequest base) {
 Model open_model(const ModelRequest& request) {
     const std::string path = resolve_model_path(request.model);
     // The header and configs alone say whether the weights and one image fit the cap: nothing of
-    // the weights is read before the refusal.
+    // the weights is read before the refusal. A quantized file asked for at another precision is
+    // refused first, so that the memory estimate is never that of a precision it cannot run.
     const Checkpoint header(path, request.overrides, CheckpointRead::HeaderOnly);
+    refuse_other_precision(header, request.precision);
     refuse_what_cannot_fit(request.model, header.config(), request.precision.precision,
-                           request.max_memory > 0 ? request.max_memory : default_memory_cap(), request.threads);
+                           request.max_memory > 0 ? request.max_memory : default_memory_cap(), request.threads,
+                           header.quantization().quantized());
     Model m = Model::load(path, request.overrides, request.precision);
     if (!request.intervention.empty()) m = m.with(request.intervention);
     return m.with_memory_cap(request.max_memory);
