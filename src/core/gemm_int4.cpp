@@ -32,69 +32,60 @@ float widen(const unsigned char* bf16, long i) {
 // copied the accumulators between registers at every step.
 #include "gemm_k_loops.inc"
 
-// Where a tile's group parameters lie. The weights' scale and zero of group g: along B's columns
-// for packed weights (the tokens broadcast, Int8Dot), floats at g · weight_stride + column; along
-// A's rows for weights in place (W's rows broadcast, Int8DotSigned), the file's bf16 (2 bytes,
-// perhaps unaligned) at row · weight_stride + g. The tokens' Σ (u − zp) over the group: per row
-// at row · term_stride + g, or per column at g · 16·NV + column (term_stride unused: the caller
-// gathers them so, once per panel).
-template <class Param>
+// Where a tile's group parameters lie, as floats. Packed weights (B's columns, Int8Dot): the
+// weights' scale and zero of group g at g · 16·NV + column (the panel's, unpack_panel), the
+// tokens' Σ (u − zp) per row at row · term_stride + g (gathered per tile). Weights in place (A's
+// rows, Int8DotSigned): scale and zero at g · row_stride + row (widened from the file's bf16 once
+// a call), the terms per column at g · 16·NV + column (gathered once a panel).
 struct GroupScales {
-    const Param* scale;
-    const Param* zero;
-    long weight_stride;
+    const float* scale;
+    const float* zero;
+    long row_stride;  // in place: floats from one group's parameters to the next's
     const std::int32_t* terms;
     long term_stride;
 };
 
-// MR rows × 16·NV columns of Σ_g scale_g · Σ u·(q − 8) + zero_g · Σ (u − zp) into `out`: the
-// per-row operands gathered as [group][MR], then every group in the assembly loop, the tail
-// group (k not a multiple of the group) in a second call.
-template <int MR, int NV, Mac OP, class Param>
-void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks,
-               const GroupScales<Param>& s, float* out) {
+// MR rows × 16·NV columns of Σ_g scale_g · Σ u·(q − 8) + zero_g · Σ (u − zp) into `out`: every
+// group in the assembly loop, the tail group (k not a multiple of the group) in a second call.
+// Packed weights gather their per-row terms as [group][MR] first.
+template <int MR, int NV, Mac OP>
+void int4_tile(const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks, const GroupScales& s,
+               float* out, Prefetch& next) {
     constexpr int W = 16 * NV;
     constexpr bool on_columns = OP == Mac::Int8Dot;
-    static thread_local std::vector<float, AlignedAllocator<float>> gathered;
-    float* rows = at_least(gathered, static_cast<std::size_t>(on_columns ? 1 : 2) * MR * blocks);
-    float* second = rows + static_cast<std::size_t>(MR) * blocks;
-    for (int g = 0; g < blocks; ++g)
-        for (int r = 0; r < MR; ++r) {
-            if constexpr (on_columns) {
-                rows[g * MR + r] = static_cast<float>(s.terms[r * s.term_stride + g]);
-            } else {
-                rows[g * MR + r] = widen(s.scale, r * s.weight_stride + g);
-                second[g * MR + r] = widen(s.zero, r * s.weight_stride + g);
-            }
-        }
-    const float* scale;
-    const void* per_column;
+    const void* per_column = s.terms;
+    const float* per_row = s.zero;
+    long row_step = s.row_stride;  // floats per group along the per-row operands
     if constexpr (on_columns) {
-        scale = s.scale;
+        static thread_local std::vector<float, AlignedAllocator<float>> gathered;
+        float* rows = at_least(gathered, static_cast<std::size_t>(MR) * blocks);
+        for (int g = 0; g < blocks; ++g)
+            for (int r = 0; r < MR; ++r) rows[g * MR + r] = static_cast<float>(s.terms[r * s.term_stride + g]);
         per_column = s.zero;
-    } else {
-        scale = rows;
-        per_column = s.terms;
+        per_row = rows;
+        row_step = MR;
     }
-    const float* per_row = on_columns ? rows : second;
     const int full = groups / kGroupQuads, tail = groups % kGroupQuads;
-    if (full) avx512_int4_groups<MR, NV, OP, true>(a, lda, b, full, kGroupQuads, scale, per_column, per_row, out);
+    if (full)
+        avx512_int4_groups<MR, NV, OP, true>(a, lda, b, full, kGroupQuads, s.scale, per_column, per_row, 4 * row_step, out,
+                                             next.at, next.lines);
     if (tail) {
         const long q0 = static_cast<long>(full) * kGroupQuads;
         const auto last = full ? avx512_int4_groups<MR, NV, OP, false> : avx512_int4_groups<MR, NV, OP, true>;
-        last(a + q0, lda, b + q0 * W, 1, tail, scale + full * (on_columns ? W : MR),
-             static_cast<const std::int32_t*>(per_column) + full * W, per_row + full * MR, out);
+        last(a + q0, lda, b + q0 * W, 1, tail, s.scale + full * (on_columns ? W : row_step),
+             static_cast<const std::int32_t*>(per_column) + full * W, per_row + full * row_step, 4 * row_step, out, next.at,
+             next.lines);
     }
 }
 
 // int4_tile for `rows` rows, R ≤ rows ≤ MR.
-template <int R, int MR, int NV, Mac OP, class Param>
+template <int R, int MR, int NV, Mac OP>
 void int4_rows(int rows, const std::uint32_t* a, long lda, const std::uint32_t* b, int groups, int blocks,
-               const GroupScales<Param>& s, float* out) {
+               const GroupScales& s, float* out, Prefetch& next) {
     if constexpr (R < MR) {
-        if (rows != R) return int4_rows<R + 1, MR, NV, OP>(rows, a, lda, b, groups, blocks, s, out);
+        if (rows != R) return int4_rows<R + 1, MR, NV, OP>(rows, a, lda, b, groups, blocks, s, out, next);
     }
-    int4_tile<R, NV, OP>(a, lda, b, groups, blocks, s, out);
+    int4_tile<R, NV, OP>(a, lda, b, groups, blocks, s, out, next);
 }
 #endif
 }  // namespace
@@ -200,59 +191,69 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
 // Rows r .. r + rows (at most 4) of the tokens against one panel of packed weights.
 void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, int groups, int blocks,
                const std::int32_t* terms, float* out) {
-    const GroupScales<float> s{p.scale.data(), p.zero.data(), 48, terms, blocks};
-    int4_rows<1, 4, 3, Mac::Int8Dot>(rows, a, lda, p.codes.data(), groups, blocks, s, out);
+    const GroupScales s{p.scale.data(), p.zero.data(), 0, terms, blocks};
+    Prefetch none;
+    int4_rows<1, 4, 3, Mac::Int8Dot>(rows, a, lda, p.codes.data(), groups, blocks, s, out, none);
 }
 #endif
 
 }  // namespace
 
 namespace {
+
+// Row `row`'s Σ_g scale_g · Σ (q − 8) over its groups, in group order (the packed path's sum,
+// unpack_panel's order): one group's codes at a time, both nibbles summed.
+float scaled_sum_portable(const std::uint8_t* codes, int blocks, const unsigned char* scale) {
+    constexpr int bytes = quant::kInt4Group / 2;
+    float total = 0.0f;
+    for (int g = 0; g < blocks; ++g) {
+        const std::uint8_t* group = codes + static_cast<std::size_t>(g) * bytes;
+        std::int32_t sum = 0;
+        for (int i = 0; i < bytes; ++i) sum += (group[i] & 0xf) + (group[i] >> 4) - 16;
+        total += widen(scale, g) * static_cast<float>(sum);
+    }
+    return total;
+}
+
 #if defined(__x86_64__)
-// One group (64 bytes, 128 codes): both nibbles summed through vpsadbw.
-__attribute__((target("avx512f,avx512bw"))) std::int32_t group_sum_avx512(const std::uint8_t* codes) {
-    const __m512i v = _mm512_loadu_si512(codes), low = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    const __m512i sums = _mm512_add_epi64(_mm512_sad_epu8(_mm512_and_si512(v, low), zero),
-                                          _mm512_sad_epu8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), zero));
-    alignas(64) std::int64_t lanes[8];
-    _mm512_store_si512(lanes, sums);
-    std::int64_t total = 0;
-    for (const std::int64_t lane : lanes) total += lane;
-    return static_cast<std::int32_t>(total) - 8 * quant::kInt4Group;
+// The same, each group's 64 bytes summed through vpsadbw and reduced in registers: the integer
+// sums are exact, and the float sum runs in the same order, so the bits are the portable one's.
+__attribute__((target("avx512f,avx512bw"))) float scaled_sum_avx512(const std::uint8_t* codes, int blocks,
+                                                                      const unsigned char* scale) {
+    constexpr int bytes = quant::kInt4Group / 2;
+    const __m512i low = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    float total = 0.0f;
+    for (int g = 0; g < blocks; ++g) {
+        const __m512i v = _mm512_loadu_si512(codes + static_cast<std::size_t>(g) * bytes);
+        const __m512i sums = _mm512_add_epi64(_mm512_sad_epu8(_mm512_and_si512(v, low), zero),
+                                              _mm512_sad_epu8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), zero));
+        const auto sum = static_cast<std::int32_t>(_mm512_reduce_add_epi64(sums)) - 8 * quant::kInt4Group;
+        total += widen(scale, g) * static_cast<float>(sum);
+    }
+    return total;
 }
 #endif
 }  // namespace
 
 void int4_scaled_sums(const std::uint8_t* codes, int n, int k, const unsigned char* scale, float* out) {
     if (k % quant::kInt4Group) throw Error("int4 group sums: k is not a multiple of the group");
-    const int blocks = k / quant::kInt4Group, bytes = quant::kInt4Group / 2;
-    const bool avx512 = cpu::usable().avx512;
-    for (int row = 0; row < n; ++row) {
-        float total = 0.0f;  // the packed path's sum, in its order (unpack_panel)
-        for (int g = 0; g < blocks; ++g) {
-            const std::uint8_t* group = codes + static_cast<std::size_t>(row) * (k / 2) + static_cast<std::size_t>(g) * bytes;
-            std::int32_t sum = 0;
+    const int blocks = k / quant::kInt4Group;
+    auto row_sum = scaled_sum_portable;
 #if defined(__x86_64__)
-            if (avx512) {
-                sum = group_sum_avx512(group);
-            } else
+    if (cpu::usable().avx512) row_sum = scaled_sum_avx512;
 #endif
-            {
-                for (int i = 0; i < bytes; ++i) sum += (group[i] & 0xf) + (group[i] >> 4) - 16;
-            }
-            total += widen(scale, static_cast<long>(row) * blocks + g) * static_cast<float>(sum);
-        }
-        out[row] = total;
-    }
+    for (int row = 0; row < n; ++row)
+        out[row] = row_sum(codes + static_cast<std::size_t>(row) * (k / 2), blocks, scale + 2 * static_cast<std::size_t>(row) * blocks);
 }
 
 namespace {
 #if defined(__x86_64__)
-// One panel 16·NV wide: W's rows MR at a time (fewer for the last), into f's first `cols` columns.
+// One panel 16·NV wide: W's rows MR at a time (fewer for the last), into f's first `cols` columns;
+// scale and zero [blocks][on].
 template <int MR, int NV>
-void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks,
-                    const unsigned char* scale, const unsigned char* zero, const std::int32_t* terms, long term_stride,
-                    int cols, float* f, long ldf) {
+void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_t* panel, int blocks, const float* scale,
+                    const float* zero, const std::int32_t* terms, long term_stride, int cols, float* f, long ldf,
+                    Prefetch& next) {
     constexpr int W = 16 * NV;
     alignas(64) float tile[MR * W];
     static thread_local std::vector<std::int32_t, AlignedAllocator<std::int32_t>> gathered;
@@ -260,9 +261,9 @@ void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_
     for (int g = 0; g < blocks; ++g) std::memcpy(panel_terms + g * W, terms + g * term_stride, W * sizeof(std::int32_t));
     for (int r = 0; r < on; r += MR) {
         const int rows = std::min(MR, on - r);
-        const long at = 2L * r * blocks;  // bytes
-        const GroupScales<unsigned char> s{scale + at, zero + at, blocks, panel_terms, W};
-        int4_rows<1, MR, NV, Mac::Int8DotSigned>(rows, w + r * lda, lda, panel, blocks * kGroupQuads, blocks, s, +tile);
+        const GroupScales s{scale + r, zero + r, on, panel_terms, W};
+        int4_rows<1, MR, NV, Mac::Int8DotSigned>(rows, w + r * lda, lda, panel, blocks * kGroupQuads, blocks, s, +tile,
+                                                 next);
         for (int i = 0; i < rows; ++i) std::memcpy(f + (r + i) * ldf, tile + i * W, static_cast<std::size_t>(cols) * 4);
     }
 }
@@ -270,24 +271,35 @@ void panel_in_place(const std::uint32_t* w, long lda, int on, const std::uint32_
 }  // namespace
 
 void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const unsigned char* scale,
-                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf) {
+                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf,
+                        Prefetch next) {
 #if defined(__x86_64__)
     const int blocks = x.groups / kGroupQuads;
+    // The rows' bf16 scales and zeros as floats [blocks][on], once for every panel.
+    static thread_local std::vector<float, AlignedAllocator<float>> widened;
+    float* scale_f = at_least(widened, 2 * static_cast<std::size_t>(blocks) * on);
+    float* zero_f = scale_f + static_cast<std::size_t>(blocks) * on;
+    for (int row = 0; row < on; ++row)
+        for (int g = 0; g < blocks; ++g) {
+            scale_f[static_cast<std::size_t>(g) * on + row] = widen(scale, static_cast<long>(row) * blocks + g);
+            zero_f[static_cast<std::size_t>(g) * on + row] = widen(zero, static_cast<long>(row) * blocks + g);
+        }
     for (int col = c0; col < c1;) {
         const int panel = col / x.nr, width = x.width(panel), cols = std::min(width, c1 - col);
         const std::uint32_t* p = x.data.data() + x.offset(panel);
         const std::int32_t* t = terms + col;
         float* out = f + (col - c0);
         switch (width) {
-            case 16: panel_in_place<8, 1>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
-            case 32: panel_in_place<6, 2>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
-            case 64: panel_in_place<3, 4>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
-            default: panel_in_place<4, 3>(w, x.groups, on, p, blocks, scale, zero, t, term_stride, cols, out, ldf); break;
+            case 16: panel_in_place<8, 1>(w, x.groups, on, p, blocks, scale_f, zero_f, t, term_stride, cols, out, ldf, next); break;
+            case 32: panel_in_place<6, 2>(w, x.groups, on, p, blocks, scale_f, zero_f, t, term_stride, cols, out, ldf, next); break;
+            case 64: panel_in_place<3, 4>(w, x.groups, on, p, blocks, scale_f, zero_f, t, term_stride, cols, out, ldf, next); break;
+            default: panel_in_place<4, 3>(w, x.groups, on, p, blocks, scale_f, zero_f, t, term_stride, cols, out, ldf, next); break;
         }
         col += width;
     }
 #else
-    (void)w, (void)on, (void)x, (void)c0, (void)c1, (void)scale, (void)zero, (void)terms, (void)term_stride, (void)f, (void)ldf;
+    (void)w, (void)on, (void)x, (void)c0, (void)c1, (void)scale, (void)zero, (void)terms, (void)term_stride, (void)f, (void)ldf,
+        (void)next;
     throw Error("int4 weights in place need AVX512-VNNI");
 #endif
 }

@@ -204,9 +204,16 @@ void int4_scaled_sums(const std::uint8_t* codes, int n, int k, const unsigned ch
 // W's rows w [on][x.groups] (codes unpacked to int8 q − 8) against the rows c0 .. c1 of x (c0 a
 // multiple of x.nr), the groups in order with the packed path's arithmetic; scale and zero
 // [on][blocks] the file's bf16 (2 bytes each, any alignment), terms [blocks][term_stride] each
-// token's Σ (u − zp) per group, readable to the end of x's last panel.
+// token's Σ (u − zp) per group, readable to the end of x's last panel. `next` (may be empty):
+// memory the caller reads next (the following block's codes), fetched into L2 a line per group
+// while this runs, so that its unpacking does not wait on DRAM.
+struct Prefetch {
+    const char* at = nullptr;
+    long lines = 0;  // 64-byte lines left to fetch
+};
 void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, const unsigned char* scale,
-                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf);
+                        const unsigned char* zero, const std::int32_t* terms, long term_stride, float* f, long ldf,
+                        Prefetch next = {});
 
 namespace detail {
 // An int8 kernel's tiles (gemm_lowp.cpp), for the int4 GEMM: MR rows of A against one panel, the

@@ -313,7 +313,12 @@ void linear_mapped_int4(const float* x, int rows, const Linear& layer, float* ou
             // load, where a 7B's would be 3.2 GB of codes read and 160 MB more held.
             gemm::int4_scaled_sums(reinterpret_cast<const std::uint8_t*>(b.w), b.on, in, w.scale + at,
                                    thread_scratch<float, 1>(static_cast<std::size_t>(b.on)));
-            gemm::multiply_rows_int4(q, b.on, tokens, t0, t0 + tn, w.scale + at, w.zero + at, terms, stride, f, tn);
+            // The block this thread most likely runs next (tasks go to threads in ranges) is read
+            // from the file while this one computes.
+            gemm::Prefetch next;
+            if (t0 + tn == rows && &b + 1 < layer.mapped.data() + layer.mapped.size())
+                next = {reinterpret_cast<const char*>((&b + 1)->w), static_cast<long>((&b + 1)->on) * groups * 2 / 64};
+            gemm::multiply_rows_int4(q, b.on, tokens, t0, t0 + tn, w.scale + at, w.zero + at, terms, stride, f, tn, next);
         },
         [&](const Linear::MappedBlock& b, int token, int count, const float* rows_of) {
             vec.int4_finish(rows_of, side, count, b.on, row_zero + token, thread_scratch<float, 1>(b.on), row_scale + token,
