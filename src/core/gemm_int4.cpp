@@ -201,7 +201,7 @@ void vnni_tile(int rows, const std::uint32_t* a, long lda, const Int4Panel& p, i
 
 namespace {
 
-// Row `row`'s Σ_g scale_g · Σ (q − 8) over its groups, in group order (the packed path's sum,
+// One row's Σ_g scale_g · Σ (q − 8) over its groups, in group order (the packed path's sum,
 // unpack_panel's order): one group's codes at a time, both nibbles summed.
 float scaled_sum_portable(const std::uint8_t* codes, int blocks, const unsigned char* scale) {
     constexpr int bytes = quant::kInt4Group / 2;
