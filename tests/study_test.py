@@ -60,7 +60,7 @@ class Study(unittest.TestCase):
         cls.out = os.path.join(cls.tmp, "study")
         r = vitreg("study", SOFTMAX, SINK, SOFTMAX1_REG4, f"{SOFTMAX}@int8", "--images", *IMAGES, "--resize", "none",
                    "--sizes", "112,224", "--labels", os.path.join(HELDOUT, "labels.json"), "--timing-images", "2",
-                   "-o", cls.out)
+                   "--defect-samples", "2048", "-o", cls.out)
         assert r.returncode == 0, r.stderr
         cls.stdout = r.stdout
         cls.study = read_json(os.path.join(cls.out, "study.json"))
@@ -121,6 +121,11 @@ class Study(unittest.TestCase):
         self.assertEqual(s1reg["cost"]["parameters_added"], 512)
         self.assertIn("registers", s1reg["eviction"])
         self.assertIn("int8 per-token", self.configs["vitreg-fmnist-softmax@int8"]["precision"])
+        # the defect fit the options asked for; one file's configurations share it
+        for c in self.configs.values():
+            self.assertTrue(c["defects"]["fit"].startswith("2048-sample"), c["defects"]["fit"])
+        self.assertEqual(softmax["defects"]["singular_value"],
+                         self.configs["vitreg-fmnist-softmax@int8"]["defects"]["singular_value"])
 
     def test_accuracy_matches_the_pytorch_predictions(self):
         labels = read_json(os.path.join(HELDOUT, "labels.json"))

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 
@@ -119,15 +120,23 @@ double mean_of(const json& grid) {
     return n ? sum / n : 0;
 }
 
+// Defect directions by checkpoint file: they are a function of its weights alone, so the
+// configurations of one file (its precisions and interventions) share one fit.
+using DefectFits = std::map<std::string, std::shared_ptr<const DefectDirections>>;
+
 // One configuration's study.
 class ConfigStudy {
 public:
     ConfigStudy(const StudyConfig& cfg, const StudyImages& images, const StudyOptions& o, const TempDir& tmp,
-                const std::map<std::string, json>* labels, const std::function<void(const std::string&)>& log)
+                const std::map<std::string, json>* labels, const std::function<void(const std::string&)>& log,
+                DefectFits& fits)
         : cfg_(cfg), images_(images), o_(o), tmp_(tmp), labels_(labels), log_(log), model_(cfg.load()),
           c_(model_.config()) {
         rules_ = o.rules;
-        rules_.rule = o.rules.rule.with_directions(model_);
+        auto& fit = fits[model_.path()];
+        rules_.rule.defects = fit;
+        rules_.rule = rules_.rule.with_directions(model_);
+        fit = rules_.rule.defects;
         // CLIP's `head` (timm) is its projection, not a classifier.
         if (c_.family != Family::Clip) head_ = ClassifierHead::read(Checkpoint(cfg.path, cfg.overrides).file(), c_.dim);
         const std::size_t n = images.names.size();
@@ -728,7 +737,9 @@ json run_study(const std::vector<StudyConfig>& configs, const StudyImages& image
                 throw UsageError("study: size " + std::to_string(s) + " is not a multiple of " + c.name + "'s patch " +
                                  std::to_string(patch));
     }
-    for (const auto& c : configs) list.push_back(ConfigStudy(c, images, o, tmp, labels ? &*labels : nullptr, log).run());
+    DefectFits fits;
+    for (const auto& c : configs)
+        list.push_back(ConfigStudy(c, images, o, tmp, labels ? &*labels : nullptr, log, fits).run());
     out["configs"] = list;
     return out;
 }
