@@ -112,7 +112,7 @@ AttentionRun run_attention(const std::vector<float>& qkv, int tokens, int heads,
 }
 
 // ‖a − b‖ / ‖b‖ over every element.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+double l2_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
     double diff = 0, norm = 0;
     for (std::size_t i = 0; i < b.size(); ++i) {
         diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
@@ -148,9 +148,9 @@ TEST_CASE("attention over key blocks (online softmax) equals whole rows", "[atte
                                                  kernels::AttentionPath::WholeRows);
                 const auto blocked = run_attention(qkv, tokens, heads, head_dim, kind, sinks, mask,
                                                    kernels::AttentionPath::KeyBlocks);
-                CHECK(relative_error(blocked.out, whole.out) < 1e-6);
+                CHECK(l2_relative_error(blocked.out, whole.out) < 1e-6);
                 if (kind == AttentionKind::Softmax) CHECK(*std::max_element(blocked.abstention.begin(), blocked.abstention.end()) == 0.0f);
-                else CHECK(relative_error(blocked.abstention, whole.abstention) < 1e-6);
+                else CHECK(l2_relative_error(blocked.abstention, whole.abstention) < 1e-6);
             }
     }
 }

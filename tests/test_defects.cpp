@@ -57,7 +57,7 @@ Expected expected(const std::string& name) {
     return e;
 }
 
-const std::string kPlanted = "defects/planted_direction_f16.safetensors";
+const std::string kPlantedDirection = "defects/planted_direction_f16.safetensors";
 
 // A model with its ModelSpec suffixes (repairs), as every front end opens one.
 Model open_spec(const std::string& spec) { return open_model(ModelRequest::from_spec(ModelSpec::parse(spec))); }
@@ -82,7 +82,7 @@ TEST_CASE("defect directions match the PyTorch reference for every MLP kind", "[
         {"open_clip_quickgelu", "models/open_clip_quickgelu"},
         {"hf_siglip", "models/hf_siglip"},
         {"dinov2_swiglu_f32", "models/dinov2_swiglu_f32.safetensors"},
-        {"planted", kPlanted}};
+        {"planted", kPlantedDirection}};
     std::vector<MlpKind> kinds;
     for (const auto& [name, path] : models) {
         INFO(name);
@@ -110,7 +110,7 @@ TEST_CASE("defect directions match the PyTorch reference for every MLP kind", "[
 TEST_CASE("the planted direction is what vitreg defects finds", "[defects]") {
     SafetensorsFile planted(fixture("defects/planted_direction.safetensors"));
     const std::vector<float> v = planted.get("direction").to_float();
-    const DefectDirections d = defect_directions(Checkpoint(fixture(kPlanted)));  // the default sample
+    const DefectDirections d = defect_directions(Checkpoint(fixture(kPlantedDirection)));  // the default sample
     for (int l = 0; l < d.layers; ++l) {
         INFO("layer " << l);
         CHECK(abs_cosine(d.direction(l), v.data(), d.dim) >= 0.99);
@@ -121,7 +121,7 @@ TEST_CASE("the planted direction is what vitreg defects finds", "[defects]") {
     DefectOptions other;
     other.seed = 12345;
     other.samples = 2048;
-    const DefectDirections e = defect_directions(Checkpoint(fixture(kPlanted)), other);
+    const DefectDirections e = defect_directions(Checkpoint(fixture(kPlantedDirection)), other);
     CHECK(abs_cosine(e.direction(d.layers - 1), d.direction(d.layers - 1), d.dim) >= 0.999);
     CHECK(e.fit_description() == "2048-sample least-squares fit, seed 12345");
 }
@@ -213,7 +213,7 @@ TEST_CASE("the study's defect row: the planted patches lie along u", "[defects][
         px.chw = ramp(side, 0.2f * static_cast<float>(i));
         return px;
     };
-    StudyConfig config = StudyConfig::parse(fixture(kPlanted));
+    StudyConfig config = StudyConfig::parse(fixture(kPlantedDirection));
     StudyOptions o;
     o.resize = ResizeSpec::parse("16x16");
     o.timing_images = 0;

@@ -19,7 +19,6 @@ using namespace vitreg::test;
 
 namespace {
 
-constexpr double kTolerance = 1e-4;
 
 std::vector<nlohmann::json> cases(const std::string& kind) {
     std::vector<nlohmann::json> out;
@@ -30,9 +29,9 @@ std::vector<nlohmann::json> cases(const std::string& kind) {
 
 // The outputs of the edited forward against the reference's.
 void check_outputs(const Features& got, const SafetensorsFile& f) {
-    CHECK(relative_error(got.cls, tensor(f, "cls")) < kTolerance);
-    CHECK(relative_error(got.patches, tensor(f, "patches")) < kTolerance);
-    if (f.has("registers")) CHECK(relative_error(got.reg_tokens, tensor(f, "registers")) < kTolerance);
+    CHECK(relative_error(got.cls, tensor(f, "cls")) < kParityTolerance);
+    CHECK(relative_error(got.patches, tensor(f, "patches")) < kParityTolerance);
+    if (f.has("registers")) CHECK(relative_error(got.reg_tokens, tensor(f, "registers")) < kParityTolerance);
 }
 
 // The reference stores [batch, layers, rest...]; a Trace is layer-major [layers, batch, rest...].
@@ -70,7 +69,7 @@ TEST_CASE("evicting keys matches the reference for softmax, softmax-1 and sink m
         probe.key_mass = true;
         Trace t;
         check_outputs(m.forward(input.data(), B, h, w, probe, t, ForwardOptions{2}), f);
-        CHECK(relative_error(t.norms, layer_major(tensor(f, "norms"), B, t.layers)) < kTolerance);
+        CHECK(relative_error(t.norms, layer_major(tensor(f, "norms"), B, t.layers)) < kParityTolerance);
         // The keys resolved from the first forward are the reference's, and nothing attends to them.
         Probe first;
         first.key_mass = true;
@@ -171,7 +170,7 @@ TEST_CASE("sink calibration fits the reference's logits, and the written checkpo
         const auto want = tensor(f, "sinks"), mass = tensor(f, "target_mass");
         REQUIRE(cal.sinks.size() == want.size());
         for (std::size_t i = 0; i < want.size(); ++i) {
-            CHECK(cal.sinks[i] == Approx(want[i]).margin(kTolerance));
+            CHECK(cal.sinks[i] == Approx(want[i]).margin(kParityTolerance));
             CHECK(cal.target_mass[i] == Approx(mass[i]).margin(1e-6));
         }
 
@@ -193,8 +192,8 @@ TEST_CASE("sink calibration fits the reference's logits, and the written checkpo
             CHECK(meta.at("sink_calibration").find("bisection") != std::string::npos);
             const Features got = s.forward(images.data(), 3, 16, 16);
             const std::string key = evict ? "calibrated_evicted_" : "calibrated_";
-            CHECK(relative_error(got.cls, tensor(f, key + "cls")) < kTolerance);
-            CHECK(relative_error(got.patches, tensor(f, key + "patches")) < kTolerance);
+            CHECK(relative_error(got.cls, tensor(f, key + "cls")) < kParityTolerance);
+            CHECK(relative_error(got.patches, tensor(f, key + "patches")) < kParityTolerance);
         }
     }
 }
@@ -247,7 +246,7 @@ TEST_CASE("test-time registers take the planted outliers' norm off the patches, 
         Trace t;
         const Features out = m.forward(input.data(), B, h, w, norms_probe(), t, ForwardOptions{2});
         check_outputs(out, f);
-        CHECK(relative_error(t.norms, layer_major(tensor(f, "norms"), B, t.layers)) < kTolerance);
+        CHECK(relative_error(t.norms, layer_major(tensor(f, "norms"), B, t.layers)) < kParityTolerance);
         CHECK(out.registers == c["registers"].get<int>() + K);
         CHECK(out.test_time_registers == K);
         CHECK(t.test_time_registers == K);

@@ -18,7 +18,7 @@ namespace {
 
 constexpr double kTolerance = 1e-4;  // relative to the output's scale
 
-nlohmann::json cases() { return fixture_json("cases.json"); }
+nlohmann::json parity_cases() { return fixture_json("cases.json"); }
 
 ConfigOverrides overrides_of(const nlohmann::json& c) {
     ConfigOverrides o;
@@ -32,7 +32,7 @@ ConfigOverrides overrides_of(const nlohmann::json& c) {
 }  // namespace
 
 TEST_CASE("forward matches the PyTorch reference on every fixture case") {
-    const auto all = cases();
+    const auto all = parity_cases();
     REQUIRE(all.size() >= 30);
     for (const auto& c : all) {
         const std::string name = c["case"].get<std::string>();
@@ -94,7 +94,7 @@ TEST_CASE("forward matches the PyTorch reference on every fixture case") {
 TEST_CASE("each family's parity, as the closing note reports it") {
     // max |got - want| / max |want| over cls, pooled, patches (and embedding), worst case per model.
     std::map<std::string, double> worst;
-    for (const auto& c : cases()) {
+    for (const auto& c : parity_cases()) {
         if (c["config"].value("family", "dinov2") == "dinov2") continue;
         const Model m = Model::load(fixture(c["model"].get<std::string>()));
         const SafetensorsFile f(fixture(c["case"].get<std::string>()));

@@ -17,7 +17,7 @@ using vitreg::test::fixture;
 
 namespace {
 
-const nlohmann::json& cases() {
+const nlohmann::json& photo_cases() {
     static const nlohmann::json j = [] {
         std::ifstream in(fixture("photos/cases.json"));
         return nlohmann::json::parse(in);
@@ -59,7 +59,7 @@ ResizeFilter filter_of(const nlohmann::json& c) { return parse_resize_filter(c.a
 }  // namespace
 
 TEST_CASE("every file decodes to PIL's Image.open(f).convert(\"RGB\"), byte for byte", "[photos]") {
-    const auto& files = cases().at("files");
+    const auto& files = photo_cases().at("files");
     REQUIRE(files.size() >= 30);
     for (const auto& f : files) {
         const std::string path = photo(f.at("file"));
@@ -77,7 +77,7 @@ TEST_CASE("every file decodes to PIL's Image.open(f).convert(\"RGB\"), byte for 
 }
 
 TEST_CASE("PIL's Image.resize, every filter, bit for bit", "[photos]") {
-    const auto& resizes = cases().at("resize");
+    const auto& resizes = photo_cases().at("resize");
     REQUIRE(resizes.size() >= 100);
     for (const auto& c : resizes) {
         const Image src = decode_image(photo(c.at("source")));
@@ -107,7 +107,7 @@ TEST_CASE("resizing only the crop gives the bytes of the whole resize, cropped",
 }
 
 TEST_CASE("each pipeline's resize and crop: torchvision, timm, HF and open_clip", "[photos]") {
-    const auto& pipelines = cases().at("pipelines");
+    const auto& pipelines = photo_cases().at("pipelines");
     REQUIRE(pipelines.size() >= 100);
     int hf = 0, timm = 0, open_clip = 0;
     for (const auto& c : pipelines) {
@@ -151,7 +151,7 @@ TEST_CASE("each pipeline's resize and crop: torchvision, timm, HF and open_clip"
 }
 
 TEST_CASE("draft decoding (--decode draft) is PIL's Image.draft: libjpeg's reduced DCT scale", "[photos]") {
-    const auto& drafts = cases().at("draft");
+    const auto& drafts = photo_cases().at("draft");
     REQUIRE(drafts.size() >= 10);
     for (const auto& c : drafts) {
         const std::string name = c.at("expected").get<std::string>();

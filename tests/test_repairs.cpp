@@ -27,12 +27,12 @@ using namespace vitreg::test;
 
 namespace {
 
-const std::string kPlanted = "models/planted_f32.safetensors";
-const std::vector<int> kPlantedPatches = {1, 10, 12};  // cells (0,1), (2,2), (3,0) of the 4x4 grid
+const std::string kPlantedModel = "models/planted_f32.safetensors";
+const std::vector<int> kPlantedModelPatches = {1, 10, 12};  // cells (0,1), (2,2), (3,0) of the 4x4 grid
 constexpr int kSide = 16;                              // the planted model's native input
 
 Model planted(const std::string& suffix = "") {
-    return open_model(ModelRequest::from_spec(ModelSpec::parse(fixture(kPlanted) + suffix)));
+    return open_model(ModelRequest::from_spec(ModelSpec::parse(fixture(kPlantedModel) + suffix)));
 }
 
 // Nearly uniform grey images (0.5 plus noise of std 0.02), normalized as the model's: the planted
@@ -75,7 +75,7 @@ double unaffected_move(const LastLayer& before, const LastLayer& after) {
     for (std::size_t b = 0; b < before.norms.size(); ++b) {
         const double median = median_of(before.norms[b]);
         for (std::size_t i = 0; i < before.norms[b].size(); ++i)
-            if (std::find(kPlantedPatches.begin(), kPlantedPatches.end(), static_cast<int>(i)) == kPlantedPatches.end())
+            if (std::find(kPlantedModelPatches.begin(), kPlantedModelPatches.end(), static_cast<int>(i)) == kPlantedModelPatches.end())
                 worst = std::max(worst, std::abs(after.norms[b][i] - before.norms[b][i]) / median);
     }
     return worst;
@@ -129,7 +129,7 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
     const int B = 3;
     const auto px = grey_images(B, 7);
     const LastLayer plain = last_layer(planted(), px, B);
-    for (const auto& f : plain.flagged) REQUIRE(f == kPlantedPatches);
+    for (const auto& f : plain.flagged) REQUIRE(f == kPlantedModelPatches);
 
     SECTION("@debias over a folder of grey images or a blank one: every planted token under the rule, the rest within 20%") {
         TempDir dir;
@@ -157,7 +157,7 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
             // planted tokens at 0.9-1.0x the median, the other patches' norms moved by 0.14-0.15 of it.
             for (int b = 0; b < B; ++b) {
                 CHECK(after.flagged[b].empty());
-                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
+                for (int i : kPlantedModelPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
             }
             CHECK(unaffected_move(plain, after) < 0.2);
         }
@@ -170,7 +170,7 @@ TEST_CASE("planted artifacts: what @debias and @denoise leave of the planted tok
             const LastLayer after = last_layer(planted(suffix), px, B);
             for (int b = 0; b < B; ++b) {
                 CHECK(after.flagged[b].empty());
-                for (int i : kPlantedPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
+                for (int i : kPlantedModelPatches) CHECK(after.norms[b][i] < 1.2 * median_of(after.norms[b]));
             }
             CHECK(unaffected_move(plain, after) < 0.25);
         }
@@ -221,7 +221,7 @@ TEST_CASE("the shift split recovers a content and a grid noise built to its mode
     std::normal_distribution<float> normal;
     std::vector<float> content(16 * 3), none(16 * 3, 0.0f), noise(16 * 3, 0.0f);
     for (auto& v : content) v = normal(rng);
-    for (int cell : kPlantedPatches)  // the planted cells, the corner (3,0) among them
+    for (int cell : kPlantedModelPatches)  // the planted cells, the corner (3,0) among them
         for (int d = 0; d < 3; ++d) noise[cell * 3 + d] = 80.0f * normal(rng);
     for (const bool median : {false, true}) {
         INFO((median ? "median" : "mean"));
@@ -267,7 +267,7 @@ TEST_CASE("@registers substitutes every block's calibrated mean, or zero, on a m
 
 TEST_CASE("repair suffixes parse in the order written, print back, and refuse what cannot apply") {
     TempDir dir;
-    const std::string planted_path = fixture(kPlanted);
+    const std::string planted_path = fixture(kPlantedModel);
     calibrate_repair_blank(Model::load(planted_path), 1, 3, CalibrationOptions{}).write(dir / "b.safetensors");
     const std::string text = planted_path + "@debias=" + dir / "b.safetensors" + "@inpaint=artifacts:1,-1@denoise=shift:5:median";
     const ModelSpec spec = ModelSpec::parse(text);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include "core/safetensors.hpp"
 
@@ -24,6 +25,10 @@ inline nlohmann::json fixture_json(const std::string& rel) {
 
 inline std::vector<float> tensor(const SafetensorsFile& f, const std::string& name) { return f.get(name).to_float(); }
 
+// Parity with PyTorch (the upstream code, tests/reference), relative to the output's scale:
+// the bound; today's errors are near 1e-6.
+constexpr double kParityTolerance = 1e-4;
+
 // max |a - b| / max |b|: the error relative to the output's scale.
 inline double relative_error(const float* a, const std::vector<float>& b) {
     double err = 0, scale = 0;
@@ -35,6 +40,11 @@ inline double relative_error(const float* a, const std::vector<float>& b) {
 }
 inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() ? relative_error(a.data(), b) : INFINITY;
+}
+
+inline bool exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
 }
 
 // A fresh folder under the build's temp area, removed at scope exit.

@@ -3,7 +3,6 @@
 // state dict sits; strided and shared storages give their logical values; every hostile or
 // unreadable file is refused with a CheckpointError naming the file and the fault, and a
 // pickle's payload never runs. Torch hub names resolve in a fake $TORCH_HOME.
-#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -25,11 +24,6 @@ namespace {
 const char* kOriginal = "models/nometa_f32.safetensors";
 
 std::string torch_fixture(const std::string& name) { return fixture("torch/" + name); }
-
-bool exists(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0;
-}
 
 std::vector<float> test_image(int height, int width) {
     std::vector<float> x(static_cast<std::size_t>(3) * height * width);

@@ -17,7 +17,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr double kTolerance = 1e-4;  // relative to the output's scale, as tests/test_upstream.cpp
 
 void check_case(const Model& m, const json& c) {
     const std::string size = c["size"].get<std::string>();
@@ -29,9 +28,9 @@ void check_case(const Model& m, const json& c) {
     const double regs = registers ? relative_error(out.reg_tokens, tensor(f, size + ".registers")) : 0.0;
     const double patches = relative_error(out.patches, tensor(f, size + ".patches"));
     INFO("cls " << cls << ", registers " << regs << ", patches " << patches);
-    CHECK(cls < kTolerance);
-    CHECK(regs < kTolerance);
-    CHECK(patches < kTolerance);
+    CHECK(cls < kParityTolerance);
+    CHECK(regs < kParityTolerance);
+    CHECK(patches < kParityTolerance);
 }
 
 void check_dino_cases(const std::string& upstream, std::size_t at_least) {

@@ -24,7 +24,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr double kTolerance = 1e-4;  // relative to the output's scale, as tests/test_upstream.cpp
 
 const char* const kVit = "upstream/transformers/vit_model";
 const char* const kVitClassifier = "upstream/transformers/vit_classifier";
@@ -93,7 +92,7 @@ TEST_CASE("transformers' own ViT, Dinov2, CLIP, SigLIP and DINOv3 towers, any gr
                 if (!has(what)) continue;
                 const double error = relative_error(*got, tensor(f, size + "." + what));
                 INFO(what << " " << error);
-                CHECK(error < kTolerance);
+                CHECK(error < kParityTolerance);
             }
         }
     }

@@ -4,7 +4,6 @@
 // --layout shards outputs indexed and searched.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
@@ -61,11 +60,6 @@ nlohmann::json jsonl(const std::string& path) {
     for (char& c : text)
         if (c == '\n') c = ',';
     return nlohmann::json::parse("[" + text.substr(0, text.empty() ? 0 : text.size() - 1) + "]");
-}
-
-bool exists(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0;
 }
 
 const char* const kPhotos[] = {"jpeg_420_67x45.jpg", "png_rgb_61x46.png", "jpeg_gray_61x47.jpg", "png_p_50x38.png"};

@@ -13,7 +13,7 @@ namespace {
 
 // "ORG/NAME" that is not a path on disk: a Hugging Face hub id, whose "@REVISION" is its own. A
 // name the file system cannot look up (too long) is no path either.
-bool looks_like_hub_id(const std::string& s) {
+bool names_a_hub_repo(const std::string& s) {
     std::error_code ec;
     return std::count(s.begin(), s.end(), '/') == 1 && s.front() != '/' && s.front() != '.' && s.back() != '/' &&
            !std::filesystem::exists(s, ec);
@@ -54,7 +54,7 @@ ModelSpec ModelSpec::parse(const std::string& text) {
             // Peeled from the right: each goes in front, so they stay in the order written.
             Intervention& edit = m.intervention ? *m.intervention : m.intervention.emplace();
             edit.repairs.insert(edit.repairs.begin(), Repair::parse(s));
-        } else if (looks_like_hub_id(m.model.substr(0, at))) {
+        } else if (names_a_hub_repo(m.model.substr(0, at))) {
             break;  // ORG/NAME@REVISION
         } else {
             throw UsageError(text + ": unknown suffix '@" + s +

@@ -13,8 +13,8 @@
 namespace vitreg {
 
 namespace {
-constexpr const char* kFormat = "vitreg-int8-calibration";
-constexpr int kVersion = 1;
+constexpr const char* kCalibrationFormat = "vitreg-int8-calibration";
+constexpr int kCalibrationVersion = 1;
 }  // namespace
 
 Precision parse_precision(const std::string& s) { return parse_enum<Precision>(s); }
@@ -65,7 +65,7 @@ std::string PrecisionOptions::describe() const {
 }
 
 Int8Calibration read_int8_calibration(const std::string& path) {
-    const nlohmann::json j = read_format_file(path, kFormat, kVersion, "int8 calibration", "vitreg calibrate-int8");
+    const nlohmann::json j = read_format_file(path, kCalibrationFormat, kCalibrationVersion, "int8 calibration", "vitreg calibrate-int8");
     const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg int8 calibration: " + why); };
     Int8Calibration c;
     try {
@@ -93,7 +93,7 @@ void write_int8_calibration(const std::string& path, const Int8Calibration& c) {
     nlohmann::ordered_json ranges = nlohmann::ordered_json::object();
     for (const auto& [name, r] : c.ranges) ranges[name] = {{"min", r.min}, {"max", r.max}};
     const nlohmann::ordered_json j = {
-        {"format", kFormat}, {"version", kVersion}, {"model", c.model},   {"method", c.method},
+        {"format", kCalibrationFormat}, {"version", kCalibrationVersion}, {"model", c.model},   {"method", c.method},
         {"percentile", c.percentile}, {"images", c.images}, {"ranges", ranges},
     };
     write_file_atomic(path, j.dump(2) + "\n");

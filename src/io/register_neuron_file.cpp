@@ -12,8 +12,8 @@ namespace vitreg {
 
 namespace {
 
-constexpr const char* kFormat = "vitreg-register-neurons";
-constexpr int kVersion = 1;
+constexpr const char* kNeuronsFormat = "vitreg-register-neurons";
+constexpr int kNeuronsVersion = 1;
 // The bounds of a layer and a neuron index, in the file as on the command line.
 constexpr long kMaxLayer = 1 << 20, kMaxNeuron = 1 << 30;
 
@@ -24,7 +24,7 @@ void write_register_neurons(const std::string& path, const RegisterNeuronRanking
     for (const auto& s : r.ranked) ranked.push_back({{"layer", s.layer}, {"neuron", s.neuron}, {"score", s.score}});
     for (const auto& n : r.selected) selected.push_back({n.layer, n.neuron});
     const nlohmann::ordered_json j = {
-        {"format", kFormat},     {"version", kVersion},           {"model", r.model},
+        {"format", kNeuronsFormat},     {"version", kNeuronsVersion},           {"model", r.model},
         {"rule", "norm > median + " + std::to_string(r.mad_k) + " MAD, last block, patches"},
         {"mad_k", r.mad_k},      {"images", r.images},            {"images_with_outliers", r.with_outliers},
         {"selected", selected},  {"ranked", ranked},
@@ -33,7 +33,7 @@ void write_register_neurons(const std::string& path, const RegisterNeuronRanking
 }
 
 RegisterNeuronRanking read_register_neurons(const std::string& path) {
-    const nlohmann::json j = read_format_file(path, kFormat, kVersion, "register-neuron file", "vitreg find-register-neurons");
+    const nlohmann::json j = read_format_file(path, kNeuronsFormat, kNeuronsVersion, "register-neuron file", "vitreg find-register-neurons");
     const auto fail = [&](const std::string& why) { return IoError(path + ": not a vitreg register-neuron file: " + why); };
     // A whole number in [0, hi]: nlohmann's get<int>() converts 1e30 or 2.5 without a word (1e30
     // is undefined behaviour).

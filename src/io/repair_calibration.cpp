@@ -12,7 +12,7 @@ namespace vitreg {
 
 namespace {
 
-constexpr const char* kFormat = "vitreg-repair-calibration";
+constexpr const char* kRepairFormat = "vitreg-repair-calibration";
 
 }  // namespace
 
@@ -21,7 +21,7 @@ void RepairCalibration::write(const std::string& path) const {
         {"bias", {{static_cast<std::int64_t>(grid) * grid, dim}, bias.data()}}};
     if (registers > 0) tensors["register_means"] = {{depth, registers, dim}, register_means.data()};
     write_safetensors(path, tensors,
-                      {{"format", kFormat},
+                      {{"format", kRepairFormat},
                        {"layer", std::to_string(layer)},
                        {"depth", std::to_string(depth)},
                        {"registers", std::to_string(registers)},
@@ -45,7 +45,7 @@ RepairCalibration RepairCalibration::read(const std::string& path) {
         if (at == meta.end()) throw fail(std::string("no '") + key + "' in its metadata");
         return at->second;
     };
-    if (field("format") != kFormat) throw fail("format '" + field("format") + "'");
+    if (field("format") != kRepairFormat) throw fail("format '" + field("format") + "'");
     RepairCalibration c;
     const auto number = [&](const char* key) {
         const auto v = parse_integer(field(key), 0, 1 << 20);

@@ -9,6 +9,7 @@
 #include "unpickler.hpp"
 #include "vitreg/error.hpp"
 #include "zip_reader.hpp"
+#include "io/printable.hpp"
 
 namespace vitreg {
 
@@ -24,12 +25,6 @@ constexpr std::uint64_t kMaxElements = std::uint64_t(1) << 62;
 
 bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
 bool checked_add(std::uint64_t a, std::uint64_t b, std::uint64_t& out) { return !__builtin_add_overflow(a, b, &out); }
-
-std::string printable(const std::string& s) {
-    std::string out;
-    for (const char c : s.substr(0, 120)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return out + (s.size() > 120 ? "..." : "");
-}
 
 // The part of an entry name after its top folder ("archive/data.pkl" -> "data.pkl").
 std::string in_archive(const std::string& name) {

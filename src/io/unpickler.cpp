@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "io/printable.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg::pickle {
@@ -69,12 +70,6 @@ const char* opcode_name(unsigned char op) {
         case 0x50: return "PERSID";
         default: return nullptr;
     }
-}
-
-std::string printable(const std::string& s) {
-    std::string out;
-    for (const char c : s.substr(0, 200)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return out + (s.size() > 200 ? "..." : "");
 }
 
 const char* kind_name(Kind k) {

@@ -8,6 +8,8 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "io/printable.hpp"
+
 namespace vitreg::webdataset {
 
 bool is_image_extension(const std::string& ext) {
@@ -17,14 +19,6 @@ bool is_image_extension(const std::string& ext) {
 }
 
 namespace {
-
-// A member's header: where it starts and what it says.
-struct Member {
-    std::string name;
-    std::uint64_t offset = 0;
-    std::uint64_t size = 0;
-    bool regular = true;
-};
 
 // webdataset's split: the key is the name up to the first dot of its basename, the extension
 // the rest (lower case; "" without a dot).
@@ -51,15 +45,17 @@ bool unsafe_name(const std::string& name) {
     return false;
 }
 
-std::string printable(const std::string& name) {
-    std::string out;
-    for (unsigned char c : name.substr(0, 200)) out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-    return out;
-}
-
 }  // namespace
 
 struct ShardReader::Impl {
+    // A member's header: where it starts and what it says.
+    struct Member {
+        std::string name;
+        std::uint64_t offset = 0;
+        std::uint64_t size = 0;
+        bool regular = true;
+    };
+
     archive* a = nullptr;
     std::string name;
     Limits limits;

@@ -3,6 +3,7 @@
 #include <array>
 #include <utility>
 
+#include "io/printable.hpp"
 #include "vitreg/error.hpp"
 
 namespace vitreg {
@@ -22,12 +23,6 @@ std::uint64_t le(const unsigned char* p, int n) {
 // [offset, offset + length) lies inside [0, limit).
 bool inside(std::uint64_t offset, std::uint64_t length, std::uint64_t limit) {
     return offset <= limit && length <= limit - offset;
-}
-
-std::string printable(const std::string& name) {
-    std::string out;
-    for (const char c : name.substr(0, 200)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-    return out + (name.size() > 200 ? "..." : "");
 }
 
 const std::array<std::uint32_t, 256>& crc_table() {

@@ -8,18 +8,13 @@
 #include "vitreg/analysis/rollout.hpp"
 #include "vitreg/render/label_text.hpp"
 #include "vitreg/render/views.hpp"
+#include "text_format.hpp"
 
 namespace vitreg::render {
 
 namespace {
 
 constexpr int kMainSide = 448, kTileSide = 150, kStatusHeight = 44;
-
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
 
 std::string head_name(int head) {
     return head == ViewState::kMeanHead ? "mean" : head == ViewState::kMaxHead ? "max" : std::to_string(head);

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "text_format.hpp"
+
 namespace vitreg::render {
 
 std::string base64(const std::string& bytes) {
@@ -42,7 +44,6 @@ std::string html_escape(const std::string& text) {
 namespace {
 
 const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
-const char* const kDash = "\u2014";
 
 std::string printf_number(const char* format, int digits, double v) {
     char buf[48];

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "vitreg/render/report.hpp"
+#include "text_format.hpp"
 
 namespace vitreg::render {
 
@@ -15,7 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* const kDash = "\u2014";
 
 // Reading the study without trusting it: a missing key, a wrong type or an index past the end
 // reads as null.

@@ -5,16 +5,11 @@
 #include <opencv2/imgproc.hpp>
 
 #include "vitreg/error.hpp"
+#include "text_format.hpp"
 
 namespace vitreg::render {
 
 namespace {
-
-std::string fmt(const char* f, double v) {
-    char buf[48];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
 
 std::vector<std::string> layer_labels(const std::vector<int>& layers) {
     std::vector<std::string> out;
