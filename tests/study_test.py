@@ -121,7 +121,7 @@ class Study(unittest.TestCase):
         self.assertEqual(s1reg["cost"]["parameters_added"], 512)
         self.assertIn("registers", s1reg["eviction"])
         self.assertIn("int8 per-token", self.configs["vitreg-fmnist-softmax@int8"]["precision"])
-        # the defect fit the options asked for; one file's configurations share it
+        # the defect fit the options asked for, of the file's weights whatever the precision runs
         for c in self.configs.values():
             self.assertTrue(c["defects"]["fit"].startswith("2048-sample"), c["defects"]["fit"])
         self.assertEqual(softmax["defects"]["singular_value"],
