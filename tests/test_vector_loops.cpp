@@ -117,10 +117,12 @@ TEST_CASE("vector loops: bf16 rounding, ranges and uint8 codes are the same bits
         t.range(finite.data(), static_cast<int>(finite.size()), &lo, &hi);
         CHECK(lo == *std::min_element(finite.begin(), finite.end()));
         CHECK(hi == *std::max_element(finite.begin(), finite.end()));
-        const quant::AffineU8 q = quant::affine_u8(lo, hi);
-        std::vector<std::uint8_t> codes(k);
-        t.quantize_u8(x.data(), k, q, codes.data());
-        for (int i = 0; i < k; ++i) CHECK(codes[i] == quant::quantize_u8(x[i], q));
+        // The values' own range, and a narrow one that most of them overflow on both sides.
+        for (const quant::AffineU8 q : {quant::affine_u8(lo, hi), quant::affine_u8(-1.0f, 0.5f)}) {
+            std::vector<std::uint8_t> codes(k);
+            t.quantize_u8(x.data(), k, q, codes.data());
+            for (int i = 0; i < k; ++i) CHECK(codes[i] == quant::quantize_u8(x[i], q));
+        }
     }
 }
 

@@ -26,6 +26,7 @@ namespace {
 
 // The four linear layers of a block, timed alone on one thread through one precision's kernels.
 struct LinearTimes {
+    PrecisionOptions options;
     std::string precision, kernel, unit;  // unit: GFLOP/s, or GOP/s for int8 and int4
     int rows = 0;
     std::vector<std::pair<std::string, double>> layers;  // qkv, proj, fc1, fc2
@@ -43,10 +44,10 @@ struct PeakReport {
     double forward_fraction = 0;  // of threads_used × the fp32 width's peak, or the reduced precision's instruction's
 };
 
-LinearTimes time_linears(const Config& c, int rows, const CorePeak& peak, const PrecisionOptions& precision) {
+LinearTimes time_linears(const Config& c, int rows, const PrecisionOptions& precision) {
     LinearTimes t;
+    t.options = precision;
     t.precision = to_string(precision.precision);
-    t.instruction_peak = precision_peak(peak, precision, &t.kernel);
     t.unit = precision.precision == Precision::Int8 || precision.precision == Precision::Int4 ? "GOP/s" : "GFLOP/s";
     t.rows = rows;
     const int hidden = c.mlp_hidden;
@@ -74,8 +75,10 @@ PeakReport measure_peak(const Model& m, int batch, int h, int w, int threads, do
     if (!(r.core.kernel_peak > 0)) return r;
     const Config& c = m.config();
     const int rows = batch * (c.prefix_tokens() + c.registers + (h / c.patch) * (w / c.patch));
-    r.linears.push_back(time_linears(c, rows, r.core, PrecisionOptions{}));
-    if (m.precision().precision != Precision::Fp32) r.linears.push_back(time_linears(c, rows, r.core, m.precision()));
+    r.linears.push_back(time_linears(c, rows, PrecisionOptions{}));
+    if (m.precision().precision != Precision::Fp32) r.linears.push_back(time_linears(c, rows, m.precision()));
+    r.core = higher(r.core, measure_core_peak());  // (peak.hpp: the clock may have been low at first)
+    for (LinearTimes& t : r.linears) t.instruction_peak = precision_peak(r.core, t.options, &t.kernel);
     const double peak = m.precision().precision == Precision::Fp32 ? r.core.kernel_peak : r.linears.back().instruction_peak;
     if (!(peak > 0)) return r;  // a reduced precision emulated: no instruction of its own
     r.threads_used = threads ? threads : static_cast<int>(std::thread::hardware_concurrency());

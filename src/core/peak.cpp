@@ -165,6 +165,14 @@ CorePeak measure_core_peak(double seconds) {
     return p;
 }
 
+CorePeak higher(const CorePeak& a, const CorePeak& b) {
+    CorePeak p = a;
+    for (auto field : {&CorePeak::fma256, &CorePeak::fma512, &CorePeak::bf16, &CorePeak::int8, &CorePeak::int8_256,
+                       &CorePeak::int16, &CorePeak::amx_int8, &CorePeak::amx_bf16, &CorePeak::kernel_peak})
+        p.*field = std::max(a.*field, b.*field);
+    return p;
+}
+
 double precision_peak(const CorePeak& peak, const PrecisionOptions& precision, std::string* kernel) {
     if (precision.precision == Precision::Int8 || precision.precision == Precision::Int4) {
         const bool int4 = precision.precision == Precision::Int4;

@@ -28,6 +28,12 @@ struct CorePeak {
 // of its CPU time (the best of five). Reads the hardware (cpu::detected), not VITREG_ISA's cap.
 CorePeak measure_core_peak(double seconds = 0.08);
 
+// Each rate the higher of two measurements: a host may lower the clock for a while (on a Zen 5
+// guest, vpdpbusd measured 705-730 GOP/s straight after a two-thread forward and 960-1040
+// alone), so bench measures before and after the layers it compares with the peak, and a
+// share never rests on a dip.
+CorePeak higher(const CorePeak& a, const CorePeak& b);
+
 // The measured peak of the instruction the linears of `precision` run in this process (the fp32
 // kernels' width, the tiles' for AMX, vpdpbusd's, vdpbf16ps', or the fp32 FMA's for bf16 on
 // rounded operands; 0 where `peak` has none), and the kernel's name in `kernel`.
