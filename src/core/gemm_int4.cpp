@@ -175,7 +175,7 @@ void unpack_panel(const PackedInt4& b, int panel, const loops::Table& vec, Int4P
 }
 
 #if defined(__x86_64__)
-constexpr int kStrip = 8;  // rows of tokens per packed tile
+constexpr int kStrip = 4;  // rows of tokens per packed tile (12 accumulators and their 12 sums)
 
 // Rows r .. r + rows (at most kStrip) of the tokens against one panel of packed weights, their
 // terms as floats [group][kStrip] (strip_terms).
@@ -289,8 +289,6 @@ void multiply_rows_int4(const std::uint32_t* w, int on, const PackedRows& x, int
             scale_f[static_cast<std::size_t>(g) * on + row] = widen(scale, static_cast<long>(row) * blocks + g);
             zero_f[static_cast<std::size_t>(g) * on + row] = widen(zero, static_cast<long>(row) * blocks + g);
         }
-    // Four rows of weights a tile at 48 columns: eight (24 accumulators) ran 3-5% slower on a
-    // 7B-shaped file on a Zen 5, its weights streamed from memory.
     for (int col = c0; col < c1;) {
         const int panel = col / x.nr, width = x.width(panel), cols = std::min(width, c1 - col);
         const std::uint32_t* p = x.data.data() + x.offset(panel);
