@@ -32,3 +32,30 @@ TEST_CASE("the peak measures every dot product the hardware has, whatever VITREG
     if (p.int16 > 0) CHECK(p.int16 < 1.5 * p.int8);
     CHECK(p.kernels == cpu::describe_level());
 }
+
+TEST_CASE("two peak measurements combine rate by rate, the higher of each", "[peak]") {
+    CorePeak a, b;
+    a.fma256 = 100, b.fma256 = 120;
+    a.fma512 = 250, b.fma512 = 240;
+    a.bf16 = 450, b.bf16 = 0;  // (a rate one measurement lacks keeps the other's)
+    a.int8 = 700, b.int8 = 1000;
+    a.int8_256 = 280, b.int8_256 = 270;
+    a.int16 = 500, b.int16 = 510;
+    a.amx_int8 = 3000, b.amx_int8 = 3100;
+    a.amx_bf16 = 1600, b.amx_bf16 = 1500;
+    a.kernel_peak = 250, b.kernel_peak = 240;
+    a.int8_instruction = "vpdpbusd (512-bit)";
+    a.kernels = "avx512";
+    const CorePeak h = higher(a, b);
+    CHECK(h.fma256 == 120);
+    CHECK(h.fma512 == 250);
+    CHECK(h.bf16 == 450);
+    CHECK(h.int8 == 1000);
+    CHECK(h.int8_256 == 280);
+    CHECK(h.int16 == 510);
+    CHECK(h.amx_int8 == 3100);
+    CHECK(h.amx_bf16 == 1600);
+    CHECK(h.kernel_peak == 250);
+    CHECK(h.int8_instruction == "vpdpbusd (512-bit)");  // the names are the first measurement's
+    CHECK(h.kernels == "avx512");
+}

@@ -27,7 +27,7 @@ namespace {
 // The four linear layers of a block, timed alone on one thread through one precision's kernels.
 struct LinearTimes {
     PrecisionOptions options;
-    std::string precision, kernel, unit;  // unit: GFLOP/s, or GOP/s for int8 and int4
+    std::string kernel, unit;  // unit: GFLOP/s, or GOP/s for int8 and int4
     int rows = 0;
     std::vector<std::pair<std::string, double>> layers;  // qkv, proj, fc1, fc2
     double all = 0;                                       // the four together
@@ -47,7 +47,6 @@ struct PeakReport {
 LinearTimes time_linears(const Config& c, int rows, const PrecisionOptions& precision) {
     LinearTimes t;
     t.options = precision;
-    t.precision = to_string(precision.precision);
     t.unit = precision.precision == Precision::Int8 || precision.precision == Precision::Int4 ? "GOP/s" : "GFLOP/s";
     t.rows = rows;
     const int hidden = c.mlp_hidden;
@@ -99,7 +98,7 @@ void print_peak(const PeakReport& r, const Model& m) {
     std::cout << "\n";
     for (const LinearTimes& t : r.linears) {
         const double own = t.instruction_peak;
-        std::cout << std::setprecision(1) << "linear layers, " << t.precision << ", 1 thread, " << t.rows << " rows (kernels "
+        std::cout << std::setprecision(1) << "linear layers, " << to_string(t.options.precision) << ", 1 thread, " << t.rows << " rows (kernels "
                   << t.kernel << "):";
         for (const auto& [name, g] : t.layers) {
             std::cout << " " << name << " " << g << " " << t.unit;
@@ -108,7 +107,7 @@ void print_peak(const PeakReport& r, const Model& m) {
         std::cout << "; all four " << t.all << " " << t.unit;
         if (own > 0)
             std::cout << " = " << std::setprecision(0) << 100 * t.all / own
-                      << (t.precision == "fp32" ? "% of the peak of their width" : "% of its instruction's peak");
+                      << (t.options.precision == Precision::Fp32 ? "% of the peak of their width" : "% of its instruction's peak");
         std::cout << "\n";
     }
     if (r.linears.empty()) return;
@@ -134,7 +133,7 @@ nlohmann::ordered_json peak_json(const PeakReport& r) {
     for (const LinearTimes& t : r.linears) {
         nlohmann::ordered_json layers = nlohmann::ordered_json::object();
         for (const auto& [name, g] : t.layers) layers[name] = g;
-        out["linears"].push_back({{"precision", t.precision}, {"kernel", t.kernel}, {"unit", t.unit}, {"rows", t.rows},
+        out["linears"].push_back({{"precision", to_string(t.options.precision)}, {"kernel", t.kernel}, {"unit", t.unit}, {"rows", t.rows},
                                   {"layers", layers}, {"all", t.all}, {"instruction_peak", t.instruction_peak}});
     }
     out["forward_fraction_of_peak"] = r.forward_fraction;

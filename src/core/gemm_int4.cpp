@@ -319,7 +319,8 @@ std::int32_t byte_sum_portable(const std::uint8_t* bytes, int n) {
 
 #if defined(__x86_64__)
 // The same through vpsadbw, 64 bytes a step: an exact integer sum, so the portable one's.
-// Built for the baseline, the scalar loop had taken 2% of an int4 linear's samples.
+// Built for the baseline ISA, the scalar loop had taken 0.5% of the samples of ViT-L's int4
+// linears, against about 30% in the group loop.
 __attribute__((target("avx512f,avx512bw"))) std::int32_t byte_sum_avx512(const std::uint8_t* bytes, int n) {
     const __m512i zero = _mm512_setzero_si512();
     __m512i sums = zero;
