@@ -4,9 +4,11 @@
 // compiled once per kernel set from one source (vector_loops.inc) and chosen at run time with
 // the GEMMs (cpu.hpp), so a portable build runs them as wide as the CPU allows.
 //
-// Every level gives the same bits: the loops sum in one fixed order (16 partial sums, then
-// those in order) and never fuse a multiply and an add (ISO C++ contracts nothing), so only
-// the width of the instructions differs.
+// The loops sum in one fixed order (16 partial sums, then those in order) at every level. GCC
+// fuses a multiply and an add into one FMA where the target has it (-ffp-contract=fast is its
+// default, at -std=c++17 too), so the AVX levels may differ from the portable one in the last
+// bit of a float result (test_vector_loops holds each against double precision); bf16 rounding,
+// ranges and uint8 codes are the same bits at every level.
 #include <cstddef>
 #include <cstdint>
 
