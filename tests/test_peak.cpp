@@ -44,8 +44,8 @@ TEST_CASE("two peak measurements combine rate by rate, the higher of each", "[pe
     a.amx_int8 = 3000, b.amx_int8 = 3100;
     a.amx_bf16 = 1600, b.amx_bf16 = 1500;
     a.kernel_peak = 250, b.kernel_peak = 240;
-    a.int8_instruction = "vpdpbusd (512-bit)";
-    a.kernels = "avx512";
+    a.int8_instruction = "vpdpbusd (512-bit)", b.int8_instruction = "vpdpbusd (256-bit)";
+    a.kernels = "avx512", b.kernels = "avx2";
     const CorePeak h = higher(a, b);
     CHECK(h.fma256 == 120);
     CHECK(h.fma512 == 250);

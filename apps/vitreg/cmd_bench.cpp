@@ -98,8 +98,8 @@ void print_peak(const PeakReport& r, const Model& m) {
     std::cout << "\n";
     for (const LinearTimes& t : r.linears) {
         const double own = t.instruction_peak;
-        std::cout << std::setprecision(1) << "linear layers, " << to_string(t.options.precision) << ", 1 thread, " << t.rows << " rows (kernels "
-                  << t.kernel << "):";
+        std::cout << std::setprecision(1) << "linear layers, " << to_string(t.options.precision) << ", 1 thread, "
+                  << t.rows << " rows (kernels " << t.kernel << "):";
         for (const auto& [name, g] : t.layers) {
             std::cout << " " << name << " " << g << " " << t.unit;
             if (own > 0) std::cout << " (" << std::setprecision(0) << 100 * g / own << "%)" << std::setprecision(1);
@@ -107,7 +107,8 @@ void print_peak(const PeakReport& r, const Model& m) {
         std::cout << "; all four " << t.all << " " << t.unit;
         if (own > 0)
             std::cout << " = " << std::setprecision(0) << 100 * t.all / own
-                      << (t.options.precision == Precision::Fp32 ? "% of the peak of their width" : "% of its instruction's peak");
+                      << (t.options.precision == Precision::Fp32 ? "% of the peak of their width"
+                                                                 : "% of its instruction's peak");
         std::cout << "\n";
     }
     if (r.linears.empty()) return;
@@ -133,8 +134,9 @@ nlohmann::ordered_json peak_json(const PeakReport& r) {
     for (const LinearTimes& t : r.linears) {
         nlohmann::ordered_json layers = nlohmann::ordered_json::object();
         for (const auto& [name, g] : t.layers) layers[name] = g;
-        out["linears"].push_back({{"precision", to_string(t.options.precision)}, {"kernel", t.kernel}, {"unit", t.unit}, {"rows", t.rows},
-                                  {"layers", layers}, {"all", t.all}, {"instruction_peak", t.instruction_peak}});
+        out["linears"].push_back({{"precision", to_string(t.options.precision)}, {"kernel", t.kernel}, {"unit", t.unit},
+                                  {"rows", t.rows}, {"layers", layers}, {"all", t.all},
+                                  {"instruction_peak", t.instruction_peak}});
     }
     out["forward_fraction_of_peak"] = r.forward_fraction;
     return out;

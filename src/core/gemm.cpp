@@ -195,11 +195,16 @@ void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa i
     else pack_with(into, k, n, isa, [&](int row, int col) { return b[row * ldb + col]; });
 }
 
-// Attention's keys, per layer: each row of T read once, in order, and spread down its column of
-// the panel (reading T down its columns instead cost ~2% of a forward).
+// Attention's keys per layer, and fp32 weights from W's rows at load: each row of T read once, in
+// order, and spread down its column of the panel (reading T down its columns instead cost ~2% of
+// a forward).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale, Isa isa, bool bf16) {
     float* data = start_panels(into, k, n, isa);
-    std::fill(data, data + static_cast<std::size_t>(into.panels()) * k * into.nr, 0.0f);  // the padding columns
+    const int used = n - (into.panels() - 1) * into.nr;  // the last panel's columns that hold T's rows
+    for (int i = 0; n > 0 && used < into.nr && i < k; ++i) {  // its padding, which the kernel multiplies by
+        float* row = data + (static_cast<std::size_t>(into.panels() - 1) * k + i) * into.nr;
+        std::fill(row + used, row + into.nr, 0.0f);
+    }
     for (int col = 0; col < n; ++col) {
         const float* row = t + col * ldt;
         float* dst = data + static_cast<std::size_t>(col / into.nr) * k * into.nr + col % into.nr;

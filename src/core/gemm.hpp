@@ -28,8 +28,9 @@ PackedMatrix pack(const float* b, int k, int n, long ldb, Isa isa = best());
 // `bf16`, each value rounded to bf16 (bf16 operands through the fp32 kernel: the same products,
 // exact in fp32, summed in k order where vdpbf16ps sums pairs).
 void pack_into(PackedMatrix& into, const float* b, int k, int n, long ldb, Isa isa = best(), bool bf16 = false);
-// Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt into `into` (keys for
-// Q·Kᵀ, with the attention scale folded in: exact when it is a power of two, as 1/√64 is).
+// Packs B = scale · Tᵀ for T [n, k] given row-major with row stride ldt into `into` (W's rows of a
+// linear, scale 1; keys for Q·Kᵀ, with the attention scale folded in: exact when it is a power of
+// two, as 1/√64 is).
 void pack_transposed_into(PackedMatrix& into, const float* t, int n, int k, long ldt, float scale = 1.0f,
                           Isa isa = best(), bool bf16 = false);
 

@@ -711,6 +711,25 @@ void multiply_rows(const std::uint32_t*, int, const PackedRows&, int, int, std::
 
 namespace {
 #if defined(__x86_64__)
+// The eight 64-bit lanes of vpsadbw's sums, added.
+__attribute__((target("avx512f"))) std::int64_t lanes_total(__m512i sums) {
+    alignas(64) std::int64_t lanes[8];  // (GCC 12 warns of _mm512_reduce_add_epi64's own temporaries)
+    _mm512_store_si512(lanes, sums);
+    std::int64_t total = 0;
+    for (const std::int64_t lane : lanes) total += lane;
+    return total;
+}
+
+// 64 bytes a step through vpsadbw; `i` returns where the whole steps end.
+__attribute__((target("avx512f,avx512bw"))) std::int64_t sum_u8_avx512(const std::uint8_t* bytes, std::size_t n,
+                                                                      std::size_t* i) {
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i sums = zero;
+    for (*i = 0; *i + 64 <= n; *i += 64)
+        sums = _mm512_add_epi64(sums, _mm512_sad_epu8(_mm512_loadu_si512(bytes + *i), zero));
+    return lanes_total(sums);
+}
+
 // 64 bytes a step: the sum through vpsadbw of the bytes offset to unsigned, the range by their
 // extremes.
 __attribute__((target("avx512f,avx512bw"))) std::int32_t sum_s8_avx512(const std::int8_t* q, std::size_t n, int* lo,
@@ -724,13 +743,10 @@ __attribute__((target("avx512f,avx512bw"))) std::int32_t sum_s8_avx512(const std
         low = _mm512_min_epi8(low, v);
         high = _mm512_max_epi8(high, v);
     }
-    alignas(64) std::int64_t lanes[8];
     alignas(64) std::int8_t l[64], h[64];
-    _mm512_store_si512(lanes, sums);
     _mm512_store_si512(l, low);
     _mm512_store_si512(h, high);
-    std::int64_t total = -128 * static_cast<std::int64_t>(i);
-    for (std::int64_t lane : lanes) total += lane;
+    std::int64_t total = lanes_total(sums) - 128 * static_cast<std::int64_t>(i);
     for (int j = 0; j < 64; ++j) {
         *lo = std::min<int>(*lo, l[j]);
         *hi = std::max<int>(*hi, h[j]);
@@ -762,6 +778,16 @@ std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_rang
     }
     *in_range = lo >= -qmax && hi <= qmax;
     return total;
+}
+
+std::int32_t sum_u8(const std::uint8_t* bytes, std::size_t n) {
+    std::int64_t total = 0;
+    std::size_t i = 0;
+#if defined(__x86_64__)
+    if (cpu::usable().avx512) total = sum_u8_avx512(bytes, n, &i);
+#endif
+    for (; i < n; ++i) total += bytes[i];
+    return static_cast<std::int32_t>(total);
 }
 
 }  // namespace vitreg::gemm

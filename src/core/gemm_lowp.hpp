@@ -152,6 +152,8 @@ void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, 
 void multiply_rows(const std::uint32_t* w, int on, const PackedRows& x, int c0, int c1, std::int32_t* out, long ldo);
 // Σ q over n int8 values (the zero point's term), and whether every |q| ≤ qmax, in one pass.
 std::int32_t sum_s8(const std::int8_t* q, std::size_t n, int qmax, bool* in_range);
+// Σ over n uint8 values (n < 2^23: the sum fits an int32), through vpsadbw where the CPU has AVX-512.
+std::int32_t sum_u8(const std::uint8_t* bytes, std::size_t n);
 
 // ---- int4 weights (W4A8) --------------------------------------------------------------------
 // Weights affine per group of quant::kInt4Group along k (quantize.hpp's affine_u4), held as
