@@ -137,8 +137,8 @@ def int4_tensors(name, rows, shape):
 
 
 def quantized_bytes(t, bits=8, metadata=None):
-    """vitreg convert --dtype int8's layout: the linears' weights I8 beside an F32 scale per output channel (bits 4:
-    --dtype int4's, int4_tensors)."""
+    """vitreg convert --dtype int8's layout: the linears' weights I8 beside an F32 scale and an I32 row sum per output
+    channel (bits 4: --dtype int4's, int4_tensors)."""
     qmax = np.float32(2 ** (bits - 1) - 1)
     header, blobs, offset = {}, [], 0
     out = {}
@@ -156,6 +156,8 @@ def quantized_bytes(t, bits=8, metadata=None):
         q = np.clip(np.rint(rows / scale[:, None]), -qmax, qmax).astype(np.int8)
         out[name] = ("I8", a.shape, q.tobytes())
         out[name + ".scale"] = ("F32", scale.shape, scale.astype(np.float32).tobytes())
+        sums = q.astype(np.int32).sum(axis=1, dtype=np.int32)
+        out[name + ".sums"] = ("I32", sums.shape, sums.tobytes())
     for name in sorted(out):
         dtype, shape, raw = out[name]
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}

@@ -118,6 +118,40 @@ TEST_CASE("int8 GEMM gives the exact integer product on every kernel, zero point
     }
 }
 
+TEST_CASE("int8 GEMM: 8-bit weights of -128, which no quantizer writes, are exact on every 8-bit kernel") {
+    // (A quantized file's 8-bit weights are not read at load: a -128 in one reaches the kernels.)
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int> u8(0, 255), s8(-128, 127);
+    const int m = 9, k = 70, n = 50, zp = 3, groups = (k + 3) / 4;
+    std::vector<float> a(m * k);
+    for (auto& v : a) v = static_cast<float>(u8(rng) - zp);
+    std::vector<std::int8_t> q(static_cast<std::size_t>(n) * k);  // [n][k], W's rows
+    for (auto& v : q) v = static_cast<std::int8_t>(s8(rng));
+    for (int j = 0; j < n; ++j) q[static_cast<std::size_t>(j) * k + j % k] = -128;
+    const std::vector<float> ones(n, 1.0f);
+    std::vector<std::uint32_t> qa(static_cast<std::size_t>(m) * groups);
+    std::vector<float> sa(m);
+    std::vector<std::int32_t> za(m);
+    const AffineU8 fixed{1.0f, zp};
+    quantize_rows(a.data(), k, m, k, &fixed, qa.data(), sa.data(), za.data());
+    for (const Int8Isa isa : {Int8Isa::Amx, Int8Isa::Avx512Vnni, Int8Isa::Avx256Vnni, Int8Isa::Avx512, Int8Isa::Avx2,
+                              Int8Isa::Portable}) {
+        if (!supported(isa)) continue;
+        INFO(to_string(isa));
+        const PackedInt8 p = pack_int8(q.data(), ones.data(), k, n, isa, 8);
+        std::vector<float> c(m * n);
+        multiply(QuantizedRows{qa.data(), sa.data(), za.data()}, m, p, 0, n, c.data(), n);
+        long mismatches = 0;
+        for (int i = 0; i < m; ++i)
+            for (int j = 0; j < n; ++j) {
+                long exact = 0;
+                for (int t = 0; t < k; ++t) exact += long(a[i * k + t]) * long(q[static_cast<std::size_t>(j) * k + t]);
+                mismatches += c[i * n + j] != static_cast<float>(exact);
+            }
+        CHECK(mismatches == 0);
+    }
+}
+
 TEST_CASE("int8 weights in place: W's signed rows against the input's byte panels, exact integers") {
     if (!supported(Int8Isa::Avx512Vnni)) return;  // (the in-place kernel is vpdpbusd's)
     std::mt19937 rng(11);

@@ -50,7 +50,7 @@ PrecisionOptions running(int bits) {
 }
 WeightQuantization stored(int bits) { return bits == 4 ? WeightQuantization{Precision::Int4, 4} : quantized(bits); }
 
-// A safetensors file's tensors as floats (I8 ones widened), to be edited and written again.
+// A safetensors file's tensors as floats (the integer ones widened), to be edited and written again.
 struct Tensors {
     std::map<std::string, ArrayRef> refs;
     std::map<std::string, std::vector<float>> values;
@@ -66,6 +66,12 @@ struct Tensors {
                 for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(reinterpret_cast<const std::int8_t*>(v.data)[i]);
             else if (v.dtype == DType::U8)
                 for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(v.data[i]);
+            else if (v.dtype == DType::I32)
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                    std::int32_t s;
+                    std::memcpy(&s, v.data + 4 * i, 4);
+                    x[i] = static_cast<float>(s);
+                }
             else x = v.to_float();
             values[name] = std::move(x);
             refs[name] = ArrayRef{v.shape, nullptr, v.dtype};
@@ -121,6 +127,7 @@ TEST_CASE("quantized file: the features of MODEL@int8 and @int4, bit for bit", "
     CHECK(f.get("blocks.0.attn.qkv.weight").dtype == (int4 ? DType::U8 : DType::I8));
     CHECK(f.get("blocks.0.attn.qkv.weight.scale").dtype == (int4 ? DType::BF16 : DType::F32));
     CHECK(f.has("blocks.0.attn.qkv.weight.zero") == int4);
+    if (!int4) CHECK(f.get("blocks.0.attn.qkv.weight.sums").dtype == DType::I32);
     CHECK(f.get("patch_embed.proj.weight").dtype == (int4 ? DType::U8 : DType::I8));
     if (int4) CHECK(f.get("patch_embed.proj.weight").shape.back() == p / 2);  // two codes a byte along the last dim
     CHECK(f.get("blocks.0.norm1.weight").dtype == DType::F32);  // what @int8 holds in fp32 stays fp32
@@ -158,7 +165,7 @@ TEST_CASE("quantized file: packed as stored, the packing of the source at int8",
     const auto want = kernels::make_linear(w.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), Precision::Int8);
     const Int8Tensor q = file.load_int8("blocks.1.attn.qkv.weight", {3 * D, D});
     CHECK(reinterpret_cast<const unsigned char*>(q.q) == q.view->data);  // read in place from the mapped file
-    CHECK(q.sums == want.wq.sums);  // each row's Σ q, found while its range was checked
+    CHECK(q.sums == want.wq.sums);  // each row's Σ q, as stored
     const auto got = kernels::make_linear_int8(q.q, q.scale.data(), 3 * D, D, Eigen::VectorXf::Zero(3 * D), std::nullopt, 8);
     CHECK(got.wq.scale == want.wq.scale);
     CHECK(got.wq.sums == want.wq.sums);
@@ -202,7 +209,7 @@ TEST_CASE("quantized file: a malformed one is refused, naming the file and the t
     TempDir dir;
     const std::string good = dir / "int8.safetensors", bad = dir / "bad.safetensors";
     convert_checkpoint(fixture("models/dinov2_f32.safetensors"), {}, DType::F32, good, quantized(7));
-    const std::string qkv = "blocks.0.attn.qkv.weight", scale = qkv + ".scale";
+    const std::string qkv = "blocks.0.attn.qkv.weight", scale = qkv + ".scale", sums = qkv + ".sums";
     const std::vector<Case> cases = {
         {"scale of the wrong shape", [&](Tensors& t) { t.refs[scale].shape = {7}, t.values[scale].resize(7); },
          "tensor '" + scale + "' is F32 [7], expected F32 ["},
@@ -211,6 +218,11 @@ TEST_CASE("quantized file: a malformed one is refused, naming the file and the t
         {"scale zero", [&](Tensors& t) { t.values[scale][3] = 0.0f; }, "tensor '" + scale + "' holds 0.0"},
         {"scale NaN", [&](Tensors& t) { t.values[scale][0] = NAN; }, "a scale is finite and positive"},
         {"integer past 7 bits", [&](Tensors& t) { t.values[qkv][5] = 100.0f; }, "tensor '" + qkv + "' holds 100 at 5"},
+        {"sums of the wrong dtype", [&](Tensors& t) { t.refs[sums].dtype = DType::F32; }, "tensor '" + sums + "' is F32 ["},
+        {"sums of the wrong shape", [&](Tensors& t) { t.refs[sums].shape = {2}, t.values[sums].resize(2); },
+         "tensor '" + sums + "' is I32 [2], expected I32 ["},
+        {"a sum no row can reach", [&](Tensors& t) { t.values[sums][1] = 1e6f; }, "tensor '" + sums + "' holds 1000000 at 1, beyond"},
+        {"a sum not its row's", [&](Tensors& t) { t.values[sums][2] += 1.0f; }, "but row 2 of '" + qkv + "' sums to"},
         {"I8 norm", [&](Tensors& t) { t.refs["norm.weight"].dtype = DType::I8, t.values["norm.weight"].assign(t.values["norm.weight"].size(), 1.0f); },
          "tensor 'norm.weight' is I8"},
         {"unknown format", [&](Tensors& t) { t.metadata["quantization"] = "int3"; }, "metadata quantization='int3'"},
@@ -221,6 +233,32 @@ TEST_CASE("quantized file: a malformed one is refused, naming the file and the t
          "is I8 but the metadata states no quantization"},
     };
     refused(good, bad, cases, int8(7));
+}
+
+TEST_CASE("quantized file: 8-bit weights with their sums load unread; files without sums still load", "[quantized]") {
+    TempDir dir;
+    const std::string good = dir / "int8.safetensors", edited = dir / "edited.safetensors";
+    convert_checkpoint(fixture("models/dinov2_f32.safetensors"), {}, DType::F32, good, quantized());
+    const Model want = Model::load(good, {}, int8());
+    const Checkpoint ck(good);
+    const std::string qkv = "blocks.0.attn.qkv.weight";
+    const int D = ck.config().dim;
+    const auto x = smooth_pixels(2 * ck.config().patch, 2 * ck.config().patch);
+    SECTION("without the sums: found from the weights, the same features") {
+        Tensors t(good);
+        for (auto& [name, r] : std::map<std::string, ArrayRef>(t.refs))
+            if (name.size() > 5 && name.compare(name.size() - 5, 5, ".sums") == 0) t.refs.erase(name), t.values.erase(name);
+        t.write(edited);
+        CHECK(Checkpoint(edited).load_int8(qkv, {3 * D, D}).sums == ck.load_int8(qkv, {3 * D, D}).sums);
+        require_same(Model::load(edited, {}, int8()).forward(x.data(), 1, 2 * ck.config().patch, 2 * ck.config().patch),
+                     want.forward(x.data(), 1, 2 * ck.config().patch, 2 * ck.config().patch));
+    }
+    SECTION("an 8-bit file's -128 is not read at load (every 8-bit kernel is exact for it)") {
+        Tensors t(good);
+        t.values[qkv][0] = -128.0f;
+        t.write(edited);
+        CHECK_NOTHROW(Checkpoint(edited).load_int8(qkv, {3 * D, D}));
+    }
 }
 
 TEST_CASE("quantized file: the fuzz seeds are real quantized files the int8 (int4) forward loads", "[quantized]") {

@@ -38,7 +38,7 @@ struct Int8Tensor {
     const TensorView* view = nullptr;
     const std::int8_t* q = nullptr;  // [out, in...] row-major, within ±(2^(bits−1) − 1)
     std::vector<float> scale;        // [out], finite and positive
-    std::vector<std::int32_t> sums;  // [out] each row's Σ q (found while checking the range)
+    std::vector<std::int32_t> sums;  // [out] each row's Σ q (stored beside it, or found while checking the range)
 };
 
 // One int4 weight (vitreg convert --dtype int4): its codes as stored, two to a byte, the even

@@ -14,15 +14,20 @@
 
 namespace vitreg {
 
-// I8: a quantized checkpoint's int8 weights (vitreg convert --dtype int8), read only beside
-// their scales by the int8 forward (Checkpoint::load_int8); U8: an int4 file's 4-bit codes, two
-// to a byte (Checkpoint::load_int4). to_float refuses both.
-enum class DType { F32, F16, BF16, I8, U8 };
+// The integer dtypes are a quantized checkpoint's alone (vitreg convert --dtype int8|int4), read
+// only by its forward (Checkpoint::load_int8, load_int4), and to_float refuses them. I8: int8
+// weights, beside their scales; I32: each int8 weight row's sum Σq; U8: an int4 file's 4-bit
+// codes, two to a byte.
+enum class DType { F32, F16, BF16, I8, U8, I32 };
+
+// I8, U8 or I32: quantized integers, not values.
+inline bool is_integer(DType d) { return d == DType::I8 || d == DType::U8 || d == DType::I32; }
 
 template <>
 struct EnumTable<DType> {
     static constexpr const char* what = "dtype";
-    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"}, {DType::I8, "I8"}, {DType::U8, "U8"}};
+    static constexpr EnumName<DType> names[] = {{DType::F32, "F32"}, {DType::F16, "F16"}, {DType::BF16, "BF16"},
+                                                {DType::I8, "I8"},   {DType::U8, "U8"},   {DType::I32, "I32"}};
 };
 
 std::string to_string(DType d);
@@ -42,8 +47,8 @@ struct TensorView {
     // of an odd count's padding nibble counted).
     std::int64_t weights() const { return dtype == DType::U8 ? 2 * numel() : numel(); }
     std::string shape_string() const;  // "[1, 257, 384]"
-    // Converts (F16/BF16 widen exactly) into float32, row-major. Throws CheckpointError for I8
-    // and U8 (quantized weights mean nothing without their scales).
+    // Converts (F16/BF16 widen exactly) into float32, row-major. Throws CheckpointError for the
+    // integer dtypes (quantized weights mean nothing without their scales).
     std::vector<float> to_float() const;
     // The same into dst [numel()]: a caller that loads tensor after tensor reuses one buffer
     // instead of faulting in fresh pages for each.

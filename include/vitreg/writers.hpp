@@ -39,8 +39,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes);
 
 // A float32 array to be written: shape and row-major data, stored as `dtype` (F16 and BF16
 // round to nearest even; .npy has no BF16; I8, a quantized checkpoint's weights, takes floats
-// that are integers in [-128, 127] and U8 (an int4 file's codes, two to a byte) ones in [0, 255];
-// either throws Error for any other).
+// that are integers in [-128, 127], U8 (an int4 file's codes, two to a byte) ones in [0, 255] and
+// I32 (int8 weights' row sums) ones of magnitude below 2^24; each throws Error for any other).
 struct ArrayRef {
     std::vector<std::int64_t> shape;
     const float* data = nullptr;
@@ -52,7 +52,7 @@ struct ArrayRef {
     }
 };
 
-// The element bytes of an array: float32, float16 or bfloat16 rounded to nearest even, or int8.
+// The element bytes of an array: float32, float16 or bfloat16 rounded to nearest even, or integers.
 std::string array_bytes(const ArrayRef& array);
 
 // The header of a NumPy .npy file (format 1.0, '<f4' or '<f2', C order) for the array's shape;

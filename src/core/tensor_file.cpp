@@ -19,7 +19,9 @@ namespace vitreg {
 
 std::string to_string(DType d) { return name_of(d); }
 
-std::size_t dtype_size(DType d) { return d == DType::F32 ? 4 : d == DType::I8 || d == DType::U8 ? 1 : 2; }
+std::size_t dtype_size(DType d) {
+    return d == DType::F32 || d == DType::I32 ? 4 : d == DType::I8 || d == DType::U8 ? 1 : 2;
+}
 
 std::int64_t TensorView::numel() const {
     std::int64_t n = 1;
@@ -43,6 +45,9 @@ void TensorView::check_floats() const {
     if (t.dtype == DType::U8)
         throw CheckpointError("tensor '" + t.name + "' is U8: int4-quantized weights, which only the int4 forward reads "
                               "(with their scales and zero points)");
+    if (t.dtype == DType::I32)
+        throw CheckpointError("tensor '" + t.name + "' is I32: the row sums of int8-quantized weights, which only the "
+                              "int8 forward reads");
 }
 
 namespace {

@@ -52,10 +52,23 @@ std::vector<std::vector<float>> int4_values(const std::vector<float>& values, in
     return {std::vector<float>(q.codes.begin(), q.codes.end()), floats(q.scale), floats(q.zero)};
 }
 
+// Weight `name` [out, in...] as --dtype int8 stores it: its integers (I8), their scales (F32) and
+// each row's Σq (I32), so that loading reads neither the integers nor their sums again.
+std::vector<Planned> int8_outputs(const std::string& name, const std::vector<std::int64_t>& shape) {
+    const std::vector<std::int64_t> rows{shape.front()};
+    return {{name, shape, DType::I8}, {name + ".scale", rows, DType::F32}, {name + ".sums", rows, DType::I32}};
+}
+
 std::vector<std::vector<float>> int8_values(const std::vector<float>& values, int out, int bits) {
     const int in = static_cast<int>(values.size() / out);
     quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, bits);
-    return {std::vector<float>(q.q.begin(), q.q.end()), std::move(q.scale)};
+    std::vector<float> sums(static_cast<std::size_t>(out));
+    for (std::size_t r = 0; r < sums.size(); ++r) {  // (integers below 127 · in: exact as floats)
+        std::int64_t sum = 0;
+        for (int i = 0; i < in; ++i) sum += q.q[r * in + i];
+        sums[r] = static_cast<float>(sum);
+    }
+    return {std::vector<float>(q.q.begin(), q.q.end()), std::move(q.scale), std::move(sums)};
 }
 
 // The file: the header of every planned output, then each group's bytes, one group in memory at a time.
@@ -93,8 +106,9 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
     const auto copy = [&](const std::string& name, std::vector<std::int64_t> shape) {
         put(name, shape, [&ck, name, shape] { return ck.load(name, shape); }, w.dtype);
     };
-    // A weight the int8 (int4) forward quantizes: quantized here the same way (its integers, then
-    // its scales; int4: codes two to a byte, the shape's last dim halved, bf16 scales and zeros per group).
+    // A weight the int8 (int4) forward quantizes: quantized here the same way (its integers, their
+    // scales and row sums; int4: codes two to a byte, the shape's last dim halved, bf16 scales and
+    // zeros per group).
     const auto weight = [&](const std::string& name, std::vector<std::int64_t> shape) {
         if (!w.quantization.quantized()) return copy(name, shape);
         const int out = static_cast<int>(shape.front()), bits = w.quantization.bits;
@@ -102,7 +116,7 @@ void write_canonical_checkpoint(const Checkpoint& ck, const Config& c, const Can
             groups.push_back({int4_outputs(ck.path(), name, shape),
                               [&ck, name, shape, out] { return int4_values(ck.load(name, shape), out); }});
         else
-            groups.push_back({{{name, shape, DType::I8}, {name + ".scale", {out}, DType::F32}},
+            groups.push_back({int8_outputs(name, shape),
                               [&ck, name, shape, out, bits] { return int8_values(ck.load(name, shape), out, bits); }});
     };
     const auto norm = [&](const std::string& name, std::int64_t width = 0) {

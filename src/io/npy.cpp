@@ -23,6 +23,16 @@ std::string array_bytes(const ArrayRef& array) {
         if (n) std::memcpy(&out[0], half.data(), n * 2);
         return out;
     }
+    if (array.dtype == DType::I32) {  // int8 weights' row sums, held as floats: exact below 2^24
+        for (std::size_t i = 0; i < n; ++i) {
+            const float v = array.data[i];
+            if (!(std::fabs(v) < 16777216.0f) || v != std::nearbyint(v))
+                throw Error("an I32 array holds " + std::to_string(v) + ", not an integer of magnitude below 2^24");
+            const auto x = static_cast<std::int32_t>(v);
+            std::memcpy(&out[4 * i], &x, 4);
+        }
+        return out;
+    }
     if (array.dtype == DType::I8 || array.dtype == DType::U8) {  // quantized weights, held as the floats of their integers
         const bool s8 = array.dtype == DType::I8;
         const float lo = s8 ? -128.0f : 0.0f, hi = s8 ? 127.0f : 255.0f;
@@ -47,8 +57,7 @@ std::string npy_header(const ArrayRef& array) {
     for (std::size_t i = 0; i < array.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(array.shape[i]);
     shape += array.shape.size() == 1 ? ",)" : ")";  // as numpy writes it: (5,) and (2, 3)
     if (array.dtype == DType::BF16) throw UsageError(".npy has no bfloat16 type: write f32 or f16");
-    if (array.dtype == DType::I8 || array.dtype == DType::U8)
-        throw UsageError(".npy is written as f32 or f16 here, not quantized integers");
+    if (is_integer(array.dtype)) throw UsageError(".npy is written as f32 or f16 here, not quantized integers");
     std::string header = std::string("{'descr': '") + (array.dtype == DType::F16 ? "<f2" : "<f4") + "', 'fortran_order': False, 'shape': " + shape + ", }";
     // Magic (6) + version (2) + length (2) + header + '\n' is padded to a multiple of 64.
     const std::size_t total = 10 + header.size() + 1;

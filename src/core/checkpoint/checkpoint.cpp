@@ -184,8 +184,8 @@ std::vector<Bf16Rows> Checkpoint::mapped_bf16(const std::string& canonical, cons
 // A stored part's element count, after refusing a quantized dtype or a shape other than `want`.
 std::size_t Checkpoint::checked_part(const TensorView& v, const std::vector<std::int64_t>& want) const {
     if (!v.data && v.nbytes) v.check_floats();  // past the end of a header-only read
-    if (v.dtype == DType::I8 || v.dtype == DType::U8) {
-        const std::string q = v.dtype == DType::I8 ? "int8" : "int4";
+    if (is_integer(v.dtype)) {
+        const std::string q = v.dtype == DType::U8 ? "int4" : "int8";
         throw CheckpointError(path() + ": tensor '" + v.name + "' is " + to_string(v.dtype) + " (" + q +
                               "-quantized), where floats are read: only the " + q + " forward reads a quantized " +
                               "file's linear weights, nothing else is " + to_string(v.dtype));

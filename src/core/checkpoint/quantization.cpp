@@ -1,6 +1,6 @@
-// A quantized checkpoint's metadata and weights (vitreg convert --dtype int8): what the file says
-// it holds, checked once when it is opened, and each int8 weight with its scales, checked as the
-// model packs it (docs/design.md, "Reduced precision").
+// A quantized checkpoint's metadata and weights (vitreg convert --dtype int8|int4): what the file
+// says it holds, checked once when it is opened, and each weight's scales (int8: and row sums),
+// checked as the model packs it (docs/design.md, "Reduced precision").
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -48,6 +48,22 @@ const TensorView& stored_weight(const Checkpoint& ck, const std::string& canonic
     return w;
 }
 
+// An int8 weight's stored row sums: I32 [rows], each within ±bound (the most `row` integers of
+// the file's width can sum to).
+std::vector<std::int32_t> stored_sums(const std::string& file, const TensorView& s, std::size_t rows, std::int64_t bound) {
+    const auto fail = [&](const std::string& what) { refuse(file, s.name, what); };
+    if (s.dtype != DType::I32 || s.shape != std::vector<std::int64_t>{static_cast<std::int64_t>(rows)})
+        fail("is " + to_string(s.dtype) + " " + s.shape_string() + ", expected I32 [" + std::to_string(rows) + "]");
+    if (!s.data && s.nbytes) fail("lies past the end of its file (truncated)");
+    std::vector<std::int32_t> sums(rows);
+    if (rows) std::memcpy(sums.data(), s.data, rows * sizeof(std::int32_t));
+    for (std::size_t r = 0; r < rows; ++r)
+        if (sums[r] > bound || sums[r] < -bound)
+            fail("holds " + std::to_string(sums[r]) + " at " + std::to_string(r) + ", beyond the ±" + std::to_string(bound) +
+                 " its row's weights can sum to");
+    return sums;
+}
+
 }  // namespace
 
 WeightQuantization Checkpoint::read_quantization() const {
@@ -58,7 +74,7 @@ WeightQuantization Checkpoint::read_quantization() const {
         // I8 and U8 tensors mean nothing without the metadata that says how they were quantized.
         for (const auto& name : file_->names()) {
             const DType d = file_->get(name).dtype;
-            if (d == DType::I8 || d == DType::U8)
+            if (is_integer(d))
                 throw CheckpointError(path() + ": tensor '" + name + "' is " + to_string(d) +
                                       " but the metadata states no quantization (a quantized file says quantization=int8 "
                                       "or int4)");
@@ -105,14 +121,20 @@ Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector
     for (std::size_t i = 0; i < t.scale.size(); ++i)
         if (!(t.scale[i] > 0.0f) || !std::isfinite(t.scale[i]))
             fail(scale_name, "holds " + std::to_string(t.scale[i]) + " at " + std::to_string(i) + " (a scale is finite and positive)");
-    // Wider integers than the file's bits would overflow the kernels that 7-bit weights select.
-    const int qmax = (1 << (quantization_.bits - 1)) - 1;
     const std::size_t row = t.scale.empty() ? 0 : w.nbytes / t.scale.size();
-    t.sums.resize(t.scale.size());
+    const int qmax = (1 << (quantization_.bits - 1)) - 1;
+    const std::string sums_name = w.name + ".sums";
+    const bool stored = file_->has(sums_name);  // (files converted before the sums were stored have none)
+    if (stored) t.sums = stored_sums(path(), file_->get(sums_name), t.scale.size(), static_cast<std::int64_t>(qmax) * row);
+    // 8-bit weights with their sums are not read here: the 8-bit kernels are exact for every byte,
+    // and a model of 7 GB loads in the time its scales take. 7-bit weights are checked, since
+    // vpmaddubsw, which they select without VNNI, saturates past ±63.
+    if (stored && quantization_.bits == 8) return t;
+    std::vector<std::int32_t> sums(t.scale.size());
     std::vector<char> in_range(t.scale.size());
     parallel_each(static_cast<int>(t.scale.size()), [&](int r) {
         bool ok;
-        t.sums[r] = gemm::sum_s8(t.q + r * row, row, qmax, &ok);
+        sums[r] = gemm::sum_s8(t.q + r * row, row, qmax, &ok);
         in_range[r] = ok;
     });
     for (std::size_t r = 0; r < in_range.size(); ++r)  // a row out of range: where
@@ -120,6 +142,11 @@ Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector
             if (t.q[i] > qmax || t.q[i] < -qmax)
                 fail(w.name, "holds " + std::to_string(t.q[i]) + " at " + std::to_string(i) + ", outside the " +
                                  std::to_string(quantization_.bits) + "-bit weights' ±" + std::to_string(qmax));
+    for (std::size_t r = 0; stored && r < sums.size(); ++r)
+        if (sums[r] != t.sums[r])
+            fail(sums_name, "holds " + std::to_string(t.sums[r]) + " at " + std::to_string(r) + ", but row " +
+                                std::to_string(r) + " of '" + w.name + "' sums to " + std::to_string(sums[r]));
+    t.sums = std::move(sums);
     return t;
 }
 

@@ -410,10 +410,11 @@ Config Checkpoint::resolve(const std::string& dir, const ConfigOverrides& overri
     describe(c, notes);
     c.notes = notes.in_order();
     model_tensors_ = model_tensor_names(*file_, side, prefix_);
-    if (quantization_.quantized())  // the scales (and zeros) beside a quantized file's weights are no parameters
+    if (quantization_.quantized())  // the scales, zeros and sums beside a quantized file's weights are no parameters
         model_tensors_.erase(std::remove_if(model_tensors_.begin(), model_tensors_.end(),
                                             [](const std::string& n) {
-                                                return ends_with(n, ".weight.scale") || ends_with(n, ".weight.zero");
+                                                return ends_with(n, ".weight.scale") || ends_with(n, ".weight.zero") ||
+                                                       ends_with(n, ".weight.sums");
                                             }),
                              model_tensors_.end());
     c.parameters = 0;
