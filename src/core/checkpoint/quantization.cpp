@@ -48,8 +48,8 @@ const TensorView& stored_weight(const Checkpoint& ck, const std::string& canonic
     return w;
 }
 
-// An int8 weight's stored row sums: I32 [rows], each within ±bound (the most `row` integers of
-// the file's width can sum to).
+// An int8 weight's stored row sums: I32 [rows], each within ±bound (what a row of the file's
+// integers can sum to).
 std::vector<std::int32_t> stored_sums(const std::string& file, const TensorView& s, std::size_t rows, std::int64_t bound) {
     const auto fail = [&](const std::string& what) { refuse(file, s.name, what); };
     if (s.dtype != DType::I32 || s.shape != std::vector<std::int64_t>{static_cast<std::int64_t>(rows)})
@@ -125,7 +125,8 @@ Int8Tensor Checkpoint::load_int8(const std::string& canonical, const std::vector
     const int qmax = (1 << (quantization_.bits - 1)) - 1;
     const std::string sums_name = w.name + ".sums";
     const bool stored = file_->has(sums_name);  // (files converted before the sums were stored have none)
-    if (stored) t.sums = stored_sums(path(), file_->get(sums_name), t.scale.size(), static_cast<std::int64_t>(qmax) * row);
+    if (stored)  // (bytes of −128 count: the 8-bit kernels take them)
+        t.sums = stored_sums(path(), file_->get(sums_name), t.scale.size(), static_cast<std::int64_t>(qmax + 1) * row);
     // 8-bit weights with their sums are not read here: the 8-bit kernels are exact for every byte,
     // and a model of 7 GB loads in the time its scales take. 7-bit weights are checked, since
     // vpmaddubsw, which they select without VNNI, saturates past ±63.
