@@ -126,6 +126,33 @@ TEST_CASE("vector loops: bf16 rounding, ranges and uint8 codes are the same bits
     }
 }
 
+TEST_CASE("vector loops: int8 weight rows are quantize_s8's codes and scale in every kernel set") {
+    // Whole blocks and tails; a NaN, which the scale leaves out and which quantizes to 0; −0; an
+    // infinity, which makes the scale 1; a row of zeros; 8- and 7-bit widths.
+    for (const int n : {1, 15, 16, 37, 389}) {
+        for (const int variant : {0, 1, 2, 3}) {
+            std::vector<float> w = normal_values(n, 0.03f, 20 + n);
+            if (variant == 1) w[n / 2] = NAN, w[0] = -0.0f;
+            if (variant == 2) w[n - 1] = -INFINITY;
+            if (variant == 3) std::fill(w.begin(), w.end(), 0.0f);
+            for (const float qmax : {127.0f, 63.0f}) {
+                float max_abs = 0.0f;
+                for (const float v : w) max_abs = std::max(max_abs, std::fabs(v));
+                const float want_scale = quant::symmetric_scale(max_abs, qmax);
+                for (const cpu::Level level : levels()) {
+                    INFO("level " << cpu::to_string(level) << " n " << n << " variant " << variant << " qmax " << qmax);
+                    std::vector<std::int8_t> q(n, 99);
+                    const float scale = loops::table(level).quantize_s8_row(w.data(), n, qmax, q.data());
+                    CHECK(scale == want_scale);
+                    long mismatches = 0;
+                    for (int i = 0; i < n; ++i) mismatches += q[i] != quant::quantize_s8(w[i], want_scale, qmax);
+                    CHECK(mismatches == 0);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("weighted rows: every kernel set against double precision, blocks and tails") {
     for (const cpu::Level level : levels()) {
         INFO("level " << cpu::to_string(level));

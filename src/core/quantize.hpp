@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parallel_each.hpp"
@@ -90,28 +92,34 @@ inline std::int8_t quantize_s8(float w, float scale, float qmax = 127.0f) {
 // Weights quantized symmetric per output channel to `bits` (7 or 8): q [channels][len], each
 // channel's scale symmetric_scale(max|w|, 2^(bits−1) − 1). What gemm::pack_int8 packs, and what a
 // quantized checkpoint stores (vitreg convert --dtype int8): the same numbers, bit for bit.
+// Leaves a resize()'s new elements uninitialized, for a buffer written whole right after: zeroing
+// the codes first had taken a tenth of an @int8 load.
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UninitializedAllocator<U>;
+    };
+    UninitializedAllocator() = default;
+    template <class U>
+    UninitializedAllocator(const UninitializedAllocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* p) noexcept {
+        ::new (static_cast<void*>(p)) U;
+    }
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+
 struct Int8Weights {
-    std::vector<std::int8_t> q;
+    std::vector<std::int8_t, UninitializedAllocator<std::int8_t>> q;
     std::vector<float> scale;  // [channels]
 };
 
-// Channel c's values are w[c · channel_stride + i · elem_stride], i < len.
-inline Int8Weights quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits = 8) {
-    if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
-    const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
-    Int8Weights out;
-    out.scale.resize(static_cast<std::size_t>(channels));
-    out.q.resize(static_cast<std::size_t>(channels) * len);
-    parallel_each(channels, [&](int c) {  // channels are independent
-        const float* first = w + c * channel_stride;
-        float max_abs = 0.0f;  // (NaN: as std::max leaves it, in one order for every caller)
-        for (int i = 0; i < len; ++i) max_abs = std::max(max_abs, std::fabs(first[i * elem_stride]));
-        out.scale[c] = symmetric_scale(max_abs, qmax);
-        for (int i = 0; i < len; ++i)
-            out.q[static_cast<std::size_t>(c) * len + i] = quantize_s8(first[i * elem_stride], out.scale[c], qmax);
-    });
-    return out;
-}
+// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp).
+Int8Weights quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits = 8);
 
 // int4 weights, affine per group of kInt4Group along k (torchao's Int4WeightOnlyConfig: uint4 in
 // [0, 15] with a float zero, w = (q − 8) · scale + zero): over the group's range [lo, hi],

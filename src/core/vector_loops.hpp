@@ -42,6 +42,9 @@ struct Table {
     // The min and max of a row of k (the range widened to hold 0), and the row quantized with q.
     void (*range)(const float* x, int k, float* lo, float* hi);
     void (*quantize_u8)(const float* x, int k, quant::AffineU8 q, std::uint8_t* out);
+    // One channel of n weights quantized symmetric to ±qmax (quant::quantize_channels' rule):
+    // their codes into out, their scale returned.
+    float (*quantize_s8_row)(const float* w, int n, float qmax, std::int8_t* out);
     // d += w · s over n.
     void (*axpy)(float w, const float* s, float* d, std::size_t n);
     // out = (Σ_t w[t] · rows[t]) · scale over n, the taps summed in order (upsampling's weighted
