@@ -153,6 +153,39 @@ TEST_CASE("vector loops: int8 weight rows are quantize_s8's codes and scale in e
     }
 }
 
+TEST_CASE("vector loops: int4 weight rows are quantize_u4's codes, scales and zeros in every kernel set") {
+    // Whole groups, short last ones and an odd width; a NaN first in a group (it is the group's
+    // range) and one later (left out); an infinity; a row of zeros.
+    for (const int len : {1, 7, 128, 130, 301, 389}) {
+        for (const int variant : {0, 1, 2, 3}) {
+            std::vector<float> w = normal_values(len, 0.05f, 40 + len);
+            if (variant == 1) w[len / 2] = NAN, w[(len - 1) / 128 * 128] = NAN;
+            if (variant == 2) w[len - 1] = INFINITY;
+            if (variant == 3) std::fill(w.begin(), w.end(), 0.0f);
+            const int groups = quant::int4_groups(len), bytes = quant::int4_row_bytes(len);
+            std::vector<std::uint16_t> want_scale(groups), want_zero(groups);
+            std::vector<std::uint8_t> want(bytes, 0);
+            for (int g = 0; g < groups; ++g) {
+                const int i0 = g * quant::kInt4Group, i1 = std::min(len, i0 + quant::kInt4Group);
+                float lo = w[i0], hi = lo;
+                for (int i = i0; i < i1; ++i) lo = w[i] < lo ? w[i] : lo, hi = w[i] > hi ? w[i] : hi;
+                const quant::AffineU4 a = quant::affine_u4(lo, hi);
+                want_scale[g] = quant::to_bf16(a.scale), want_zero[g] = quant::to_bf16(a.zero);
+                for (int i = i0; i < i1; ++i) want[i / 2] |= static_cast<std::uint8_t>(quant::quantize_u4(w[i], a) << (4 * (i % 2)));
+            }
+            for (const cpu::Level level : levels()) {
+                INFO("level " << cpu::to_string(level) << " len " << len << " variant " << variant);
+                std::vector<std::uint16_t> scale(groups), zero(groups);
+                std::vector<std::uint8_t> codes(bytes, 0);
+                loops::table(level).quantize_u4_row(w.data(), len, scale.data(), zero.data(), codes.data());
+                CHECK(scale == want_scale);
+                CHECK(zero == want_zero);
+                CHECK(codes == want);
+            }
+        }
+    }
+}
+
 TEST_CASE("weighted rows: every kernel set against double precision, blocks and tails") {
     for (const cpu::Level level : levels()) {
         INFO("level " << cpu::to_string(level));

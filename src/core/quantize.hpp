@@ -166,33 +166,7 @@ inline int int4_row_bytes(int len) { return (len + 1) / 2; }
 inline int int4_groups(int len) { return (len + kInt4Group - 1) / kInt4Group; }
 inline std::uint8_t int4_code(const std::uint8_t* row, int i) { return (row[i / 2] >> (4 * (i % 2))) & 0xf; }
 
-// Channel c's values are w[c · channel_stride + i · elem_stride], i < len.
-inline Int4Weights quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride) {
-    const int bytes = int4_row_bytes(len), groups = int4_groups(len);
-    Int4Weights out;
-    out.codes.assign(static_cast<std::size_t>(channels) * bytes, 0);
-    out.scale.assign(static_cast<std::size_t>(channels) * groups, 0);
-    out.zero.assign(out.scale.size(), 0);
-    parallel_each(channels, [&](int c) {  // channels are independent
-        for (int g = 0; g < groups; ++g) {
-            const float* first = w + c * channel_stride;
-            const int i0 = g * kInt4Group, i1 = std::min(len, i0 + kInt4Group);
-            float lo = first[i0 * elem_stride], hi = lo;  // (NaN: as these comparisons leave it, for every caller)
-            for (int i = i0; i < i1; ++i) {
-                const float v = first[i * elem_stride];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-            }
-            const AffineU4 a = affine_u4(lo, hi);
-            const std::size_t at = static_cast<std::size_t>(c) * groups + g;
-            out.scale[at] = to_bf16(a.scale);
-            out.zero[at] = to_bf16(a.zero);
-            std::uint8_t* row = out.codes.data() + static_cast<std::size_t>(c) * bytes;
-            for (int i = i0; i < i1; ++i)
-                row[i / 2] = static_cast<std::uint8_t>(row[i / 2] | (quantize_u4(first[i * elem_stride], a) << (4 * (i % 2))));
-        }
-    });
-    return out;
-}
+// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp).
+Int4Weights quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride);
 
 }  // namespace vitreg::quant

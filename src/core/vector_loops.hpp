@@ -45,6 +45,9 @@ struct Table {
     // One channel of n weights quantized symmetric to ±qmax (quant::quantize_channels' rule):
     // their codes into out, their scale returned.
     float (*quantize_s8_row)(const float* w, int n, float qmax, std::int8_t* out);
+    // One channel of len weights quantized to int4 per group of 128 (quant::quantize_groups'
+    // rule): each group's bf16 scale and zero, and the codes two a byte into zeroed `codes`.
+    void (*quantize_u4_row)(const float* w, int len, std::uint16_t* scale, std::uint16_t* zero, std::uint8_t* codes);
     // d += w · s over n.
     void (*axpy)(float w, const float* s, float* d, std::size_t n);
     // out = (Σ_t w[t] · rows[t]) · scale over n, the taps summed in order (upsampling's weighted
