@@ -104,13 +104,17 @@ void add_blocks(Linear& l, const void* rows, std::size_t row_bytes) {
 }  // namespace
 
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
-                   std::optional<quant::AffineU8> fixed, int int8_weight_bits) {
+                   std::optional<quant::AffineU8> fixed, int int8_weight_bits, QuantizeScratch* scratch) {
+    QuantizeScratch own;
+    QuantizeScratch& codes = scratch ? *scratch : own;
     if (precision == Precision::Int8) {  // quantized per row of W (an output channel), as a quantized file stores it
-        const quant::Int8Weights q = quant::quantize_channels(w, out, in, in, 1, int8_weight_bits);
+        const quant::Int8Weights& q = codes.int8;
+        quant::quantize_channels(w, out, in, in, 1, int8_weight_bits, codes.int8);
         return make_linear_int8(q.q.data(), q.scale.data(), out, in, std::move(bias), fixed, int8_weight_bits);
     }
     if (precision == Precision::Int4) {  // grouped along each row of W, as an int4 file stores it
-        const quant::Int4Weights q = quant::quantize_groups(w, out, in, in, 1);
+        const quant::Int4Weights& q = codes.int4;
+        quant::quantize_groups(w, out, in, in, 1, codes.int4);
         return make_linear_int4(q.codes.data(), q.scale.data(), q.zero.data(), out, in, std::move(bias));
     }
     Linear l = shell(precision, out, in, std::move(bias));

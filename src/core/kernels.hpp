@@ -56,10 +56,18 @@ struct Linear {
     }
 };
 
+// Storage for the codes that make_linear quantizes before packing them, reused by the linears of
+// one load (quant::quantize_channels).
+struct QuantizeScratch {
+    quant::Int8Weights int8;
+    quant::Int4Weights int4;
+};
+
 // Packs W [out, in] (row-major) for `precision`; `fixed` is int8's per-tensor input mapping,
 // `int8_weight_bits` its weights' width (8, or 7: see PrecisionOptions).
 Linear make_linear(const float* w, int out, int in, Eigen::VectorXf bias, Precision precision,
-                   std::optional<quant::AffineU8> fixed = std::nullopt, int int8_weight_bits = 8);
+                   std::optional<quant::AffineU8> fixed = std::nullopt, int int8_weight_bits = 8,
+                   QuantizeScratch* scratch = nullptr);
 // A bf16 linear whose W [out, in] (bf16 pairs along in, in even; its rows in `parts`, in order)
 // stays where it lies (Linear::mapped).
 Linear make_linear_mapped(const std::vector<Bf16Rows>& parts, int out, int in, Eigen::VectorXf bias);

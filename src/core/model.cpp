@@ -59,6 +59,7 @@ struct LinearLoader {
     mutable std::vector<float> weights;
     bool in_place;             // bf16 weights, or an int8 or int4 file's, read from the file where they lie
     mutable bool used = false;  // some linear does: the model keeps the file
+    mutable kernels::QuantizeScratch codes;  // the same for @int8's and @int4's codes before packing
 
     // `bias` false: the checkpoint has none (CLIP's patch embedding, qkv_bias=False); zeros.
     Linear operator()(const std::string& name, int out, int in, std::vector<std::int64_t> stored = {},
@@ -98,7 +99,7 @@ struct LinearLoader {
             used = true;
         } else {
             ck.load_into(name + ".weight", stored, weights);
-            l = kernels::make_linear(weights.data(), out, in, std::move(b), precision, fixed, int8_weight_bits);
+            l = kernels::make_linear(weights.data(), out, in, std::move(b), precision, fixed, int8_weight_bits, &codes);
         }
         l.name = name;
         return l;
@@ -311,7 +312,7 @@ Model Model::load(const std::string& path, const ConfigOverrides& overrides, con
     if (per_tensor) calibration = read_int8_calibration(precision.scales);
     const LinearLoader load_linear{ck, precision.precision, precision.int8_weight_bits,
                                    per_tensor ? &calibration : nullptr, precision.scales, {},
-                                   weights_in_place(precision, ck.quantization().quantized())};
+                                   weights_in_place(precision, ck.quantization().quantized()), false, {}};
 
     impl->patch_embed = load_linear("patch_embed.proj", D, 3 * p * p, {D, 3, p, p}, c.patch_bias);
     if (c.class_token) impl->cls = to_vector(ck.load("cls_token", {1, 1, D}));

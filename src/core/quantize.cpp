@@ -8,9 +8,15 @@
 namespace vitreg::quant {
 
 Int8Weights quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits) {
+    Int8Weights out;
+    quantize_channels(w, channels, len, channel_stride, elem_stride, bits, out);
+    return out;
+}
+
+void quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits,
+                       Int8Weights& out) {
     if (bits != 7 && bits != 8) throw Error("int8 weights are 7 or 8 bits wide (got " + std::to_string(bits) + ")");
     const float qmax = static_cast<float>((1 << (bits - 1)) - 1);
-    Int8Weights out;
     out.scale.resize(static_cast<std::size_t>(channels));
     out.q.resize(static_cast<std::size_t>(channels) * len);
     const loops::Table& vec = loops::active();
@@ -26,12 +32,16 @@ Int8Weights quantize_channels(const float* w, int channels, int len, long channe
         for (int i = 0; i < len; ++i)
             out.q[static_cast<std::size_t>(c) * len + i] = quantize_s8(first[i * elem_stride], out.scale[c], qmax);
     });
-    return out;
 }
 
 Int4Weights quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride) {
-    const int bytes = int4_row_bytes(len), groups = int4_groups(len);
     Int4Weights out;
+    quantize_groups(w, channels, len, channel_stride, elem_stride, out);
+    return out;
+}
+
+void quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride, Int4Weights& out) {
+    const int bytes = int4_row_bytes(len), groups = int4_groups(len);
     out.codes.assign(static_cast<std::size_t>(channels) * bytes, 0);
     out.scale.assign(static_cast<std::size_t>(channels) * groups, 0);
     out.zero.assign(out.scale.size(), 0);
@@ -61,7 +71,6 @@ Int4Weights quantize_groups(const float* w, int channels, int len, long channel_
                 row[i / 2] = static_cast<std::uint8_t>(row[i / 2] | (quantize_u4(first[i * elem_stride], a) << (4 * (i % 2))));
         }
     });
-    return out;
 }
 
 }  // namespace vitreg::quant

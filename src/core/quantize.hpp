@@ -118,8 +118,12 @@ struct Int8Weights {
     std::vector<float> scale;  // [channels]
 };
 
-// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp).
+// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp). The
+// second form fills `out`, reusing its storage: a 7B's largest codes (67 MB) would otherwise be
+// fresh pages for every tensor, faulted in and zeroed by the kernel.
 Int8Weights quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits = 8);
+void quantize_channels(const float* w, int channels, int len, long channel_stride, long elem_stride, int bits,
+                       Int8Weights& out);
 
 // int4 weights, affine per group of kInt4Group along k (torchao's Int4WeightOnlyConfig: uint4 in
 // [0, 15] with a float zero, w = (q − 8) · scale + zero): over the group's range [lo, hi],
@@ -166,7 +170,9 @@ inline int int4_row_bytes(int len) { return (len + 1) / 2; }
 inline int int4_groups(int len) { return (len + kInt4Group - 1) / kInt4Group; }
 inline std::uint8_t int4_code(const std::uint8_t* row, int i) { return (row[i / 2] >> (4 * (i % 2))) & 0xf; }
 
-// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp).
+// Channel c's values are w[c · channel_stride + i · elem_stride], i < len (quantize.cpp; into
+// `out` as quantize_channels).
 Int4Weights quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride);
+void quantize_groups(const float* w, int channels, int len, long channel_stride, long elem_stride, Int4Weights& out);
 
 }  // namespace vitreg::quant
