@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -97,12 +99,12 @@ void TensorView::to_float(float* out) const {
 }
 
 DType TensorFile::dominant_dtype() const {
-    std::size_t bytes[5] = {0, 0, 0, 0, 0};
+    std::array<std::size_t, std::size(EnumTable<DType>::names)> bytes{};  // one per dtype, in the enum's order
     for (const auto& name : names()) {
         const TensorView& t = get(name);
-        bytes[static_cast<int>(t.dtype)] += t.nbytes;
+        bytes.at(static_cast<std::size_t>(t.dtype)) += t.nbytes;
     }
-    return static_cast<DType>(std::max_element(bytes, bytes + 5) - bytes);
+    return static_cast<DType>(std::max_element(bytes.begin(), bytes.end()) - bytes.begin());
 }
 
 void TensorFile::drop_pages(const unsigned char* data, std::size_t nbytes) {
