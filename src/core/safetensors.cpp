@@ -62,13 +62,6 @@ std::uint16_t float_to_half(float f) {
 
 std::uint16_t float_to_bf16(float f) { return quant::to_bf16(f); }
 
-float bf16_to_float(std::uint16_t b) {
-    const std::uint32_t bits = std::uint32_t(b) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
-
 namespace {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {

@@ -4,6 +4,7 @@
 // typed views and converted to float32 only when a caller asks.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,7 +45,14 @@ std::unique_ptr<TensorFile> open_tensor_file_header(const std::string& path, con
 
 // Half-precision conversions: widening is exact; narrowing rounds to nearest even.
 float half_to_float(std::uint16_t h);
-float bf16_to_float(std::uint16_t b);
+// bf16 is a float's top half: inline, so that loops over it vectorize (a call per value had taken
+// a fifth of an @int8 load from a bf16 file).
+inline float bf16_to_float(std::uint16_t b) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
 std::uint16_t float_to_half(float f);
 std::uint16_t float_to_bf16(float f);
 

@@ -63,24 +63,13 @@ void widen(const TensorView& t, float* out) {
         return;
     }
     const bool half = t.dtype == DType::F16;
-    // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time. bf16 is the top
-    // half of a float: shifted in a loop that vectorizes (a call per value had taken a fifth of
-    // an @int8 load from a bf16 file).
+    // In parallel: a 7B's load widens 6.7 billion values, one tensor at a time.
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n, 1 << 16), [&](const tbb::blocked_range<std::size_t>& r) {
-        if (!half) {
-            for (std::size_t i = r.begin(); i < r.end(); ++i) {
-                std::uint16_t v;
-                std::memcpy(&v, t.data + 2 * i, 2);
-                const std::uint32_t bits = static_cast<std::uint32_t>(v) << 16;
-                std::memcpy(out + i, &bits, 4);
-            }
-            return;
-        }
-        for (std::size_t i = r.begin(); i < r.end(); ++i) {
-            std::uint16_t v;
-            std::memcpy(&v, t.data + 2 * i, 2);
-            out[i] = half_to_float(v);
-        }
+        std::uint16_t v;
+        if (half)
+            for (std::size_t i = r.begin(); i < r.end(); ++i) std::memcpy(&v, t.data + 2 * i, 2), out[i] = half_to_float(v);
+        else  // (apart, so that the inline bf16 loop vectorizes)
+            for (std::size_t i = r.begin(); i < r.end(); ++i) std::memcpy(&v, t.data + 2 * i, 2), out[i] = bf16_to_float(v);
     });
 }
 

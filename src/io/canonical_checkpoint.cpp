@@ -4,6 +4,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "core/gemm_lowp.hpp"
 #include "core/quantize.hpp"
 #include "io/file_digest.hpp"
 #include "vitreg/error.hpp"
@@ -64,9 +65,8 @@ std::vector<std::vector<float>> int8_values(const std::vector<float>& values, in
     quant::Int8Weights q = quant::quantize_channels(values.data(), out, in, in, 1, bits);
     std::vector<float> sums(static_cast<std::size_t>(out));
     for (std::size_t r = 0; r < sums.size(); ++r) {  // (integers below 127 · in: exact as floats)
-        std::int64_t sum = 0;
-        for (int i = 0; i < in; ++i) sum += q.q[r * in + i];
-        sums[r] = static_cast<float>(sum);
+        bool in_range;  // (quantize_channels' codes are)
+        sums[r] = static_cast<float>(gemm::sum_s8(q.q.data() + r * in, static_cast<std::size_t>(in), 127, &in_range));
     }
     return {std::vector<float>(q.q.begin(), q.q.end()), std::move(q.scale), std::move(sums)};
 }
